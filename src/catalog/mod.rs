@@ -1,0 +1,138 @@
+//! The catalog: tables and materialized views, their schemas, keys, dependencies and ids.
+//!
+//! Persisted as JSON under the store's `m/catalog` key on every DDL statement.
+
+use std::collections::BTreeMap;
+
+use arrow::datatypes::{Schema, SchemaRef};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::stream::RelationId;
+
+/// What kind of relation a catalog entry is.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum RelationKind {
+    /// A table: a durable changelog of writes.
+    Table {
+        /// Column indices of the primary key (empty: none).
+        primary_key: Vec<usize>,
+    },
+    /// A materialized view, maintained incrementally by its job.
+    MaterializedView {
+        /// The defining query, as written after `AS`.
+        query: String,
+        /// Session settings captured at creation (`checkpoint.*`, `restart.*`, `state.backend`).
+        settings: BTreeMap<String, String>,
+    },
+}
+
+/// One relation of the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RelationDef {
+    /// Unique id, never reused.
+    pub id: RelationId,
+    /// Name in schema `public` (lower-case unless quoted).
+    pub name: String,
+    /// Column names and types.
+    pub schema: Schema,
+    /// Table or view.
+    pub kind: RelationKind,
+    /// Relations this one reads (for views).
+    pub depends_on: Vec<RelationId>,
+}
+
+impl RelationDef {
+    /// The schema as a shared reference.
+    pub fn schema_ref(&self) -> SchemaRef {
+        std::sync::Arc::new(self.schema.clone())
+    }
+
+    /// True for tables.
+    pub fn is_table(&self) -> bool {
+        matches!(self.kind, RelationKind::Table { .. })
+    }
+
+    /// "table" or "materialized view", for messages.
+    pub fn kind_name(&self) -> &'static str {
+        if self.is_table() { "table" } else { "materialized view" }
+    }
+}
+
+/// All relations, by id (creation order, so a view comes after everything it reads).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Catalog {
+    next_id: RelationId,
+    relations: BTreeMap<RelationId, RelationDef>,
+}
+
+impl Catalog {
+    /// Decodes a persisted catalog.
+    ///
+    /// # Errors
+    /// [`Error::State`] when the JSON is corrupt.
+    pub fn from_json(bytes: &[u8]) -> Result<Self> {
+        serde_json::from_slice(bytes).map_err(|e| Error::State(format!("corrupt catalog: {e}")))
+    }
+
+    /// Encodes the catalog for persistence.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if serialization fails.
+    pub fn to_json(&self) -> Result<Vec<u8>> {
+        serde_json::to_vec(self).map_err(|e| Error::Internal(format!("catalog encoding: {e}")))
+    }
+
+    /// Allocates a new relation id.
+    pub fn allocate_id(&mut self) -> RelationId {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Looks a relation up by name.
+    pub fn by_name(&self, name: &str) -> Option<&RelationDef> {
+        self.relations.values().find(|r| r.name == name)
+    }
+
+    /// Looks a relation up by id.
+    pub fn get(&self, id: RelationId) -> Option<&RelationDef> {
+        self.relations.get(&id)
+    }
+
+    /// All relations in id order.
+    pub fn relations(&self) -> impl Iterator<Item = &RelationDef> {
+        self.relations.values()
+    }
+
+    /// Adds a relation.
+    pub fn insert(&mut self, def: RelationDef) {
+        self.relations.insert(def.id, def);
+    }
+
+    /// Removes a relation.
+    pub fn remove(&mut self, id: RelationId) -> Option<RelationDef> {
+        self.relations.remove(&id)
+    }
+
+    /// The views that read `id` directly.
+    pub fn dependents(&self, id: RelationId) -> Vec<RelationId> {
+        self.relations.values().filter(|r| r.depends_on.contains(&id)).map(|r| r.id).collect()
+    }
+
+    /// `id` and every view that reads it, directly or not, in reverse creation order (the
+    /// order to drop them in).
+    pub fn dependents_closure(&self, id: RelationId) -> Vec<RelationId> {
+        let mut out = vec![id];
+        let mut i = 0;
+        while i < out.len() {
+            for d in self.dependents(out[i]) {
+                if !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+            i += 1;
+        }
+        out.sort_unstable_by(|a, b| b.cmp(a));
+        out
+    }
+}

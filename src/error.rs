@@ -1,0 +1,260 @@
+//! The crate-wide error type and its mapping to PostgreSQL SQLSTATE codes.
+//!
+//! Variants say who is at fault (after DataFusion's `DataFusionError`): the user's SQL
+//! ([`Error::Parse`], [`Error::Plan`], [`Error::NotSupported`]), the user's data
+//! ([`Error::Data`]), the catalog ([`Error::Catalog`]), a running view ([`Error::Execution`]),
+//! storage ([`Error::State`], [`Error::Io`]) or Weir itself ([`Error::Internal`]).
+//! Codes follow PostgreSQL's Appendix A, "PostgreSQL Error Codes".
+
+use datafusion::error::DataFusionError;
+
+/// Crate-wide result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every error Weir reports; [`Error::sqlstate`] gives the code sent to clients.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The SQL text does not parse (`42601`).
+    #[error("{0}")]
+    Parse(String),
+    /// The statement parses but cannot be planned; carries its own SQLSTATE
+    /// (e.g. `42P01` undefined table, `42703` undefined column, `42804` datatype mismatch).
+    #[error("{message}")]
+    Plan {
+        /// PostgreSQL SQLSTATE code, five characters.
+        code: &'static str,
+        /// Human-readable message.
+        message: String,
+    },
+    /// A construct Weir does not support (`0A000`); the message names the construct.
+    #[error("{0}")]
+    NotSupported(String),
+    /// Bad data: a value that does not parse, a division by zero, an overflow, a duplicate key.
+    #[error("{message}")]
+    Data {
+        /// PostgreSQL SQLSTATE code (`22P02`, `22012`, `22003`, `23505`, `23502`, ...).
+        code: &'static str,
+        /// Human-readable message.
+        message: String,
+    },
+    /// A catalog conflict: an object exists already or does not exist, or a dependency blocks a drop.
+    #[error("{message}")]
+    Catalog {
+        /// PostgreSQL SQLSTATE code (`42P07`, `42P01`, `2BP01`, ...).
+        code: &'static str,
+        /// Human-readable message.
+        message: String,
+    },
+    /// An invalid session setting (`22023` bad value, `42704` unknown name).
+    #[error("{message}")]
+    Setting {
+        /// PostgreSQL SQLSTATE code.
+        code: &'static str,
+        /// Human-readable message naming the allowed values.
+        message: String,
+    },
+    /// A materialized view's job failed at run time; reading it reports this.
+    #[error("materialized view \"{view}\" failed: {source}")]
+    Execution {
+        /// The view's name.
+        view: String,
+        /// What went wrong inside the view's dataflow.
+        source: Box<Error>,
+    },
+    /// The state store (RocksDB) failed.
+    #[error("state store error: {0}")]
+    State(String),
+    /// An operating-system I/O error.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A bug in Weir: an invariant did not hold.
+    #[error("internal error: {0}. This is a bug in Weir; please report it")]
+    Internal(String),
+}
+
+impl Error {
+    /// Builds an [`Error::Plan`].
+    pub fn plan(code: &'static str, message: impl Into<String>) -> Self {
+        Error::Plan { code, message: message.into() }
+    }
+
+    /// Builds an [`Error::Data`].
+    pub fn data(code: &'static str, message: impl Into<String>) -> Self {
+        Error::Data { code, message: message.into() }
+    }
+
+    /// Builds an [`Error::Catalog`].
+    pub fn catalog(code: &'static str, message: impl Into<String>) -> Self {
+        Error::Catalog { code, message: message.into() }
+    }
+
+    /// Builds an [`Error::Setting`] with SQLSTATE `22023` (invalid_parameter_value).
+    pub fn setting(message: impl Into<String>) -> Self {
+        Error::Setting { code: "22023", message: message.into() }
+    }
+
+    /// Builds an [`Error::NotSupported`].
+    pub fn not_supported(message: impl Into<String>) -> Self {
+        Error::NotSupported(message.into())
+    }
+
+    /// The PostgreSQL SQLSTATE code for this error (five characters).
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            Error::Parse(_) => "42601",
+            Error::Plan { code, .. }
+            | Error::Data { code, .. }
+            | Error::Catalog { code, .. }
+            | Error::Setting { code, .. } => code,
+            Error::NotSupported(_) => "0A000",
+            Error::Execution { source, .. } => source.sqlstate(),
+            Error::State(_) | Error::Io(_) => "58030",
+            Error::Internal(_) => "XX000",
+        }
+    }
+}
+
+impl From<DataFusionError> for Error {
+    fn from(e: DataFusionError) -> Self {
+        classify_datafusion(e)
+    }
+}
+
+impl From<arrow::error::ArrowError> for Error {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        classify_datafusion(DataFusionError::ArrowError(Box::new(e), None))
+    }
+}
+
+impl From<rocksdb::Error> for Error {
+    fn from(e: rocksdb::Error) -> Self {
+        Error::State(e.to_string())
+    }
+}
+
+/// Maps a DataFusion error onto the nearest PostgreSQL error class.
+///
+/// DataFusion reports most user errors as `Plan`, `Schema` or `Execution` with a message; the
+/// SQLSTATE is chosen from the error kind and, where the kind is too coarse, the message text.
+fn classify_datafusion(e: DataFusionError) -> Error {
+    // Our own errors travel through DataFusion as `External`; give them back unchanged.
+    let e = match e {
+        DataFusionError::External(b) => match b.downcast::<Error>() {
+            Ok(ours) => return *ours,
+            Err(b) => DataFusionError::External(b),
+        },
+        DataFusionError::Context(_, inner) => return classify_datafusion(*inner),
+        DataFusionError::Shared(inner) => match std::sync::Arc::try_unwrap(inner) {
+            Ok(inner) => return classify_datafusion(inner),
+            Err(inner) => DataFusionError::Shared(inner),
+        },
+        other => other,
+    };
+    let e = e.find_root();
+    let message = strip_df_prefix(&e.to_string());
+    let lower = message.to_ascii_lowercase();
+    match e {
+        DataFusionError::SQL(..) => Error::Parse(message),
+        DataFusionError::NotImplemented(_) => Error::NotSupported(message),
+        DataFusionError::SchemaError(..) => {
+            if lower.contains("no field named") || lower.contains("column") {
+                Error::plan("42703", message)
+            } else if lower.contains("ambiguous") {
+                Error::plan("42702", message)
+            } else {
+                Error::plan("42P01", message)
+            }
+        }
+        _ => {
+            let code = if lower.contains("divide by zero") || lower.contains("division by zero") {
+                "22012"
+            } else if lower.contains("overflow") || lower.contains("out of range") {
+                "22003"
+            } else if lower.contains("cannot cast string")
+                || lower.contains("invalid input syntax")
+                || lower.contains("error parsing")
+                || lower.contains("cannot parse")
+            {
+                "22P02"
+            } else if lower.contains("cast error") {
+                "22P02"
+            } else if lower.contains("table") && lower.contains("not found") {
+                "42P01"
+            } else if lower.contains("invalid function") || lower.contains("function") && lower.contains("not found") {
+                "42883"
+            } else if lower.contains("cannot be cast")
+                || lower.contains("cannot coerce")
+                || lower.contains("does not support")
+                || lower.contains("type coercion")
+                || lower.contains("no coercion")
+                || lower.contains("cannot infer common")
+                || lower.contains("mismatch")
+            {
+                "42804"
+            } else if matches!(e, DataFusionError::Plan(_)) {
+                "42601"
+            } else if matches!(e, DataFusionError::Execution(_) | DataFusionError::ArrowError(..)) {
+                "22000"
+            } else {
+                "XX000"
+            };
+            match code {
+                "XX000" => Error::Internal(message),
+                c if c.starts_with("22") => Error::data(c, message),
+                c => Error::plan(c, message),
+            }
+        }
+    }
+}
+
+/// Trims DataFusion's "Error during planning: " style prefixes so users see the message itself.
+fn strip_df_prefix(s: &str) -> String {
+    let mut out = s.trim();
+    for prefix in [
+        "Error during planning: ",
+        "Execution error: ",
+        "Arrow error: ",
+        "Schema error: ",
+        "SQL error: ",
+        "This feature is not implemented: ",
+        "Optimizer rule 'simplify_expressions' failed\ncaused by\n",
+        "Compute error: ",
+        "Divide by zero error",
+    ] {
+        if prefix == "Divide by zero error" {
+            if out.starts_with(prefix) {
+                return "division by zero".to_string();
+            }
+            continue;
+        }
+        while let Some(rest) = out.strip_prefix(prefix) {
+            out = rest.trim();
+        }
+    }
+    if out.contains("Divide by zero") {
+        return "division by zero".to_string();
+    }
+    out.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divide_by_zero_maps_to_22012() {
+        let e: Error = DataFusionError::ArrowError(
+            Box::new(arrow::error::ArrowError::DivideByZero),
+            None,
+        )
+        .into();
+        assert_eq!(e.sqlstate(), "22012");
+        assert_eq!(e.to_string(), "division by zero");
+    }
+
+    #[test]
+    fn not_implemented_maps_to_0a000() {
+        let e: Error = DataFusionError::NotImplemented("x".into()).into();
+        assert_eq!(e.sqlstate(), "0A000");
+    }
+}

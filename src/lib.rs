@@ -1,0 +1,57 @@
+//! Weir: a streaming SQL database. Clients speak the PostgreSQL wire protocol; tables are
+//! durable changelogs in RocksDB; materialized views are compiled from DataFusion's logical
+//! plans into dataflows of Arrow change batches and maintained incrementally, epoch by epoch.
+//!
+//! ```text
+//!   psql / drivers ──pgwire──► server ─► session ─► sql ─┬─► engine.write ─► changelog (RocksDB)
+//!                                                        ├─► DataFusion SELECT over snapshots
+//!                                                        └─► CREATE MATERIALIZED VIEW ─► stream::plan
+//!   barrier clock ─► closes epoch e ─► every job runs e (scan ─► filter/project ─► join/agg ─►
+//!                   materialize) ─► all views visible at e together
+//! ```
+//!
+//! Module map: [`server`] (pgwire), [`session`] (variables), [`sql`] (dispatch and planning),
+//! [`catalog`], [`engine`] (tables, epochs, jobs), [`stream`] (operators), [`state`] (store and
+//! state tables), [`error`] (SQLSTATE-carrying errors).
+
+pub mod catalog;
+pub mod engine;
+pub mod error;
+pub mod server;
+pub mod session;
+pub mod sql;
+pub mod state;
+pub mod stream;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use engine::Engine;
+pub use error::{Error, Result};
+
+/// Opens the data directory, replays tables, recompiles views and starts the barrier clock.
+///
+/// # Errors
+/// [`Error::State`] when the directory is in use by another server or unreadable.
+pub async fn open(data_dir: &Path, barrier_interval: Duration) -> Result<Arc<Engine>> {
+    let engine = Engine::open(data_dir, barrier_interval)?;
+    sql::recover_views(&engine).await?;
+    engine.start_barrier_clock();
+    Ok(engine)
+}
+
+/// Runs a server on `listen` over `data_dir` until `shutdown` resolves.
+///
+/// # Errors
+/// Startup errors (data directory locked, address in use).
+pub async fn serve(
+    listen: SocketAddr,
+    data_dir: &Path,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    let engine = open(data_dir, Duration::from_millis(engine::DEFAULT_BARRIER_INTERVAL_MS)).await?;
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    server::run(listener, engine, shutdown).await
+}

@@ -1,0 +1,285 @@
+//! pgwire handler implementations over a [`Session`].
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
+use async_trait::async_trait;
+use futures::{Sink, SinkExt};
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{CopyResponse, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use tokio::sync::Mutex;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::sql::{Output, split_statements};
+
+/// All handlers of one connection, sharing its session.
+pub struct Handlers {
+    inner: Arc<Conn>,
+}
+
+/// One connection's session behind an async lock (pgwire calls handlers sequentially).
+pub struct Conn {
+    session: Mutex<Session>,
+    parser: Arc<Parser>,
+}
+
+/// The extended-protocol query parser: plans at Parse time to learn parameter and result types.
+pub struct Parser {
+    session: std::sync::Weak<Conn>,
+}
+
+/// A prepared statement.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    sql: String,
+    params: Vec<Option<DataType>>,
+    schema: Option<SchemaRef>,
+}
+
+impl Handlers {
+    /// Handlers with a fresh session.
+    ///
+    /// # Errors
+    /// Session setup errors.
+    pub fn new(engine: Arc<Engine>) -> Result<Self> {
+        let session = Session::new(engine)?;
+        let inner = Arc::new_cyclic(|weak| Conn {
+            session: Mutex::new(session),
+            parser: Arc::new(Parser { session: weak.clone() }),
+        });
+        Ok(Handlers { inner })
+    }
+}
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.inner.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.inner.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
+        self.inner.clone()
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.inner.clone()
+    }
+}
+
+impl NoopStartupHandler for Conn {}
+
+/// Converts an error into a PostgreSQL ErrorResponse.
+fn error_info(e: &Error) -> ErrorInfo {
+    ErrorInfo::new("ERROR".to_owned(), e.sqlstate().to_owned(), e.to_string())
+}
+
+fn pg_error(e: &Error) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(e)))
+}
+
+fn command_tag(tag: &str) -> Tag {
+    let parts: Vec<&str> = tag.split(' ').collect();
+    match parts.as_slice() {
+        [cmd, oid, rows] => {
+            let oid = oid.parse().unwrap_or(0);
+            Tag::new(cmd).with_oid(oid).with_rows(rows.parse().unwrap_or(0))
+        }
+        [cmd, rows] if rows.parse::<usize>().is_ok() => Tag::new(cmd).with_rows(rows.parse().unwrap_or(0)),
+        _ => Tag::new(tag),
+    }
+}
+
+fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
+    Ok(match out {
+        Output::Rows { schema, batches } => {
+            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, None)?);
+            let mut rows = Vec::new();
+            let count: usize = batches.iter().map(|b| b.num_rows()).sum();
+            rows.reserve(count);
+            for b in batches {
+                rows.extend(encode_recordbatch(fields.clone(), b));
+            }
+            Response::Query(QueryResponse::new(fields, futures::stream::iter(rows)))
+        }
+        Output::Command(tag) => Response::Execution(command_tag(&tag)),
+        Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
+        Output::TransactionEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
+        Output::CopyIn { columns } => {
+            Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
+        }
+        Output::Empty => Response::EmptyQuery,
+    })
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Conn {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session.lock().await;
+        let mut responses = Vec::new();
+        for stmt in split_statements(query) {
+            let span = tracing::debug_span!("statement", sql = %truncate(&stmt));
+            let _guard = span.enter();
+            match session.execute(&stmt).await {
+                Ok(out) => {
+                    let copy = matches!(out, Output::CopyIn { .. });
+                    responses.push(to_response(out, &Format::UnifiedText)?);
+                    if copy {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, code = e.sqlstate(), "statement failed");
+                    responses.push(Response::Error(Box::new(error_info(&e))));
+                    break;
+                }
+            }
+        }
+        if responses.is_empty() {
+            responses.push(Response::EmptyQuery);
+        }
+        Ok(responses)
+    }
+}
+
+fn truncate(s: &str) -> String {
+    let s = s.trim();
+    if s.len() > 200 {
+        let mut end = 200;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...", &s[..end])
+    } else {
+        s.to_string()
+    }
+}
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Prepared;
+
+    async fn parse_sql<C>(&self, _client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<Prepared>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let conn = self
+            .session
+            .upgrade()
+            .ok_or_else(|| pg_error(&Error::Internal("session closed".into())))?;
+        let mut session = conn.session.lock().await;
+        let (params, schema) = session.describe(sql).await.map_err(|e| pg_error(&e))?;
+        Ok(Some(Prepared { sql: sql.to_string(), params, schema }))
+    }
+
+    fn get_parameter_types(&self, stmt: &Prepared) -> PgWireResult<Vec<Type>> {
+        stmt.params
+            .iter()
+            .map(|t| match t {
+                Some(t) => into_pg_type(t),
+                None => Ok(Type::UNKNOWN),
+            })
+            .collect()
+    }
+
+    fn get_result_schema(&self, stmt: &Prepared, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+        match &stmt.schema {
+            Some(s) => arrow_schema_to_pg_fields(s, format.unwrap_or(&Format::UnifiedText), None),
+            None => Ok(vec![]),
+        }
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Conn {
+    type Statement = Prepared;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(&self, _client: &mut C, portal: &Portal<Prepared>, _max_rows: usize) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: pgwire::api::store::PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let stmt = &portal.statement.statement;
+        let params = if portal.parameter_len() > 0 {
+            let inferred: Vec<Option<&DataType>> = stmt.params.iter().map(|t| t.as_ref()).collect();
+            Some(arrow_pg::datatypes::df::deserialize_parameters(portal, &inferred)?)
+        } else {
+            None
+        };
+        let mut session = self.session.lock().await;
+        match session.execute_with_params(&stmt.sql, params).await {
+            Ok(out) => to_response(out, &portal.result_column_format),
+            Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
+        }
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Conn {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.session.lock().await.copy_data(&copy_data.data);
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let result = self.session.lock().await.copy_done().await;
+        match result {
+            Ok(n) => {
+                let tag = Tag::new("COPY").with_rows(n);
+                client.send(PgWireBackendMessage::CommandComplete(tag.into())).await?;
+                Ok(())
+            }
+            Err(e) => Err(pg_error(&e)),
+        }
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.session.lock().await.copy_fail();
+        PgWireError::UserError(Box::new(ErrorInfo::new(
+            "ERROR".to_owned(),
+            "57014".to_owned(),
+            format!("COPY from stdin failed: {}", fail.message),
+        )))
+    }
+}

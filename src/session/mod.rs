@@ -1,0 +1,73 @@
+//! One connection's state: its variables, its DataFusion context and an open COPY.
+
+pub mod vars;
+
+use std::sync::Arc;
+
+use datafusion::execution::context::SessionContext;
+use datafusion::prelude::SessionConfig;
+use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::sql::copy::CopyFormat;
+use crate::sql::provider::PublicSchema;
+use crate::stream::RelationId;
+pub use vars::SessionVars;
+
+/// The name of the single database (DataFusion catalog).
+pub const DATABASE: &str = "weir";
+
+/// A COPY FROM STDIN waiting for its data.
+#[derive(Debug)]
+pub struct PendingCopy {
+    /// Target table.
+    pub table: RelationId,
+    /// Its name, for messages.
+    pub table_name: String,
+    /// Target column indices, in data order.
+    pub columns: Vec<usize>,
+    /// Parsing options.
+    pub format: CopyFormat,
+    /// Bytes received so far.
+    pub data: Vec<u8>,
+}
+
+/// One client session.
+pub struct Session {
+    /// The shared engine.
+    pub engine: Arc<Engine>,
+    /// `SET` variables.
+    pub vars: SessionVars,
+    /// DataFusion context for planning and batch queries.
+    pub ctx: SessionContext,
+    /// The `public` schema (pins a view snapshot per statement).
+    pub schema: Arc<PublicSchema>,
+    /// A COPY in progress.
+    pub copy: Option<PendingCopy>,
+}
+
+impl Session {
+    /// A new session on `engine`.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if the DataFusion catalog cannot be set up.
+    pub fn new(engine: Arc<Engine>) -> Result<Self> {
+        let mut config = SessionConfig::new()
+            .with_default_catalog_and_schema(DATABASE, "public")
+            .with_information_schema(true)
+            .with_target_partitions(2);
+        config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        let ctx = SessionContext::new_with_config(config);
+        let schema = Arc::new(PublicSchema::new(Arc::clone(&engine)));
+        let catalog = ctx
+            .catalog(DATABASE)
+            .ok_or_else(|| Error::Internal("default catalog missing".into()))?;
+        catalog
+            .register_schema("public", schema.clone())
+            .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
+        datafusion_pg_catalog::pg_catalog::setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
+            .map_err(|e| Error::Internal(format!("pg_catalog setup: {e}")))?;
+        Ok(Session { engine, vars: SessionVars::default(), ctx, schema, copy: None })
+    }
+}

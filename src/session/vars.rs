@@ -1,0 +1,343 @@
+//! Session variables: `SET`, `SHOW`, `RESET`, with types, defaults and validation.
+//!
+//! Weir's own settings follow Flink's checkpointing options (see the Flink documentation,
+//! "Checkpointing" and "Task Failure Recovery"); the PostgreSQL ones that drivers send on
+//! connect are accepted and echoed back.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+
+/// The type of a setting's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    /// A duration; stored in ms. `off`/`0` allowed when `off_ok`.
+    Duration { min_ms: u64, off_ok: bool },
+    /// One of a fixed list of words.
+    Enum(&'static [&'static str]),
+    /// An integer in `[min, max]`.
+    Int { min: i64, max: i64 },
+    /// A float in `[min, max]`.
+    Float { min: f64, max: f64 },
+    /// `true`/`false` (also on/off, yes/no, 1/0).
+    Bool,
+    /// Free text (PostgreSQL compatibility settings).
+    Text,
+}
+
+struct Spec {
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    description: &'static str,
+}
+
+const RESTART_STRATEGIES: &[&str] = &["none", "fixed-delay", "failure-rate", "exponential-delay"];
+
+const SPECS: &[Spec] = &[
+    Spec { name: "checkpoint.interval", kind: Kind::Duration { min_ms: 10, off_ok: true }, default: "off", description: "Time between checkpoint triggers of a view's job; off disables checkpointing (minimum 10ms)." },
+    Spec { name: "checkpoint.mode", kind: Kind::Enum(&["exactly_once", "at_least_once"]), default: "exactly_once", description: "Barrier alignment: exactly_once aligns barriers; at_least_once does not block and may replay records twice after a failure." },
+    Spec { name: "checkpoint.timeout", kind: Kind::Duration { min_ms: 10, off_ok: false }, default: "10min", description: "A checkpoint still running after this long is aborted (EXPIRED)." },
+    Spec { name: "checkpoint.min_pause", kind: Kind::Duration { min_ms: 0, off_ok: true }, default: "0", description: "Minimum time between the completion of one checkpoint and the trigger of the next." },
+    Spec { name: "checkpoint.max_concurrent", kind: Kind::Int { min: 1, max: 64 }, default: "1", description: "Checkpoints of one job in flight at once." },
+    Spec { name: "checkpoint.tolerable_failures", kind: Kind::Int { min: 0, max: 1_000_000 }, default: "0", description: "Consecutive checkpoint failures tolerated before the job fails." },
+    Spec { name: "checkpoint.retained", kind: Kind::Int { min: 1, max: 1000 }, default: "1", description: "Completed checkpoints kept per job." },
+    Spec { name: "checkpoint.force", kind: Kind::Bool, default: "false", description: "Checkpoint jobs with a feedback edge (records in flight on the loop may be lost)." },
+    Spec { name: "state.backend", kind: Kind::Enum(&["rocksdb", "memory"]), default: "rocksdb", description: "Where a job keeps its state and writes its checkpoints." },
+    Spec { name: "restart.strategy", kind: Kind::Enum(RESTART_STRATEGIES), default: "", description: "What a failed job does: none, fixed-delay, failure-rate or exponential-delay (default: exponential-delay with checkpointing on, none with it off)." },
+    Spec { name: "restart.attempts", kind: Kind::Int { min: 0, max: i32::MAX as i64 }, default: "1", description: "fixed-delay: restarts before the job fails." },
+    Spec { name: "restart.delay", kind: Kind::Duration { min_ms: 0, off_ok: false }, default: "1s", description: "fixed-delay and failure-rate: pause before a restart." },
+    Spec { name: "restart.failure_rate.max_failures", kind: Kind::Int { min: 1, max: i32::MAX as i64 }, default: "1", description: "failure-rate: failures allowed per interval." },
+    Spec { name: "restart.failure_rate.interval", kind: Kind::Duration { min_ms: 1, off_ok: false }, default: "1min", description: "failure-rate: the measuring interval." },
+    Spec { name: "restart.backoff.initial", kind: Kind::Duration { min_ms: 1, off_ok: false }, default: "1s", description: "exponential-delay: first pause." },
+    Spec { name: "restart.backoff.max", kind: Kind::Duration { min_ms: 1, off_ok: false }, default: "1min", description: "exponential-delay: longest pause." },
+    Spec { name: "restart.backoff.multiplier", kind: Kind::Float { min: 1.0, max: 1000.0 }, default: "1.5", description: "exponential-delay: growth of the pause per restart." },
+    Spec { name: "restart.backoff.jitter", kind: Kind::Float { min: 0.0, max: 1.0 }, default: "0.1", description: "exponential-delay: random fraction added to each pause." },
+    Spec { name: "application_name", kind: Kind::Text, default: "", description: "Name of the client application." },
+    Spec { name: "client_encoding", kind: Kind::Enum(&["utf8", "unicode"]), default: "UTF8", description: "Client character set (only UTF8)." },
+    Spec { name: "client_min_messages", kind: Kind::Text, default: "notice", description: "Lowest message level sent to the client." },
+    Spec { name: "datestyle", kind: Kind::Text, default: "ISO, MDY", description: "Display format for dates." },
+    Spec { name: "extra_float_digits", kind: Kind::Int { min: -15, max: 3 }, default: "1", description: "Extra digits for floating-point output." },
+    Spec { name: "intervalstyle", kind: Kind::Text, default: "postgres", description: "Display format for intervals." },
+    Spec { name: "search_path", kind: Kind::Text, default: "public", description: "Schema search order." },
+    Spec { name: "standard_conforming_strings", kind: Kind::Text, default: "on", description: "Backslashes in ordinary string literals are literal." },
+    Spec { name: "statement_timeout", kind: Kind::Text, default: "0", description: "Accepted for compatibility." },
+    Spec { name: "lock_timeout", kind: Kind::Text, default: "0", description: "Accepted for compatibility." },
+    Spec { name: "idle_in_transaction_session_timeout", kind: Kind::Text, default: "0", description: "Accepted for compatibility." },
+    Spec { name: "timezone", kind: Kind::Text, default: "UTC", description: "Time zone for display (timestamps are stored in UTC)." },
+    Spec { name: "bytea_output", kind: Kind::Text, default: "hex", description: "Accepted for compatibility." },
+    Spec { name: "default_transaction_isolation", kind: Kind::Text, default: "read committed", description: "Accepted for compatibility." },
+    Spec { name: "transaction_isolation", kind: Kind::Text, default: "read committed", description: "Accepted for compatibility." },
+    Spec { name: "server_version", kind: Kind::Text, default: "16.6", description: "PostgreSQL version Weir's protocol follows." },
+    Spec { name: "server_encoding", kind: Kind::Text, default: "UTF8", description: "Server character set." },
+    Spec { name: "integer_datetimes", kind: Kind::Text, default: "on", description: "Timestamps are 64-bit integers." },
+    Spec { name: "max_identifier_length", kind: Kind::Text, default: "63", description: "Longest identifier." },
+    Spec { name: "is_superuser", kind: Kind::Text, default: "on", description: "The user is a superuser." },
+    Spec { name: "jit", kind: Kind::Text, default: "off", description: "Accepted for compatibility." },
+    Spec { name: "row_security", kind: Kind::Text, default: "off", description: "Accepted for compatibility." },
+    Spec { name: "synchronous_commit", kind: Kind::Text, default: "on", description: "Accepted for compatibility (writes are always synced)." },
+    Spec { name: "work_mem", kind: Kind::Text, default: "4MB", description: "Accepted for compatibility." },
+    Spec { name: "enable_seqscan", kind: Kind::Text, default: "on", description: "Accepted for compatibility." },
+];
+
+/// Read-only settings (SET is refused with `55P02`-like `22023`).
+const READ_ONLY: &[&str] = &["server_version", "server_encoding", "integer_datetimes", "max_identifier_length", "is_superuser"];
+
+/// One session's variables.
+#[derive(Debug, Clone, Default)]
+pub struct SessionVars {
+    values: BTreeMap<&'static str, String>,
+}
+
+/// Parses a duration: integer milliseconds, or a number with unit `ms`, `s`, `min`, `h`, `d`
+/// (also `sec`, `second(s)`, `minute(s)`, `hour(s)`), or `off`. Returns ms (`0` for off).
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_duration_ms(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    if t == "off" || t == "0" {
+        return Ok(0);
+    }
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| "expected a duration such as '500ms', '1s', '2min' or integer milliseconds".to_string())?;
+    let factor = match unit.trim() {
+        "" | "ms" | "millisecond" | "milliseconds" => 1.0,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000.0,
+        "min" | "mins" | "minute" | "minutes" | "m" => 60_000.0,
+        "h" | "hour" | "hours" => 3_600_000.0,
+        "d" | "day" | "days" => 86_400_000.0,
+        other => return Err(format!("unknown duration unit \"{other}\"; use ms, s, min, h or d")),
+    };
+    let ms = n * factor;
+    if !ms.is_finite() || ms < 0.0 || ms > 1e15 {
+        return Err("duration out of range".into());
+    }
+    Ok(ms.round() as u64)
+}
+
+/// Formats milliseconds in the largest exact unit (`1s`, `500ms`, `10min`).
+pub fn format_duration_ms(ms: u64) -> String {
+    if ms == 0 {
+        "0".into()
+    } else if ms % 3_600_000 == 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 {
+        format!("{}min", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+fn spec(name: &str) -> Option<&'static Spec> {
+    SPECS.iter().find(|s| s.name == name)
+}
+
+impl SessionVars {
+    /// Normalizes a setting name (case-insensitive, as PostgreSQL).
+    fn key(name: &str) -> Result<&'static Spec> {
+        let lower = name.trim().to_ascii_lowercase();
+        spec(&lower).ok_or_else(|| Error::Setting {
+            code: "42704",
+            message: format!("unrecognized configuration parameter \"{lower}\""),
+        })
+    }
+
+    /// The current value of a setting, as SHOW prints it.
+    ///
+    /// # Errors
+    /// `42704` for an unknown name.
+    pub fn get(&self, name: &str) -> Result<String> {
+        let s = Self::key(name)?;
+        Ok(self.value(s))
+    }
+
+    fn value(&self, s: &Spec) -> String {
+        if let Some(v) = self.values.get(s.name) {
+            return v.clone();
+        }
+        if s.name == "restart.strategy" {
+            // Flink's default: exponential-delay when checkpointing is on, none when off.
+            return if self.interval_ms() > 0 { "exponential-delay".into() } else { "none".into() };
+        }
+        if s.name == "application_name" {
+            return String::new();
+        }
+        s.default.to_string()
+    }
+
+    fn ms(&self, name: &str) -> u64 {
+        spec(name).map(|s| parse_duration_ms(&self.value(s)).unwrap_or(0)).unwrap_or(0)
+    }
+
+    fn int(&self, name: &str) -> i64 {
+        spec(name).and_then(|s| self.value(s).parse().ok()).unwrap_or(0)
+    }
+
+    /// `checkpoint.interval` in ms (0 = off).
+    pub fn interval_ms(&self) -> u64 {
+        self.ms("checkpoint.interval")
+    }
+
+    /// Sets a variable after validating its value and the seed's rules across settings.
+    ///
+    /// # Errors
+    /// `42704` unknown name; `22023` bad value (naming what is allowed) or a broken rule.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let s = Self::key(name)?;
+        if READ_ONLY.contains(&s.name) {
+            return Err(Error::Setting {
+                code: "55P02",
+                message: format!("parameter \"{}\" cannot be changed", s.name),
+            });
+        }
+        let normalized = normalize(s, value)?;
+        let mut next = self.clone();
+        next.values.insert(s.name, normalized);
+        next.check_rules()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Restores a variable's default (`RESET name`).
+    ///
+    /// # Errors
+    /// `42704` unknown name; `22023` if the default breaks a rule with other settings.
+    pub fn reset(&mut self, name: &str) -> Result<()> {
+        let s = Self::key(name)?;
+        let mut next = self.clone();
+        next.values.remove(s.name);
+        next.check_rules()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Restores every default (`RESET ALL`).
+    pub fn reset_all(&mut self) {
+        self.values.clear();
+    }
+
+    /// The seed's rules between checkpoint settings.
+    ///
+    /// # Errors
+    /// `22023` naming both settings and the rule.
+    pub fn check_rules(&self) -> Result<()> {
+        let interval = self.interval_ms();
+        let pause = self.ms("checkpoint.min_pause");
+        if interval > 0 && pause > 0 && interval < pause {
+            return Err(Error::setting(format!(
+                "checkpoint.interval ({}) must not be smaller than checkpoint.min_pause ({}): the next checkpoint cannot start sooner than the minimum pause after the previous one completed",
+                format_duration_ms(interval),
+                format_duration_ms(pause)
+            )));
+        }
+        let concurrent = self.int("checkpoint.max_concurrent");
+        if concurrent > 1 && pause > 0 {
+            return Err(Error::setting(format!(
+                "checkpoint.max_concurrent ({concurrent}) greater than 1 cannot be combined with checkpoint.min_pause ({}): a minimum pause implies at most one checkpoint in flight",
+                format_duration_ms(pause)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every setting: (name, value, description), as `SHOW ALL` lists them.
+    pub fn all(&self) -> Vec<(String, String, String)> {
+        SPECS.iter().map(|s| (s.name.to_string(), self.value(s), s.description.to_string())).collect()
+    }
+
+    /// The settings a materialized view's job captures (`checkpoint.*`, `restart.*`,
+    /// `state.backend`), with their effective values.
+    pub fn job_settings(&self) -> BTreeMap<String, String> {
+        SPECS
+            .iter()
+            .filter(|s| s.name.starts_with("checkpoint.") || s.name.starts_with("restart.") || s.name == "state.backend")
+            .map(|s| (s.name.to_string(), self.value(s)))
+            .collect()
+    }
+}
+
+fn normalize(s: &Spec, value: &str) -> Result<String> {
+    let v = value.trim();
+    let bad = |allowed: String| {
+        Error::setting(format!("invalid value for parameter \"{}\": \"{}\"; {}", s.name, v, allowed))
+    };
+    match s.kind {
+        Kind::Duration { min_ms, off_ok } => {
+            let ms = parse_duration_ms(v).map_err(|m| bad(m))?;
+            if ms == 0 {
+                if off_ok {
+                    return Ok(if s.name == "checkpoint.interval" { "off".into() } else { "0".into() });
+                }
+                return Err(bad(format!("a duration of at least {} is required", format_duration_ms(min_ms.max(1)))));
+            }
+            if ms < min_ms {
+                return Err(bad(format!(
+                    "the minimum is {}{}",
+                    format_duration_ms(min_ms),
+                    if off_ok { " (or 0/off)" } else { "" }
+                )));
+            }
+            Ok(format_duration_ms(ms))
+        }
+        Kind::Enum(words) => {
+            let lower = v.to_ascii_lowercase();
+            if let Some(w) = words.iter().find(|w| **w == lower) {
+                if s.name == "client_encoding" {
+                    return Ok("UTF8".into());
+                }
+                Ok((*w).to_string())
+            } else {
+                Err(bad(format!("allowed values are: {}", words.join(", "))))
+            }
+        }
+        Kind::Int { min, max } => match v.parse::<i64>() {
+            Ok(n) if n >= min && n <= max => Ok(n.to_string()),
+            _ => Err(bad(format!("an integer between {min} and {max} is required"))),
+        },
+        Kind::Float { min, max } => match v.parse::<f64>() {
+            Ok(n) if n >= min && n <= max => Ok(n.to_string()),
+            _ => Err(bad(format!("a number between {min} and {max} is required"))),
+        },
+        Kind::Bool => match v.to_ascii_lowercase().as_str() {
+            "true" | "on" | "yes" | "1" | "t" => Ok("true".into()),
+            "false" | "off" | "no" | "0" | "f" => Ok("false".into()),
+            _ => Err(bad("allowed values are: true, false".into())),
+        },
+        Kind::Text => Ok(v.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_format() {
+        assert_eq!(parse_duration_ms("500ms").unwrap(), 500);
+        assert_eq!(parse_duration_ms("1s").unwrap(), 1000);
+        assert_eq!(parse_duration_ms("2min").unwrap(), 120_000);
+        assert_eq!(parse_duration_ms("1500").unwrap(), 1500);
+        assert_eq!(parse_duration_ms("off").unwrap(), 0);
+        assert!(parse_duration_ms("fast").is_err());
+        assert_eq!(format_duration_ms(600_000), "10min");
+    }
+
+    #[test]
+    fn seed_rules_are_enforced() {
+        let mut v = SessionVars::default();
+        v.set("checkpoint.min_pause", "2s").unwrap();
+        let e = v.set("checkpoint.interval", "1s").unwrap_err();
+        assert_eq!(e.sqlstate(), "22023");
+        assert!(e.to_string().contains("checkpoint.min_pause"));
+        let e = v.set("checkpoint.max_concurrent", "2").unwrap_err();
+        assert_eq!(e.sqlstate(), "22023");
+        v.set("checkpoint.interval", "5s").unwrap();
+        assert_eq!(v.get("restart.strategy").unwrap(), "exponential-delay");
+        assert_eq!(v.set("nope", "1").unwrap_err().sqlstate(), "42704");
+        assert_eq!(v.set("checkpoint.interval", "5ms").unwrap_err().sqlstate(), "22023");
+    }
+}

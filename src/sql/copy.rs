@@ -1,0 +1,349 @@
+//! `COPY table FROM STDIN` in PostgreSQL's text and CSV formats.
+//!
+//! Follows PostgreSQL's `COPY` reference: text format (tab-separated, `\N` for NULL, backslash
+//! escapes) and CSV format (`HEADER`, `DELIMITER`, `NULL`, `QUOTE`, `ESCAPE`). A COPY is applied
+//! whole or not at all: the first bad row aborts it, naming its line and column.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringBuilder};
+use arrow::compute::{CastOptions, cast_with_options};
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
+
+use crate::error::{Error, Result};
+
+/// The options of one COPY FROM STDIN.
+#[derive(Debug, Clone)]
+pub struct CopyFormat {
+    /// CSV (true) or text (false).
+    pub csv: bool,
+    /// The first line is a header to skip.
+    pub header: bool,
+    /// Field separator (byte).
+    pub delimiter: u8,
+    /// The string that means NULL.
+    pub null: String,
+    /// CSV quote character.
+    pub quote: u8,
+    /// CSV escape character.
+    pub escape: u8,
+}
+
+impl CopyFormat {
+    /// Reads COPY's options (both the modern `WITH (...)` and the legacy forms psql sends).
+    ///
+    /// # Errors
+    /// `0A000` for binary format and unsupported options; `22023` for bad values.
+    pub fn from_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<Self> {
+        let mut csv = false;
+        let mut header = false;
+        let mut delimiter = None;
+        let mut null = None;
+        let mut quote = b'"';
+        let mut escape = None;
+        let byte = |c: char, what: &str| -> Result<u8> {
+            if c.is_ascii() {
+                Ok(c as u8)
+            } else {
+                Err(Error::setting(format!("COPY {what} must be a single one-byte character")))
+            }
+        };
+        for o in options {
+            match o {
+                CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                    "csv" => csv = true,
+                    "text" => csv = false,
+                    "binary" => return Err(Error::not_supported("COPY binary format is not supported")),
+                    other => return Err(Error::setting(format!("COPY format \"{other}\" not recognized; use text or csv"))),
+                },
+                CopyOption::Header(h) => header = *h,
+                CopyOption::Delimiter(c) => delimiter = Some(byte(*c, "delimiter")?),
+                CopyOption::Null(s) => null = Some(s.clone()),
+                CopyOption::Quote(c) => quote = byte(*c, "quote")?,
+                CopyOption::Escape(c) => escape = Some(byte(*c, "escape")?),
+                CopyOption::Encoding(e) if e.eq_ignore_ascii_case("utf8") || e.eq_ignore_ascii_case("utf-8") => {}
+                other => return Err(Error::not_supported(format!("COPY option {other} is not supported"))),
+            }
+        }
+        for o in legacy {
+            match o {
+                CopyLegacyOption::Csv(opts) => {
+                    csv = true;
+                    for c in opts {
+                        match c {
+                            CopyLegacyCsvOption::Header => header = true,
+                            CopyLegacyCsvOption::Quote(q) => quote = byte(*q, "quote")?,
+                            CopyLegacyCsvOption::Escape(e) => escape = Some(byte(*e, "escape")?),
+                            other => return Err(Error::not_supported(format!("COPY option {other} is not supported"))),
+                        }
+                    }
+                }
+                CopyLegacyOption::Header => header = true,
+                CopyLegacyOption::Delimiter(c) => delimiter = Some(byte(*c, "delimiter")?),
+                CopyLegacyOption::Null(s) => null = Some(s.clone()),
+                CopyLegacyOption::Binary => return Err(Error::not_supported("COPY binary format is not supported")),
+                other => return Err(Error::not_supported(format!("COPY option {other} is not supported"))),
+            }
+        }
+        if header && !csv {
+            return Err(Error::not_supported("COPY HEADER is available only in CSV mode"));
+        }
+        Ok(CopyFormat {
+            csv,
+            header,
+            delimiter: delimiter.unwrap_or(if csv { b',' } else { b'\t' }),
+            null: null.unwrap_or_else(|| if csv { String::new() } else { "\\N".into() }),
+            quote,
+            escape: escape.unwrap_or(quote),
+        })
+    }
+}
+
+/// Parses COPY data into one batch of `schema`, where `columns` are the target columns (the
+/// others are NULL).
+///
+/// # Errors
+/// `22P04` for a row with too few or too many fields, `22P02` for a value that does not parse,
+/// `22021` for invalid UTF-8; each names the table, line and column like PostgreSQL's CONTEXT.
+pub fn parse(
+    data: &[u8],
+    format: &CopyFormat,
+    table: &str,
+    schema: &SchemaRef,
+    columns: &[usize],
+) -> Result<RecordBatch> {
+    let mut builders: Vec<StringBuilder> = columns.iter().map(|_| StringBuilder::new()).collect();
+    let mut lines: Vec<u64> = Vec::new();
+    let width = columns.len();
+    let field_error = |line: u64, msg: String| {
+        Error::data("22P04", format!("{msg} (COPY {table}, line {line})"))
+    };
+    if format.csv {
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .delimiter(format.delimiter)
+            .quote(format.quote)
+            .escape(if format.escape == format.quote { None } else { Some(format.escape) })
+            .double_quote(format.escape == format.quote)
+            .flexible(true)
+            .from_reader(data);
+        let mut record = csv::ByteRecord::new();
+        let mut first = true;
+        loop {
+            let more = reader
+                .read_byte_record(&mut record)
+                .map_err(|e| Error::data("22P04", format!("malformed CSV data: {e} (COPY {table})")))?;
+            if !more {
+                break;
+            }
+            let line = record.position().map(|p| p.line()).unwrap_or(0);
+            if first && format.header {
+                first = false;
+                continue;
+            }
+            first = false;
+            if record.len() == 1 && record.get(0) == Some(b"\\.") {
+                break;
+            }
+            if record.len() < width {
+                let missing = schema.field(columns[record.len()]).name();
+                return Err(field_error(line, format!("missing data for column \"{missing}\"")));
+            }
+            if record.len() > width {
+                return Err(field_error(line, "extra data after last expected column".into()));
+            }
+            for (j, f) in record.iter().enumerate() {
+                let s = std::str::from_utf8(f).map_err(|_| {
+                    Error::data("22021", format!("invalid byte sequence for encoding \"UTF8\" (COPY {table}, line {line})"))
+                })?;
+                if s == format.null {
+                    builders[j].append_null();
+                } else {
+                    builders[j].append_value(s);
+                }
+            }
+            lines.push(line);
+        }
+    } else {
+        let text = std::str::from_utf8(data)
+            .map_err(|_| Error::data("22021", format!("invalid byte sequence for encoding \"UTF8\" (COPY {table})")))?;
+        for (i, raw) in text.split('\n').enumerate() {
+            let line = i as u64 + 1;
+            let raw = raw.strip_suffix('\r').unwrap_or(raw);
+            if raw == "\\." {
+                break;
+            }
+            if raw.is_empty() && i + 1 == text.split('\n').count() {
+                break;
+            }
+            let fields: Vec<&str> = raw.split(format.delimiter as char).collect();
+            if fields.len() < width {
+                let missing = schema.field(columns[fields.len()]).name();
+                return Err(field_error(line, format!("missing data for column \"{missing}\"")));
+            }
+            if fields.len() > width {
+                return Err(field_error(line, "extra data after last expected column".into()));
+            }
+            for (j, f) in fields.iter().enumerate() {
+                if *f == format.null {
+                    builders[j].append_null();
+                } else {
+                    builders[j].append_value(unescape_text(f));
+                }
+            }
+            lines.push(line);
+        }
+    }
+    let n = lines.len();
+    let mut out: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| arrow::array::new_null_array(f.data_type(), n))
+        .collect();
+    for (j, mut b) in builders.into_iter().enumerate() {
+        let col = columns[j];
+        let field = schema.field(col);
+        let strings: ArrayRef = Arc::new(b.finish());
+        let typed = convert(&strings, field.data_type())?;
+        if typed.null_count() > strings.null_count() {
+            for i in 0..n {
+                if typed.is_null(i) && !strings.is_null(i) {
+                    let value = strings
+                        .as_any()
+                        .downcast_ref::<arrow::array::StringArray>()
+                        .map(|a| a.value(i).to_string())
+                        .unwrap_or_default();
+                    return Err(Error::data(
+                        "22P02",
+                        format!(
+                            "invalid input syntax for type {}: \"{}\" (COPY {}, line {}, column {})",
+                            pg_type_name(field.data_type()),
+                            value,
+                            table,
+                            lines[i],
+                            field.name()
+                        ),
+                    ));
+                }
+            }
+        }
+        out[col] = typed;
+    }
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+    // Nullable here: NOT NULL is checked by the engine with PostgreSQL's error.
+    let schema = crate::stream::ops::nullable_schema(schema);
+    Ok(RecordBatch::try_new_with_options(schema, out, &options)?)
+}
+
+/// Casts text to a column type; values that do not parse become NULL (found by the caller).
+fn convert(strings: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    if to == &DataType::Utf8 {
+        return Ok(strings.clone());
+    }
+    let options = CastOptions { safe: true, ..Default::default() };
+    let strings = if matches!(to, DataType::Boolean) {
+        // PostgreSQL's boolean input also takes these spellings.
+        match strings.as_any().downcast_ref::<arrow::array::StringArray>() {
+            Some(a) => {
+                let normalized: arrow::array::StringArray =
+                    a.iter().map(|v| v.map(|s| s.trim().to_ascii_lowercase())).collect();
+                Arc::new(normalized) as ArrayRef
+            }
+            None => strings.clone(),
+        }
+    } else {
+        strings.clone()
+    };
+    Ok(cast_with_options(&strings, to, &options)?)
+}
+
+/// PostgreSQL's name for an Arrow type, for messages.
+pub fn pg_type_name(t: &DataType) -> String {
+    match t {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int16 => "smallint".into(),
+        DataType::Int32 => "integer".into(),
+        DataType::Int64 => "bigint".into(),
+        DataType::Float32 => "real".into(),
+        DataType::Float64 => "double precision".into(),
+        DataType::Decimal128(..) | DataType::Decimal256(..) => "numeric".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "text".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Timestamp(_, None) => "timestamp".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
+        DataType::Interval(_) => "interval".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Undoes the backslash escapes of COPY's text format.
+fn unescape_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains('\\') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('v') => out.push('\u{b}'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{Field, Schema};
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Utf8, true),
+        ]))
+    }
+
+    fn fmt(csv: bool) -> CopyFormat {
+        CopyFormat { csv, header: csv, delimiter: if csv { b',' } else { b'\t' }, null: if csv { "NA".into() } else { "\\N".into() }, quote: b'"', escape: b'"' }
+    }
+
+    #[test]
+    fn csv_with_header_and_null() {
+        let b = parse(b"a,b\n1,x\nNA,\"y,z\"\n", &fmt(true), "t", &schema(), &[0, 1]).unwrap();
+        assert_eq!(b.num_rows(), 2);
+        assert!(b.column(0).is_null(1));
+    }
+
+    #[test]
+    fn bad_value_names_line_and_column() {
+        let e = parse(b"a,b\n1,x\nzz,y\n", &fmt(true), "t", &schema(), &[0, 1]).unwrap_err();
+        assert_eq!(e.sqlstate(), "22P02");
+        let m = e.to_string();
+        assert!(m.contains("line 3") && m.contains("column a") && m.contains("\"zz\""), "{m}");
+    }
+
+    #[test]
+    fn text_format_escapes_and_null() {
+        let b = parse(b"1\ta\\tb\n\\N\t\\N\n", &fmt(false), "t", &schema(), &[0, 1]).unwrap();
+        assert_eq!(b.num_rows(), 2);
+        assert!(b.column(1).is_null(1));
+    }
+
+    #[test]
+    fn missing_field_is_an_error() {
+        let e = parse(b"1\n", &fmt(false), "t", &schema(), &[0, 1]).unwrap_err();
+        assert_eq!(e.sqlstate(), "22P04");
+    }
+}

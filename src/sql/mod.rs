@@ -1,0 +1,689 @@
+//! Statement dispatch: parse, classify, plan with DataFusion, execute.
+//!
+//! ```text
+//!  SQL text ─► split ─► SET/SHOW/RESET/FLUSH/BEGIN... (here)        ─► Output
+//!                    └► sqlparser (PostgreSQL dialect, pg_catalog rewrites)
+//!                        ├─ CREATE/DROP TABLE, CREATE/DROP MATERIALIZED VIEW ─► Engine (catalog, jobs)
+//!                        ├─ INSERT/UPDATE/DELETE ─► DataFusion plans the rows ─► Engine::write
+//!                        ├─ COPY FROM STDIN ─► CopyIn, then copy::parse ─► Engine::write
+//!                        └─ SELECT/EXPLAIN ─► DataFusion over the catalog's providers
+//! ```
+
+pub mod copy;
+pub mod provider;
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
+use datafusion::logical_expr::logical_plan::Projection;
+use datafusion::prelude::Expr;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    CopySource, CopyTarget, ObjectType, Statement,
+};
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::session::{PendingCopy, Session};
+use crate::stream::change::ChangeBatch;
+
+/// What a statement returns to the client.
+#[derive(Debug)]
+pub enum Output {
+    /// Rows with their schema.
+    Rows {
+        /// Column names and types.
+        schema: SchemaRef,
+        /// The rows.
+        batches: Vec<RecordBatch>,
+    },
+    /// A command tag such as `INSERT 0 3` or `CREATE TABLE`.
+    Command(String),
+    /// BEGIN (the session enters a transaction block).
+    TransactionStart(String),
+    /// COMMIT or ROLLBACK.
+    TransactionEnd(String),
+    /// COPY FROM STDIN started: the client now sends data for this many columns.
+    CopyIn {
+        /// Number of columns in the data.
+        columns: usize,
+    },
+    /// An empty statement.
+    Empty,
+}
+
+/// Splits a query string into statements at semicolons outside quotes and comments.
+pub fn split_statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = sql.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                cur.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' => {
+                    quote = Some(c);
+                    cur.push(c);
+                }
+                '-' if chars.peek() == Some(&'-') => {
+                    for c in chars.by_ref() {
+                        if c == '\n' {
+                            cur.push('\n');
+                            break;
+                        }
+                    }
+                }
+                ';' => {
+                    if !cur.trim().is_empty() {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                    cur.clear();
+                }
+                _ => cur.push(c),
+            },
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn words(sql: &str) -> Vec<String> {
+    sql.split_whitespace().map(|w| w.to_ascii_lowercase()).collect()
+}
+
+fn text_rows(names: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
+    let schema = Arc::new(Schema::new(
+        names.iter().map(|n| Field::new(*n, DataType::Utf8, true)).collect::<Vec<_>>(),
+    ));
+    let columns: Vec<ArrayRef> = (0..names.len())
+        .map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef)
+        .collect();
+    let batch = crate::state::table::batch_from_columns(&schema, columns, rows.len())?;
+    Ok(Output::Rows { schema, batches: vec![batch] })
+}
+
+/// Strips matching quotes from a SET value.
+fn unquote(v: &str) -> String {
+    let v = v.trim();
+    if v.len() >= 2 && ((v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"'))) {
+        v[1..v.len() - 1].replace("''", "'")
+    } else {
+        v.to_string()
+    }
+}
+
+impl Session {
+    /// Executes one statement (no parameters).
+    ///
+    /// # Errors
+    /// Any error of parsing, planning or execution, with its SQLSTATE.
+    pub async fn execute(&mut self, sql: &str) -> Result<Output> {
+        self.execute_with_params(sql, None).await
+    }
+
+    /// Executes one statement, binding `$n` parameters when given.
+    ///
+    /// # Errors
+    /// Any error of parsing, planning or execution, with its SQLSTATE.
+    pub async fn execute_with_params(&mut self, sql: &str, params: Option<ParamValues>) -> Result<Output> {
+        // Pin one snapshot of all views for the whole statement.
+        self.schema.pin(Some(self.engine.visible()));
+        let result = self.dispatch(sql, params).await;
+        self.schema.pin(None);
+        result
+    }
+
+    async fn dispatch(&mut self, sql: &str, params: Option<ParamValues>) -> Result<Output> {
+        let trimmed = sql.trim().trim_end_matches(';').trim();
+        if trimmed.is_empty() {
+            return Ok(Output::Empty);
+        }
+        if let Some(out) = self.special(trimmed).await? {
+            return Ok(out);
+        }
+        let stmt = parse_one(trimmed)?;
+        match stmt {
+            Statement::CreateTable(_) => self.create_table(stmt).await,
+            Statement::CreateView(cv) => {
+                if !cv.materialized {
+                    return Err(Error::not_supported(
+                        "CREATE VIEW is not supported; use CREATE MATERIALIZED VIEW",
+                    ));
+                }
+                if !cv.columns.is_empty() {
+                    return Err(Error::not_supported(
+                        "a column list in CREATE MATERIALIZED VIEW is not supported; alias the columns in the query",
+                    ));
+                }
+                if cv.or_replace {
+                    return Err(Error::not_supported("CREATE OR REPLACE MATERIALIZED VIEW is not supported"));
+                }
+                let name = object_name(&cv.name)?;
+                let query = cv.query.to_string();
+                let plan = self.plan_query(&query).await?;
+                let settings = self.vars.job_settings();
+                let engine = Arc::clone(&self.engine);
+                let if_not_exists = cv.if_not_exists;
+                let q = query.clone();
+                tokio::task::spawn_blocking(move || engine.create_view(&name, &q, plan, settings, if_not_exists))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))??;
+                Ok(Output::Command("CREATE MATERIALIZED VIEW".into()))
+            }
+            Statement::Drop { object_type, if_exists, names, cascade, .. } => {
+                let (table, tag) = match object_type {
+                    ObjectType::Table => (true, "DROP TABLE"),
+                    ObjectType::MaterializedView => (false, "DROP MATERIALIZED VIEW"),
+                    other => return Err(Error::not_supported(format!("DROP {other} is not supported"))),
+                };
+                for n in &names {
+                    let name = object_name(n)?;
+                    let engine = Arc::clone(&self.engine);
+                    tokio::task::spawn_blocking(move || engine.drop_relation(&name, table, if_exists, cascade))
+                        .await
+                        .map_err(|e| Error::Internal(e.to_string()))??;
+                }
+                Ok(Output::Command(tag.into()))
+            }
+            Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_) => {
+                self.dml(stmt, params).await
+            }
+            Statement::Query(_) => {
+                let plan = self.plan_statement(stmt).await?;
+                let plan = bind(plan, params)?;
+                self.run_query(plan).await
+            }
+            Statement::Explain { ref statement, .. } => {
+                if let Statement::CreateView(cv) = statement.as_ref() {
+                    if cv.materialized {
+                        return self.explain_view(cv).await;
+                    }
+                }
+                let plan = self.plan_statement(stmt).await?;
+                self.run_query(plan).await
+            }
+            Statement::Copy { source, to, target, options, legacy_options, .. } => {
+                if to {
+                    return Err(Error::not_supported("COPY ... TO is not supported; use SELECT"));
+                }
+                if !matches!(target, CopyTarget::Stdin) {
+                    return Err(Error::not_supported(
+                        "COPY FROM a server file or program is not supported; use COPY ... FROM STDIN (psql's \\copy)",
+                    ));
+                }
+                let CopySource::Table { table_name, columns } = source else {
+                    return Err(Error::not_supported("COPY (query) FROM is not supported"));
+                };
+                let name = object_name(&table_name)?;
+                let def = self
+                    .engine
+                    .relation(&name)
+                    .ok_or_else(|| Error::catalog("42P01", format!("relation \"{name}\" does not exist")))?;
+                if !def.is_table() {
+                    return Err(Error::plan("42809", format!("cannot copy to materialized view \"{name}\"")));
+                }
+                let cols = if columns.is_empty() {
+                    (0..def.schema.fields().len()).collect()
+                } else {
+                    columns
+                        .iter()
+                        .map(|c| {
+                            let c = ident(c);
+                            def.schema.index_of(&c).map_err(|_| {
+                                Error::plan("42703", format!("column \"{c}\" of relation \"{name}\" does not exist"))
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?
+                };
+                let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
+                let n = cols.len();
+                self.copy = Some(PendingCopy { table: def.id, table_name: def.name.clone(), columns: cols, format, data: Vec::new() });
+                Ok(Output::CopyIn { columns: n })
+            }
+            Statement::ShowTables { .. } => {
+                let rows = self
+                    .engine
+                    .catalog()
+                    .relations()
+                    .filter(|r| r.is_table())
+                    .map(|r| vec![r.name.clone()])
+                    .collect();
+                text_rows(&["name"], rows)
+            }
+            other => {
+                let kind = other.to_string();
+                let kind: Vec<&str> = kind.split_whitespace().take(2).collect();
+                Err(Error::not_supported(format!("statement {} is not supported", kind.join(" "))))
+            }
+        }
+    }
+
+    /// Handles the statements sqlparser does not know or that need session state.
+    async fn special(&mut self, sql: &str) -> Result<Option<Output>> {
+        let w = words(sql);
+        let first = w[0].as_str();
+        let out = match first {
+            "flush" if w.len() == 1 => {
+                self.engine.flush().await;
+                Output::Command("FLUSH".into())
+            }
+            "begin" | "start" => Output::TransactionStart("BEGIN".into()),
+            "commit" | "end" => Output::TransactionEnd("COMMIT".into()),
+            "rollback" | "abort" => Output::TransactionEnd("ROLLBACK".into()),
+            "set" => {
+                let rest = sql[3..].trim();
+                let rest = rest
+                    .strip_prefix("SESSION ")
+                    .or_else(|| rest.strip_prefix("session "))
+                    .unwrap_or(rest)
+                    .trim();
+                if rest.to_ascii_lowercase().starts_with("transaction") || rest.to_ascii_lowercase().starts_with("local ") {
+                    return Ok(Some(Output::Command("SET".into())));
+                }
+                let lower = rest.to_ascii_lowercase();
+                let (name, value) = if let Some(v) = lower.strip_prefix("time zone") {
+                    ("timezone".to_string(), rest[rest.len() - v.len()..].trim().to_string())
+                } else if let Some(i) = rest.find('=') {
+                    (rest[..i].trim().to_string(), rest[i + 1..].trim().to_string())
+                } else if let Some(i) = lower.find(" to ") {
+                    (rest[..i].trim().to_string(), rest[i + 4..].trim().to_string())
+                } else {
+                    return Err(Error::Parse(format!("syntax error in SET: {sql}")));
+                };
+                let name = unquote(&name);
+                if value.to_ascii_lowercase() == "default" {
+                    self.vars.reset(&name)?;
+                } else {
+                    self.vars.set(&name, &unquote(&value))?;
+                }
+                Output::Command("SET".into())
+            }
+            "reset" if w.len() == 2 => {
+                if w[1] == "all" {
+                    self.vars.reset_all();
+                } else {
+                    self.vars.reset(&w[1])?;
+                }
+                Output::Command("RESET".into())
+            }
+            "show" if w.len() >= 2 => {
+                let what = w[1..].join(" ");
+                match what.as_str() {
+                    "all" => {
+                        let rows = self.vars.all().into_iter().map(|(n, v, d)| vec![n, v, d]).collect();
+                        text_rows(&["name", "setting", "description"], rows)?
+                    }
+                    "materialized views" => {
+                        let rows = self
+                            .engine
+                            .catalog()
+                            .relations()
+                            .filter(|r| !r.is_table())
+                            .map(|r| vec![r.name.clone()])
+                            .collect();
+                        text_rows(&["name"], rows)?
+                    }
+                    "tables" => {
+                        let rows = self
+                            .engine
+                            .catalog()
+                            .relations()
+                            .filter(|r| r.is_table())
+                            .map(|r| vec![r.name.clone()])
+                            .collect();
+                        text_rows(&["name"], rows)?
+                    }
+                    _ if w.len() == 2 => {
+                        let name = unquote(&w[1]);
+                        let v = self.vars.get(&name)?;
+                        let col = name.rsplit('.').next().unwrap_or(&name).to_string();
+                        text_rows(&[col.as_str()], vec![vec![v]])?
+                    }
+                    _ if w.len() == 4 && w[1] == "transaction" && w[2] == "isolation" => {
+                        text_rows(&["transaction_isolation"], vec![vec!["read committed".into()]])?
+                    }
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(out))
+    }
+
+    async fn plan_statement(&self, stmt: Statement) -> Result<LogicalPlan> {
+        let state = self.ctx.state();
+        Ok(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))).await?)
+    }
+
+    /// Plans and optimizes a view's query.
+    async fn plan_query(&self, query: &str) -> Result<LogicalPlan> {
+        let stmt = parse_one(query)?;
+        if !matches!(stmt, Statement::Query(_)) {
+            return Err(Error::Parse("a materialized view needs a SELECT query".into()));
+        }
+        let plan = self.plan_statement(stmt).await?;
+        Ok(self.ctx.state().optimize(&plan)?)
+    }
+
+    async fn explain_view(&mut self, cv: &datafusion::sql::sqlparser::ast::CreateView) -> Result<Output> {
+        let name = object_name(&cv.name)?;
+        let plan = self.plan_query(&cv.query.to_string()).await?;
+        let mut lines = self.engine.explain_view(&name, plan)?;
+        let settings: Vec<String> =
+            self.vars.job_settings().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        lines.push(format!("Job settings: {}", settings.join(", ")));
+        text_rows(&["QUERY PLAN"], lines.into_iter().map(|l| vec![l]).collect())
+    }
+
+    async fn run_query(&self, plan: LogicalPlan) -> Result<Output> {
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let batches = df.collect().await?;
+        Ok(Output::Rows { schema, batches })
+    }
+
+    async fn create_table(&mut self, stmt: Statement) -> Result<Output> {
+        let plan = self.plan_statement(stmt).await?;
+        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
+            return Err(Error::not_supported("this form of CREATE TABLE is not supported"));
+        };
+        if !matches!(c.input.as_ref(), LogicalPlan::EmptyRelation(_)) {
+            return Err(Error::not_supported("CREATE TABLE ... AS SELECT is not supported"));
+        }
+        if c.or_replace {
+            return Err(Error::not_supported("CREATE OR REPLACE TABLE is not supported"));
+        }
+        if !c.column_defaults.is_empty() {
+            return Err(Error::not_supported("column DEFAULT values are not supported"));
+        }
+        let mut pk = Vec::new();
+        for constraint in c.constraints.iter() {
+            match constraint {
+                datafusion::common::Constraint::PrimaryKey(cols) => pk = cols.clone(),
+                datafusion::common::Constraint::Unique(_) => {
+                    return Err(Error::not_supported("UNIQUE constraints are not supported"));
+                }
+            }
+        }
+        let arrow_schema = c.input.schema().as_arrow();
+        let fields: Vec<Field> = arrow_schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let f = f.as_ref().clone();
+                if pk.contains(&i) { f.with_nullable(false) } else { f }
+            })
+            .collect();
+        for f in &fields {
+            check_column_type(f.data_type(), f.name())?;
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let name = c.name.table().to_string();
+        let engine = Arc::clone(&self.engine);
+        let if_not_exists = c.if_not_exists;
+        tokio::task::spawn_blocking(move || engine.create_table(&name, schema, pk, if_not_exists))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command("CREATE TABLE".into()))
+    }
+
+    async fn dml(&mut self, stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
+        let plan = self.plan_statement(stmt).await?;
+        let plan = bind(plan, params)?;
+        let LogicalPlan::Dml(DmlStatement { table_name, op, input, .. }) = plan else {
+            return Err(Error::Internal("DML did not plan as DML".into()));
+        };
+        let name = table_name.table().to_string();
+        let def = self
+            .engine
+            .relation(&name)
+            .ok_or_else(|| Error::catalog("42P01", format!("relation \"{name}\" does not exist")))?;
+        if !def.is_table() {
+            return Err(Error::plan("42809", format!("cannot change materialized view \"{name}\"")));
+        }
+        let schema = def.schema_ref();
+        let (change, tag) = match op {
+            WriteOp::Insert(_) => {
+                let batches = self.collect(input.as_ref().clone()).await?;
+                let batch = concat_as(&schema, &batches)?;
+                let n = batch.num_rows();
+                (ChangeBatch::inserts(batch), format!("INSERT 0 {n}"))
+            }
+            WriteOp::Delete => {
+                let batches = self.collect(input.as_ref().clone()).await?;
+                let batch = concat_as(&schema, &batches)?;
+                let n = batch.num_rows();
+                (ChangeBatch::deletes(batch), format!("DELETE {n}"))
+            }
+            WriteOp::Update => {
+                let LogicalPlan::Projection(p) = input.as_ref() else {
+                    return Err(Error::not_supported("this form of UPDATE is not supported"));
+                };
+                // New values followed by the old row, in one pass over the matching rows.
+                let mut exprs = p.expr.clone();
+                for col in p.input.schema().columns() {
+                    exprs.push(Expr::Column(col));
+                }
+                let both = LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?);
+                let batches = self.collect(both).await?;
+                let k = schema.fields().len();
+                let mut news = Vec::new();
+                let mut olds = Vec::new();
+                for b in &batches {
+                    let new_cols = cast_columns(&schema, &b.columns()[..k])?;
+                    let old_cols = cast_columns(&schema, &b.columns()[k..2 * k])?;
+                    news.push(crate::state::table::batch_from_columns(&schema, new_cols, b.num_rows())?);
+                    olds.push(crate::state::table::batch_from_columns(&schema, old_cols, b.num_rows())?);
+                }
+                let new = concat_as(&schema, &news)?;
+                let old = concat_as(&schema, &olds)?;
+                let n = new.num_rows();
+                let both = ChangeBatch::concat(&schema, &[ChangeBatch::deletes(old), ChangeBatch::inserts(new)])?;
+                (both, format!("UPDATE {n}"))
+            }
+            other => return Err(Error::not_supported(format!("{other} is not supported"))),
+        };
+        let engine = Arc::clone(&self.engine);
+        let id = def.id;
+        tokio::task::spawn_blocking(move || engine.write(id, change))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command(tag))
+    }
+
+    async fn collect(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        Ok(df.collect().await?)
+    }
+
+    /// Receives data of a COPY FROM STDIN.
+    pub fn copy_data(&mut self, data: &[u8]) {
+        if let Some(c) = &mut self.copy {
+            c.data.extend_from_slice(data);
+        }
+    }
+
+    /// Ends a COPY FROM STDIN: parses all its data and writes it as one change.
+    /// Returns the number of rows.
+    ///
+    /// # Errors
+    /// Any bad row refuses the whole COPY (nothing is written).
+    pub async fn copy_done(&mut self) -> Result<usize> {
+        let Some(copy) = self.copy.take() else {
+            return Err(Error::Internal("COPY data without COPY".into()));
+        };
+        let def = self
+            .engine
+            .catalog()
+            .get(copy.table)
+            .cloned()
+            .ok_or_else(|| Error::catalog("42P01", format!("relation \"{}\" does not exist", copy.table_name)))?;
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || {
+            let schema = def.schema_ref();
+            let batch = copy::parse(&copy.data, &copy.format, &copy.table_name, &schema, &copy.columns)?;
+            let n = batch.num_rows();
+            engine.write(copy.table, ChangeBatch::inserts(batch))?;
+            Ok(n)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?
+    }
+
+    /// Abandons a COPY (the client sent CopyFail).
+    pub fn copy_fail(&mut self) {
+        self.copy = None;
+    }
+
+    /// Describes a statement for the extended protocol: parameter types and result schema.
+    ///
+    /// # Errors
+    /// Parse and planning errors.
+    pub async fn describe(&mut self, sql: &str) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
+        let trimmed = sql.trim().trim_end_matches(';').trim();
+        if trimmed.is_empty() {
+            return Ok((vec![], None));
+        }
+        let w = words(trimmed);
+        if w[0] == "show" {
+            // SHOW returns text columns; run it to learn them (it has no side effects).
+            if let Some(Output::Rows { schema, .. }) = self.special(trimmed).await? {
+                return Ok((vec![], Some(schema)));
+            }
+        }
+        if matches!(w[0].as_str(), "set" | "reset" | "flush" | "begin" | "start" | "commit" | "end" | "rollback" | "abort") {
+            return Ok((vec![], None));
+        }
+        let stmt = parse_one(trimmed)?;
+        let is_query = matches!(stmt, Statement::Query(_));
+        let is_dml = matches!(stmt, Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_));
+        if !is_query && !is_dml {
+            return Ok((vec![], None));
+        }
+        self.schema.pin(Some(self.engine.visible()));
+        let plan = self.plan_statement(stmt).await;
+        self.schema.pin(None);
+        let plan = plan?;
+        let types = plan.get_parameter_types()?;
+        let mut params: Vec<(usize, Option<DataType>)> = types
+            .into_iter()
+            .filter_map(|(k, v)| k.trim_start_matches('$').parse::<usize>().ok().map(|i| (i, v)))
+            .collect();
+        params.sort_by_key(|(i, _)| *i);
+        let n = params.last().map(|(i, _)| *i).unwrap_or(0);
+        let mut out = vec![None; n];
+        for (i, t) in params {
+            out[i - 1] = t;
+        }
+        let schema = if is_query { Some(Arc::new(plan.schema().as_arrow().clone())) } else { None };
+        Ok((out, schema))
+    }
+}
+
+/// Recompiles every materialized view at start, planning each stored query with a fresh
+/// session, in creation order (so a view's inputs exist before it).
+///
+/// # Errors
+/// Planning errors of a stored query.
+pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
+    for def in engine.views_to_recover() {
+        let crate::catalog::RelationKind::MaterializedView { query, .. } = &def.kind else { continue };
+        let session = Session::new(Arc::clone(engine))?;
+        let plan = session.plan_query(query).await?;
+        let engine2 = Arc::clone(engine);
+        tokio::task::spawn_blocking(move || engine2.recover_view(&def, plan))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+    }
+    Ok(())
+}
+
+fn bind(plan: LogicalPlan, params: Option<ParamValues>) -> Result<LogicalPlan> {
+    match params {
+        Some(p) => Ok(plan.with_param_values(p)?),
+        None => Ok(plan),
+    }
+}
+
+fn parse_one(sql: &str) -> Result<Statement> {
+    let parser = PostgresCompatibilityParser::new();
+    let mut stmts = parser.parse(sql).map_err(|e| Error::Parse(e.to_string().replace("sql parser error: ", "syntax error: ")))?;
+    match stmts.len() {
+        0 => Err(Error::Parse("empty statement".into())),
+        1 => Ok(stmts.remove(0)),
+        _ => Err(Error::Parse("expected one statement".into())),
+    }
+}
+
+fn ident(i: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    if i.quote_style.is_some() { i.value.clone() } else { i.value.to_ascii_lowercase() }
+}
+
+fn object_name(n: &datafusion::sql::sqlparser::ast::ObjectName) -> Result<String> {
+    let parts: Vec<String> = n
+        .0
+        .iter()
+        .map(|p| p.as_ident().map(ident).ok_or_else(|| Error::Parse(format!("invalid name {n}"))))
+        .collect::<Result<_>>()?;
+    match parts.as_slice() {
+        [name] => Ok(name.clone()),
+        [schema, name] if schema == "public" => Ok(name.clone()),
+        _ => Err(Error::not_supported(format!("schema-qualified name {n} is not supported (only public)"))),
+    }
+}
+
+/// Refuses column types Weir cannot store or encode.
+fn check_column_type(t: &DataType, name: &str) -> Result<()> {
+    match t {
+        DataType::Boolean
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal128(..)
+        | DataType::Utf8
+        | DataType::Date32
+        | DataType::Timestamp(..)
+        | DataType::Interval(_) => Ok(()),
+        other => Err(Error::not_supported(format!("column \"{name}\" has type {other}, which tables do not support"))),
+    }
+}
+
+fn cast_columns(schema: &SchemaRef, cols: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
+    cols.iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                Ok(arrow::compute::cast(c, f.data_type())?)
+            }
+        })
+        .collect()
+}
+
+/// Concatenates batches under the table schema (names and nullability of the table).
+fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
+    // Nullable here: NOT NULL is checked by the engine with PostgreSQL's error.
+    let schema = &crate::stream::ops::nullable_schema(schema);
+    let mut parts = Vec::with_capacity(batches.len());
+    for b in batches {
+        let cols = cast_columns(schema, b.columns())?;
+        parts.push(crate::state::table::batch_from_columns(schema, cols, b.num_rows())?);
+    }
+    Ok(arrow::compute::concat_batches(schema, &parts)?)
+}

@@ -1,0 +1,173 @@
+//! `StateTable`: a multiset of rows keyed by their order-preserving byte encoding.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, SortField};
+
+use crate::error::{Error, Result};
+use crate::stream::change::ChangeBatch;
+
+/// A multiset of rows of one schema: row bytes (Arrow's row format) to a positive count.
+///
+/// Used for a table's contents, a materialized view's contents and a join side. Reads see
+/// every applied change; the owner decides when a snapshot is published.
+pub struct StateTable {
+    schema: SchemaRef,
+    converter: RowConverter,
+    rows: HashMap<Box<[u8]>, i64>,
+    /// Sum of all counts (the number of rows with duplicates).
+    total: i64,
+}
+
+impl std::fmt::Debug for StateTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateTable").field("rows", &self.total).finish()
+    }
+}
+
+impl StateTable {
+    /// An empty state table for rows of `schema`.
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn new(schema: SchemaRef) -> Result<Self> {
+        let converter = row_converter(&schema)?;
+        Ok(StateTable { schema, converter, rows: HashMap::new(), total: 0 })
+    }
+
+    /// The row schema.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Number of rows, duplicates counted.
+    pub fn len(&self) -> i64 {
+        self.total
+    }
+
+    /// True when no row is present.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Applies a change batch: each row's count moves by its weight.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if a count would become negative (a retraction of a missing row).
+    pub fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
+        if change.is_empty() {
+            return Ok(());
+        }
+        let rows = self.converter.convert_columns(change.batch.columns())?;
+        for (i, w) in change.weights.values().iter().enumerate() {
+            let key = rows.row(i);
+            let bytes: &[u8] = key.as_ref();
+            match self.rows.get_mut(bytes) {
+                Some(c) => {
+                    *c += w;
+                    if *c == 0 {
+                        self.rows.remove(bytes);
+                    } else if *c < 0 {
+                        return Err(Error::Internal("state table row count below zero".into()));
+                    }
+                }
+                None => {
+                    if *w < 0 {
+                        return Err(Error::Internal(
+                            "retraction of a row that is not in the state table".into(),
+                        ));
+                    }
+                    if *w > 0 {
+                        self.rows.insert(bytes.into(), *w);
+                    }
+                }
+            }
+            self.total += w;
+        }
+        Ok(())
+    }
+
+    /// The count of each row of `batch` (0 when absent), in order.
+    ///
+    /// # Errors
+    /// Arrow errors when `batch` has another schema.
+    pub fn counts(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
+        let rows = self.converter.convert_columns(batch.columns())?;
+        Ok((0..batch.num_rows())
+            .map(|i| self.rows.get(rows.row(i).data()).copied().unwrap_or(0))
+            .collect())
+    }
+
+    /// All rows (each repeated by its count) as one batch.
+    ///
+    /// # Errors
+    /// Arrow errors from decoding.
+    pub fn to_batch(&self) -> Result<RecordBatch> {
+        let parser = self.converter.parser();
+        let iter = self
+            .rows
+            .iter()
+            .flat_map(|(k, c)| std::iter::repeat_n(k, *c as usize))
+            .map(|k| parser.parse(k));
+        let columns = self.converter.convert_rows(iter)?;
+        batch_from_columns(&self.schema, columns, self.total as usize)
+    }
+
+    /// The contents as a change batch of inserts, each distinct row once with its count.
+    ///
+    /// # Errors
+    /// Arrow errors from decoding.
+    pub fn to_change(&self) -> Result<ChangeBatch> {
+        let parser = self.converter.parser();
+        let columns = self.converter.convert_rows(self.rows.keys().map(|k| parser.parse(k)))?;
+        let batch = batch_from_columns(&self.schema, columns, self.rows.len())?;
+        let weights = self.rows.values().copied().collect::<Vec<_>>().into();
+        ChangeBatch::new(batch, weights)
+    }
+}
+
+/// A row converter over every column of `schema`.
+///
+/// # Errors
+/// Arrow errors when a type has no row encoding.
+pub fn row_converter(schema: &SchemaRef) -> Result<RowConverter> {
+    let fields = schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
+    Ok(RowConverter::new(fields)?)
+}
+
+/// Builds a batch from columns, also when the schema has no columns.
+///
+/// # Errors
+/// Arrow errors when the columns do not fit the schema.
+pub fn batch_from_columns(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    fn change(vals: Vec<Option<&str>>, w: Vec<i64>) -> ChangeBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let b = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vals))]).unwrap();
+        ChangeBatch::new(b, Int64Array::from(w)).unwrap()
+    }
+
+    #[test]
+    fn multiset_counts_duplicates_and_retractions() {
+        let c = change(vec![Some("a"), Some("a"), None], vec![1, 1, 1]);
+        let mut t = StateTable::new(c.schema()).unwrap();
+        t.apply(&c).unwrap();
+        assert_eq!(t.len(), 3);
+        t.apply(&change(vec![Some("a")], vec![-1])).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.to_batch().unwrap().num_rows(), 2);
+        assert!(t.apply(&change(vec![Some("zz")], vec![-1])).is_err());
+    }
+}

@@ -1,0 +1,281 @@
+//! `HashJoin`: incremental inner, left, right and full outer equi-join.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, UInt32Array};
+use arrow::datatypes::SchemaRef;
+use arrow::row::RowConverter;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::{Error, Result};
+use crate::state::table::{batch_from_columns, row_converter};
+use crate::stream::change::ChangeBatch;
+use crate::stream::{EpochInput, Operator};
+
+/// Which rows an equi-join keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// Matched pairs only.
+    Inner,
+    /// Matched pairs, and left rows without a match padded with NULLs.
+    Left,
+    /// Matched pairs, and right rows without a match padded with NULLs.
+    Right,
+    /// Both paddings.
+    Full,
+}
+
+/// The rows of one join key on one side: row bytes to count.
+#[derive(Default)]
+struct Bucket {
+    rows: HashMap<Box<[u8]>, i64>,
+    /// Sum of the counts.
+    total: i64,
+}
+
+/// One side's state table: join key bytes to the rows with that key.
+#[derive(Default)]
+struct SideState {
+    buckets: HashMap<Box<[u8]>, Bucket>,
+}
+
+/// An output row under construction: left row bytes, right row bytes (None = NULL padding).
+type OutRow = (Option<Box<[u8]>>, Option<Box<[u8]>>, i64);
+
+/// Incremental equi-join (Δ(L⋈R) = ΔL⋈R + L'⋈ΔR, applied row by row).
+///
+/// Input: a left and a right stream. Output: left columns then right columns (DataFusion's
+/// `Join` schema). State: per side, rows keyed by the join key (Arrow row format). Rows whose
+/// key has a NULL never match (SQL `=`). For outer joins a preserved row with no match is
+/// emitted padded with NULLs; when the first match arrives the padded row is retracted, and
+/// when the last match leaves it is emitted again.
+pub struct HashJoin {
+    left: Box<dyn Operator>,
+    right: Box<dyn Operator>,
+    left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    kind: JoinKind,
+    schema: SchemaRef,
+    key_converter: RowConverter,
+    left_rows: RowConverter,
+    right_rows: RowConverter,
+    left_state: SideState,
+    right_state: SideState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+impl HashJoin {
+    /// Builds the join.
+    ///
+    /// # Errors
+    /// Arrow errors when a key or column type has no row encoding.
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_new(
+        left: Box<dyn Operator>,
+        right: Box<dyn Operator>,
+        left_keys: Vec<Arc<dyn PhysicalExpr>>,
+        right_keys: Vec<Arc<dyn PhysicalExpr>>,
+        key_types: Vec<arrow::datatypes::DataType>,
+        kind: JoinKind,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let key_converter = RowConverter::new(
+            key_types.into_iter().map(arrow::row::SortField::new).collect(),
+        )?;
+        let left_rows = row_converter(&left.schema())?;
+        let right_rows = row_converter(&right.schema())?;
+        Ok(HashJoin {
+            left,
+            right,
+            left_keys,
+            right_keys,
+            kind,
+            schema,
+            key_converter,
+            left_rows,
+            right_rows,
+            left_state: SideState::default(),
+            right_state: SideState::default(),
+        })
+    }
+
+    fn preserves(&self, side: Side) -> bool {
+        match side {
+            Side::Left => matches!(self.kind, JoinKind::Left | JoinKind::Full),
+            Side::Right => matches!(self.kind, JoinKind::Right | JoinKind::Full),
+        }
+    }
+
+    fn apply(&mut self, side: Side, change: &ChangeBatch, out: &mut Vec<OutRow>) -> Result<()> {
+        let n = change.len();
+        let exprs = if side == Side::Left { &self.left_keys } else { &self.right_keys };
+        let key_cols = exprs
+            .iter()
+            .map(|e| Ok(e.evaluate(&change.batch)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let keys = self.key_converter.convert_columns(&key_cols)?;
+        let conv = if side == Side::Left { &self.left_rows } else { &self.right_rows };
+        let rows = conv.convert_columns(change.batch.columns())?;
+        let this_preserved = self.preserves(side);
+        let other_preserved = self.preserves(if side == Side::Left { Side::Right } else { Side::Left });
+        let (this, other) = match side {
+            Side::Left => (&mut self.left_state, &self.right_state),
+            Side::Right => (&mut self.right_state, &self.left_state),
+        };
+        let pair = |mine: &[u8], theirs: Option<&[u8]>, w: i64| -> OutRow {
+            let mine = Some(Box::from(mine));
+            let theirs = theirs.map(Box::from);
+            match side {
+                Side::Left => (mine, theirs, w),
+                Side::Right => (theirs, mine, w),
+            }
+        };
+        for (i, w) in change.weights.values().iter().copied().enumerate() {
+            let row: &[u8] = rows.row(i).data();
+            let has_null_key = key_cols.iter().any(|c| c.is_null(i));
+            if has_null_key {
+                // A NULL key matches nothing and needs no state: its padded row comes and goes
+                // with its own weight.
+                if this_preserved {
+                    out.push(pair(row, None, w));
+                }
+                continue;
+            }
+            let key: &[u8] = keys.row(i).data();
+            let other_bucket = other.buckets.get(key);
+            let other_total = other_bucket.map(|b| b.total).unwrap_or(0);
+            if let Some(b) = other_bucket {
+                for (orow, c) in &b.rows {
+                    out.push(pair(row, Some(orow), w * c));
+                }
+            }
+            if this_preserved && other_total == 0 {
+                out.push(pair(row, None, w));
+            }
+            let bucket = this.buckets.entry(key.into()).or_default();
+            let before = bucket.total;
+            bucket.total += w;
+            let after = bucket.total;
+            match bucket.rows.get_mut(row) {
+                Some(c) => {
+                    *c += w;
+                    if *c == 0 {
+                        bucket.rows.remove(row);
+                    }
+                }
+                None => {
+                    bucket.rows.insert(row.into(), w);
+                }
+            }
+            if after < 0 {
+                return Err(Error::Internal("join side count below zero".into()));
+            }
+            if after == 0 {
+                this.buckets.remove(key);
+            }
+            if other_preserved {
+                if let Some(b) = other_bucket {
+                    // The other side's rows with this key were padded while this side had none.
+                    let sign = match (before == 0, after == 0) {
+                        (true, false) => -1,
+                        (false, true) => 1,
+                        _ => 0,
+                    };
+                    if sign != 0 {
+                        for (orow, c) in &b.rows {
+                            let padded = match side {
+                                Side::Left => (None, Some(orow.clone()), sign * c),
+                                Side::Right => (Some(orow.clone()), None, sign * c),
+                            };
+                            out.push(padded);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn build(&self, out: Vec<OutRow>) -> Result<ChangeBatch> {
+        let n = out.len();
+        let mut columns = side_columns(&self.left_rows, out.iter().map(|r| r.0.as_deref()), n)?;
+        columns.extend(side_columns(&self.right_rows, out.iter().map(|r| r.1.as_deref()), n)?);
+        let weights: Vec<i64> = out.iter().map(|r| r.2).collect();
+        let batch = batch_from_columns(&self.schema, columns, n)?;
+        ChangeBatch::new(batch, weights.into())
+    }
+}
+
+/// Decodes one side's columns for the output rows; `None` rows become NULLs.
+fn side_columns<'a>(
+    conv: &RowConverter,
+    rows: impl Iterator<Item = Option<&'a [u8]>>,
+    n: usize,
+) -> Result<Vec<ArrayRef>> {
+    let parser = conv.parser();
+    let mut present: Vec<&[u8]> = Vec::with_capacity(n);
+    let mut indices: Vec<Option<u32>> = Vec::with_capacity(n);
+    for r in rows {
+        match r {
+            Some(bytes) => {
+                indices.push(Some(present.len() as u32));
+                present.push(bytes);
+            }
+            None => indices.push(None),
+        }
+    }
+    let decoded = conv.convert_rows(present.iter().map(|b| parser.parse(b)))?;
+    if present.len() == n {
+        return Ok(decoded);
+    }
+    let idx = UInt32Array::from(indices);
+    decoded
+        .iter()
+        .map(|c| Ok(arrow::compute::take(c.as_ref(), &idx, None)?))
+        .collect()
+}
+
+impl Operator for HashJoin {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+        let left = self.left.process(input)?;
+        let right = self.right.process(input)?;
+        let mut out = Vec::new();
+        for c in &left {
+            self.apply(Side::Left, c, &mut out)?;
+        }
+        for c in &right {
+            self.apply(Side::Right, c, &mut out)?;
+        }
+        if out.is_empty() {
+            return Ok(vec![]);
+        }
+        Ok(vec![self.build(out)?])
+    }
+
+    fn explain(&self, depth: usize, out: &mut Vec<String>) {
+        let on: Vec<String> = self
+            .left_keys
+            .iter()
+            .zip(&self.right_keys)
+            .map(|(l, r)| format!("{l} = {r}"))
+            .collect();
+        out.push(format!(
+            "{}StreamHashJoin: {:?} on [{}] (state tables: left and right rows keyed by the join key)",
+            "  ".repeat(depth),
+            self.kind,
+            on.join(", ")
+        ));
+        self.left.explain(depth + 1, out);
+        self.right.explain(depth + 1, out);
+    }
+}

@@ -1,0 +1,254 @@
+//! Translation of DataFusion's optimized `LogicalPlan` into a tree of streaming operators.
+//!
+//! Every node is translated or refused with SQLSTATE `0A000` naming the construct: a view is
+//! maintained incrementally or not created, never answered wrongly.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use datafusion::common::{DFSchema, JoinType};
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
+
+use crate::error::{Error, Result};
+use crate::sql::provider::RelationProvider;
+use crate::stream::ops::filter::Filter;
+use crate::stream::ops::hash_agg::{AggCall, AggKind, HashAgg};
+use crate::stream::ops::hash_join::{HashJoin, JoinKind};
+use crate::stream::ops::nullable_schema;
+use crate::stream::ops::project::Project;
+use crate::stream::ops::scan::Scan;
+use crate::stream::ops::union::Union;
+use crate::stream::{Operator, RelationId};
+
+/// Builds the operator tree for `plan`, recording the relations it reads in `sources`.
+///
+/// # Errors
+/// [`Error::NotSupported`] (`0A000`) for constructs that cannot be maintained incrementally.
+pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<Box<dyn Operator>> {
+    match plan {
+        LogicalPlan::Projection(p) => {
+            let input = build(&p.input, sources)?;
+            let exprs = p
+                .expr
+                .iter()
+                .map(|e| physical(e, p.input.schema()))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Box::new(Project { input, exprs, schema: nullable_schema(p.schema.as_arrow()) }))
+        }
+        LogicalPlan::Filter(f) => {
+            let input = build(&f.input, sources)?;
+            let predicate = physical(&f.predicate, f.input.schema())?;
+            Ok(Box::new(Filter { input, predicate, display: f.predicate.to_string() }))
+        }
+        LogicalPlan::TableScan(scan) => {
+            if scan.fetch.is_some() {
+                return Err(Error::not_supported("LIMIT in a materialized view is not supported"));
+            }
+            let provider = datafusion::datasource::source_as_provider(&scan.source)?;
+            let relation = provider
+                .as_ref()
+                .downcast_ref::<RelationProvider>()
+                .ok_or_else(|| {
+                    Error::not_supported(format!(
+                        "reading {} (a system table) in a materialized view is not supported",
+                        scan.table_name
+                    ))
+                })?;
+            sources.insert(relation.id);
+            let schema = nullable_schema(scan.projected_schema.as_arrow());
+            let mut op: Box<dyn Operator> = Box::new(Scan {
+                relation: relation.id,
+                name: relation.name.clone(),
+                projection: scan.projection.clone(),
+                schema,
+            });
+            for f in &scan.filters {
+                let predicate = physical(f, &scan.projected_schema)?;
+                op = Box::new(Filter { input: op, predicate, display: f.to_string() });
+            }
+            Ok(op)
+        }
+        LogicalPlan::SubqueryAlias(a) => build(&a.input, sources),
+        LogicalPlan::Sort(s) => {
+            if s.fetch.is_some() {
+                return Err(Error::not_supported(
+                    "ORDER BY with LIMIT in a materialized view is not supported",
+                ));
+            }
+            // A view is an unordered set: its rows are ordered by the query that reads it.
+            build(&s.input, sources)
+        }
+        LogicalPlan::Aggregate(a) => {
+            let input = build(&a.input, sources)?;
+            let in_schema = a.input.schema();
+            let mut group_exprs = Vec::new();
+            let mut group_types = Vec::new();
+            for (i, g) in a.group_expr.iter().enumerate() {
+                if matches!(g, Expr::GroupingSet(_)) {
+                    return Err(Error::not_supported(
+                        "GROUPING SETS, CUBE and ROLLUP in a materialized view are not supported",
+                    ));
+                }
+                group_exprs.push(physical(g, in_schema)?);
+                group_types.push(a.schema.field(i).data_type().clone());
+            }
+            let mut aggs = Vec::new();
+            for (j, e) in a.aggr_expr.iter().enumerate() {
+                let out_type = a.schema.field(a.group_expr.len() + j).data_type().clone();
+                aggs.push(agg_call(e, in_schema, out_type)?);
+            }
+            let schema = nullable_schema(a.schema.as_arrow());
+            Ok(Box::new(HashAgg::try_new(input, group_exprs, group_types, aggs, schema)?))
+        }
+        LogicalPlan::Distinct(Distinct::All(input)) => {
+            let op = build(input, sources)?;
+            let schema = nullable_schema(input.schema().as_arrow());
+            let group_exprs: Vec<Arc<dyn PhysicalExpr>> = (0..schema.fields().len())
+                .map(|i| {
+                    Arc::new(datafusion::physical_expr::expressions::Column::new(
+                        schema.field(i).name(),
+                        i,
+                    )) as Arc<dyn PhysicalExpr>
+                })
+                .collect();
+            let types = schema.fields().iter().map(|f| f.data_type().clone()).collect();
+            Ok(Box::new(HashAgg::try_new(op, group_exprs, types, vec![], schema)?))
+        }
+        LogicalPlan::Join(j) => {
+            let kind = match j.join_type {
+                JoinType::Inner => JoinKind::Inner,
+                JoinType::Left => JoinKind::Left,
+                JoinType::Right => JoinKind::Right,
+                JoinType::Full => JoinKind::Full,
+                other => {
+                    return Err(Error::not_supported(format!(
+                        "{other} join (from IN, EXISTS or a correlated subquery) in a materialized view is not supported"
+                    )));
+                }
+            };
+            if j.on.is_empty() {
+                return Err(Error::not_supported(
+                    "a join without an equality condition (cross join) in a materialized view is not supported",
+                ));
+            }
+            if j.filter.is_some() && kind != JoinKind::Inner {
+                return Err(Error::not_supported(
+                    "an outer join with a non-equality condition in a materialized view is not supported",
+                ));
+            }
+            let left = build(&j.left, sources)?;
+            let right = build(&j.right, sources)?;
+            let mut left_keys = Vec::new();
+            let mut right_keys = Vec::new();
+            let mut key_types = Vec::new();
+            for (l, r) in &j.on {
+                let lt = datafusion::logical_expr::ExprSchemable::get_type(l, j.left.schema())?;
+                let rt = datafusion::logical_expr::ExprSchemable::get_type(r, j.right.schema())?;
+                let (le, re) = if lt == rt {
+                    (l.clone(), r.clone())
+                } else {
+                    // Compare in a common type, as the batch join would after coercion.
+                    let common = datafusion::logical_expr::type_coercion::binary::comparison_coercion(&lt, &rt)
+                        .ok_or_else(|| Error::plan("42804", format!("cannot join {lt} with {rt}")))?;
+                    (l.clone().cast_to(&common, j.left.schema())?, r.clone().cast_to(&common, j.right.schema())?)
+                };
+                key_types.push(datafusion::logical_expr::ExprSchemable::get_type(&le, j.left.schema())?);
+                left_keys.push(physical(&le, j.left.schema())?);
+                right_keys.push(physical(&re, j.right.schema())?);
+            }
+            let schema = nullable_schema(j.schema.as_arrow());
+            let mut op: Box<dyn Operator> =
+                Box::new(HashJoin::try_new(left, right, left_keys, right_keys, key_types, kind, schema)?);
+            if let Some(f) = &j.filter {
+                let predicate = physical(f, &j.schema)?;
+                op = Box::new(Filter { input: op, predicate, display: f.to_string() });
+            }
+            Ok(op)
+        }
+        LogicalPlan::Union(u) => {
+            let inputs = u.inputs.iter().map(|i| build(i, sources)).collect::<Result<Vec<_>>>()?;
+            Ok(Box::new(Union { inputs, schema: nullable_schema(u.schema.as_arrow()) }))
+        }
+        LogicalPlan::Limit(_) => {
+            Err(Error::not_supported("LIMIT and OFFSET in a materialized view are not supported"))
+        }
+        LogicalPlan::Window(_) => {
+            Err(Error::not_supported("window functions in a materialized view are not supported"))
+        }
+        LogicalPlan::Values(_) => {
+            Err(Error::not_supported("VALUES in a materialized view is not supported"))
+        }
+        LogicalPlan::EmptyRelation(_) => Err(Error::not_supported(
+            "a materialized view must read at least one table or view (a query without FROM is not supported)",
+        )),
+        LogicalPlan::RecursiveQuery(_) => {
+            Err(Error::not_supported("WITH RECURSIVE in a materialized view is not supported"))
+        }
+        LogicalPlan::Unnest(_) => {
+            Err(Error::not_supported("UNNEST in a materialized view is not supported"))
+        }
+        LogicalPlan::Distinct(Distinct::On(_)) => {
+            Err(Error::not_supported("DISTINCT ON in a materialized view is not supported"))
+        }
+        other => Err(Error::not_supported(format!(
+            "{} in a materialized view is not supported",
+            other.display().to_string().split(':').next().unwrap_or("this construct")
+        ))),
+    }
+}
+
+fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(create_physical_expr(e, schema, &ExecutionProps::new(), &PhysicalPlanningContext::default())?)
+}
+
+fn agg_call(e: &Expr, in_schema: &DFSchema, out_type: arrow::datatypes::DataType) -> Result<AggCall> {
+    let inner = match e {
+        Expr::Alias(a) => a.expr.as_ref(),
+        other => other,
+    };
+    let Expr::AggregateFunction(af) = inner else {
+        return Err(Error::not_supported(format!("aggregate expression {e} is not supported")));
+    };
+    let name = af.func.name().to_ascii_lowercase();
+    let params = &af.params;
+    if params.filter.is_some() {
+        return Err(Error::not_supported(
+            "aggregate FILTER (WHERE ...) in a materialized view is not supported",
+        ));
+    }
+    if !params.order_by.is_empty() {
+        return Err(Error::not_supported(
+            "ORDER BY inside an aggregate in a materialized view is not supported",
+        ));
+    }
+    let kind = match (name.as_str(), params.distinct) {
+        ("count", false) => AggKind::Count,
+        ("count", true) => AggKind::CountDistinct,
+        ("sum", false) => AggKind::Sum,
+        ("avg" | "mean", false) => AggKind::Avg,
+        ("min", _) => AggKind::Min,
+        ("max", _) => AggKind::Max,
+        (n, true) => {
+            return Err(Error::not_supported(format!(
+                "{n}(DISTINCT ...) in a materialized view is not supported"
+            )));
+        }
+        (n, false) => {
+            return Err(Error::not_supported(format!(
+                "aggregate function {n} in a materialized view is not supported (supported: count, sum, avg, min, max, count(DISTINCT))"
+            )));
+        }
+    };
+    if params.args.len() != 1 {
+        return Err(Error::not_supported(format!(
+            "{name} with {} arguments in a materialized view is not supported",
+            params.args.len()
+        )));
+    }
+    let arg_expr = &params.args[0];
+    let arg_type = datafusion::logical_expr::ExprSchemable::get_type(arg_expr, in_schema)?;
+    Ok(AggCall { kind, arg: physical(arg_expr, in_schema)?, arg_type, out_type, display: e.schema_name().to_string() })
+}

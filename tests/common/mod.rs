@@ -1,0 +1,74 @@
+//! Test support: an in-process Weir server on an ephemeral port, and a tokio-postgres client.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+/// A running server; dropping it stops the server.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub engine: Arc<weir::Engine>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// Starts a server over `dir` with a short barrier interval.
+    pub async fn start(dir: &Path) -> TestServer {
+        let engine = weir::open(dir, Duration::from_millis(50)).await.expect("open engine");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel();
+        let e = Arc::clone(&engine);
+        let task = tokio::spawn(async move {
+            weir::server::run(listener, e, async {
+                let _ = rx.await;
+            })
+            .await
+            .expect("server");
+        });
+        TestServer { addr, engine, stop: Some(tx), task: Some(task) }
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+
+    /// A connected client.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        connect(self.addr).await
+    }
+}
+
+/// Connects a tokio-postgres client to `addr`.
+pub async fn connect(addr: SocketAddr) -> tokio_postgres::Client {
+    let mut config = tokio_postgres::Config::new();
+    config.host(addr.ip().to_string()).port(addr.port()).user("weir").dbname("weir");
+    let (client, conn) = config.connect(tokio_postgres::NoTls).await.expect("connect");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+/// Runs a simple-protocol query and returns rows of text (NULL as "NULL").
+pub async fn query_text(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for m in client.simple_query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")) {
+        if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
+            out.push((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_string()).collect());
+        }
+    }
+    out
+}
