@@ -166,6 +166,13 @@ fn classify_datafusion(e: DataFusionError) -> Error {
             }
         }
         _ => {
+            if lower.contains("non-nullable but contains null") {
+                let column = message.split('\'').nth(1).unwrap_or("?");
+                return Error::data(
+                    "23502",
+                    format!("null value in column \"{column}\" violates not-null constraint"),
+                );
+            }
             let code = if lower.contains("divide by zero") || lower.contains("division by zero") {
                 "22012"
             } else if lower.contains("overflow") || lower.contains("out of range") {

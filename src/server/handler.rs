@@ -112,6 +112,7 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
             let count: usize = batches.iter().map(|b| b.num_rows()).sum();
             rows.reserve(count);
             for b in batches {
+                let b = pg_text_columns(b, format).map_err(|e| pg_error(&e))?;
                 rows.extend(encode_recordbatch(fields.clone(), b));
             }
             Response::Query(QueryResponse::new(fields, futures::stream::iter(rows)))
@@ -124,6 +125,93 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
         }
         Output::Empty => Response::EmptyQuery,
     })
+}
+
+/// Renders the text-format columns whose PostgreSQL text form differs from arrow-pg's:
+/// floating point (shortest round-trip digits, `Infinity`, `NaN`) and timestamps
+/// (`YYYY-MM-DD HH:MM:SS[.ffffff]`, `+00` for timestamptz, as PostgreSQL prints in UTC).
+/// The column keeps its PostgreSQL type; only the bytes sent change.
+fn pg_text_columns(batch: arrow::array::RecordBatch, format: &Format) -> Result<arrow::array::RecordBatch> {
+    use arrow::array::{Array, AsArray, StringArray};
+    use arrow::datatypes::{Field, Float32Type, Float64Type, Schema, TimeUnit};
+    let schema = batch.schema();
+    let mut changed = false;
+    let mut columns = batch.columns().to_vec();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for (i, col) in batch.columns().iter().enumerate() {
+        if format.format_for(i) != pgwire::api::results::FieldFormat::Text {
+            continue;
+        }
+        let text: Option<StringArray> = match col.data_type() {
+            DataType::Float64 => Some(col.as_primitive::<Float64Type>().iter().map(|v| v.map(pg_float)).collect()),
+            DataType::Float32 => Some(
+                col.as_primitive::<Float32Type>().iter().map(|v| v.map(|f| pg_float32(f))).collect(),
+            ),
+            DataType::Timestamp(unit, tz) => {
+                let micros = arrow::compute::cast(col, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+                let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+                let _ = unit;
+                Some(
+                    micros
+                        .iter()
+                        .map(|v| {
+                            v.map(|us| {
+                                let mut s = chrono::DateTime::from_timestamp_micros(us)
+                                    .map(|t| {
+                                        let t = t.naive_utc();
+                                        if us.rem_euclid(1_000_000) == 0 {
+                                            t.format("%Y-%m-%d %H:%M:%S").to_string()
+                                        } else {
+                                            t.format("%Y-%m-%d %H:%M:%S%.6f").to_string().trim_end_matches('0').to_string()
+                                        }
+                                    })
+                                    .unwrap_or_default();
+                                if tz.is_some() {
+                                    s.push_str("+00");
+                                }
+                                s
+                            })
+                        })
+                        .collect(),
+                )
+            }
+            _ => None,
+        };
+        if let Some(t) = text {
+            debug_assert_eq!(t.len(), col.len());
+            columns[i] = Arc::new(t);
+            fields[i] = Field::new(fields[i].name(), DataType::Utf8, true);
+            changed = true;
+        }
+    }
+    if !changed {
+        return Ok(batch);
+    }
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(arrow::array::RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?)
+}
+
+/// PostgreSQL's text form of a double: shortest digits that round-trip.
+fn pg_float(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+    } else {
+        let s = format!("{f}");
+        if s.len() > 17 && (f.abs() >= 1e16 || (f != 0.0 && f.abs() < 1e-4)) { format!("{f:e}").replace("e", "e+").replace("e+-", "e-") } else { s }
+    }
+}
+
+/// PostgreSQL's text form of a real.
+fn pg_float32(f: f32) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+    } else {
+        format!("{f}")
+    }
 }
 
 #[async_trait]

@@ -58,6 +58,8 @@ impl Session {
             .with_information_schema(true)
             .with_target_partitions(2);
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        // TIMESTAMPTZ columns carry UTC; timestamps are stored and shown in UTC.
+        config.options_mut().execution.time_zone = Some("+00:00".to_string());
         let ctx = SessionContext::new_with_config(config);
         let schema = Arc::new(PublicSchema::new(Arc::clone(&engine)));
         let catalog = ctx
@@ -69,5 +71,17 @@ impl Session {
         datafusion_pg_catalog::pg_catalog::setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
             .map_err(|e| Error::Internal(format!("pg_catalog setup: {e}")))?;
         Ok(Session { engine, vars: SessionVars::default(), ctx, schema, copy: None })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // pg_catalog's schema provider holds the context's catalog list, which holds the
+        // schema: a reference cycle. Deregistering the schemas breaks it, so the session's
+        // memory (and its handle on the engine) is freed when the connection ends.
+        if let Some(catalog) = self.ctx.catalog(DATABASE) {
+            let _ = catalog.deregister_schema("pg_catalog", true);
+            let _ = catalog.deregister_schema("public", true);
+        }
     }
 }

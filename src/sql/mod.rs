@@ -172,6 +172,8 @@ impl Session {
                 }
                 let name = object_name(&cv.name)?;
                 let query = cv.query.to_string();
+                // Every write acknowledged before the CREATE is in the backfill.
+                self.engine.flush().await;
                 let plan = self.plan_query(&query).await?;
                 let settings = self.vars.job_settings();
                 let engine = Arc::clone(&self.engine);
@@ -474,8 +476,8 @@ impl Session {
                 };
                 // New values followed by the old row, in one pass over the matching rows.
                 let mut exprs = p.expr.clone();
-                for col in p.input.schema().columns() {
-                    exprs.push(Expr::Column(col));
+                for (i, col) in p.input.schema().columns().into_iter().enumerate() {
+                    exprs.push(Expr::Column(col).alias(format!("__weir_old_{i}")));
                 }
                 let both = LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?);
                 let batches = self.collect(both).await?;
@@ -568,6 +570,14 @@ impl Session {
             return Ok((vec![], None));
         }
         let stmt = parse_one(trimmed)?;
+        if let Statement::Explain { statement, .. } = &stmt {
+            if matches!(statement.as_ref(), Statement::CreateView(_)) {
+                let schema = Arc::new(Schema::new(vec![Field::new("QUERY PLAN", DataType::Utf8, true)]));
+                return Ok((vec![], Some(schema)));
+            }
+            let plan = self.plan_statement(stmt).await?;
+            return Ok((vec![], Some(Arc::new(plan.schema().as_arrow().clone()))));
+        }
         let is_query = matches!(stmt, Statement::Query(_));
         let is_dml = matches!(stmt, Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_));
         if !is_query && !is_dml {

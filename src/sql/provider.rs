@@ -1,6 +1,6 @@
 //! DataFusion catalog adapters: the `public` schema and one `TableProvider` per relation.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
@@ -48,7 +48,7 @@ impl SchemaProvider for PublicSchema {
                 name: def.name.clone(),
                 schema: def.schema_ref(),
                 is_table: def.is_table(),
-                engine: Arc::clone(&self.engine),
+                engine: Arc::downgrade(&self.engine),
                 pinned: Arc::clone(&self.pinned),
             }) as Arc<dyn TableProvider>
         }))
@@ -68,7 +68,8 @@ pub struct RelationProvider {
     pub name: String,
     schema: SchemaRef,
     is_table: bool,
-    engine: Arc<Engine>,
+    /// Weak: a job's plan keeps its providers, and the engine keeps the jobs.
+    engine: Weak<Engine>,
     pinned: Arc<Mutex<Option<Arc<Visible>>>>,
 }
 
@@ -89,11 +90,15 @@ impl TableProvider for RelationProvider {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let engine = self
+            .engine
+            .upgrade()
+            .ok_or_else(|| DataFusionError::Execution("the server is shutting down".into()))?;
         let batch = if self.is_table {
-            self.engine.table_snapshot(self.id).map_err(|e| DataFusionError::External(Box::new(e)))?
+            engine.table_snapshot(self.id).map_err(|e| DataFusionError::External(Box::new(e)))?
         } else {
             let pinned = self.pinned.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let visible = pinned.unwrap_or_else(|| self.engine.visible());
+            let visible = pinned.unwrap_or_else(|| engine.visible());
             match visible.views.get(&self.id) {
                 Some(ViewState::Ready(b)) => b.clone(),
                 Some(ViewState::Failed { view, code, message }) => {
