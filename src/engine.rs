@@ -126,11 +126,17 @@ impl TableData {
         for (i, w) in change.weights.values().iter().enumerate() {
             if *w < 0 && counts[i] + w < 0 {
                 // Several retractions of the same row in one batch are checked by apply().
-                return Err(Error::Internal("retraction of a row that does not exist".into()));
+                return Err(Error::Internal(
+                    "retraction of a row that does not exist".into(),
+                ));
             }
         }
         if let Some(pk) = &self.primary_key {
-            let cols: Vec<_> = pk.columns.iter().map(|i| change.batch.column(*i).clone()).collect();
+            let cols: Vec<_> = pk
+                .columns
+                .iter()
+                .map(|i| change.batch.column(*i).clone())
+                .collect();
             let rows = pk.converter.convert_columns(&cols)?;
             let mut delta: HashMap<&[u8], i64> = HashMap::new();
             for (i, w) in change.weights.values().iter().enumerate() {
@@ -140,8 +146,11 @@ impl TableData {
                 let key = rows.row(i).data();
                 let now = pk.keys.get(key).copied().unwrap_or(0);
                 if *w > 0 && now + delta[key] > 1 {
-                    let names: Vec<&str> =
-                        pk.columns.iter().map(|c| self.schema.field(*c).name().as_str()).collect();
+                    let names: Vec<&str> = pk
+                        .columns
+                        .iter()
+                        .map(|c| self.schema.field(*c).name().as_str())
+                        .collect();
                     let values: Vec<String> = pk
                         .columns
                         .iter()
@@ -168,7 +177,11 @@ impl TableData {
     fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
         self.contents.apply(change)?;
         if let Some(pk) = &mut self.primary_key {
-            let cols: Vec<_> = pk.columns.iter().map(|i| change.batch.column(*i).clone()).collect();
+            let cols: Vec<_> = pk
+                .columns
+                .iter()
+                .map(|i| change.batch.column(*i).clone())
+                .collect();
             let rows = pk.converter.convert_columns(&cols)?;
             for (i, w) in change.weights.values().iter().enumerate() {
                 let key = rows.row(i).data();
@@ -228,7 +241,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("store", &self.store).finish()
+        f.debug_struct("Engine")
+            .field("store", &self.store)
+            .finish()
     }
 }
 
@@ -262,13 +277,23 @@ impl Engine {
             }
             tables.insert(def.id, Arc::new(Mutex::new(data)));
         }
-        info!(tables = tables.len(), rows, epoch = max_epoch.0, "replayed table changelogs");
-        let (visible, _) = watch::channel(Arc::new(Visible { epoch: max_epoch, views: HashMap::new() }));
+        info!(
+            tables = tables.len(),
+            rows,
+            epoch = max_epoch.0,
+            "replayed table changelogs"
+        );
+        let (visible, _) = watch::channel(Arc::new(Visible {
+            epoch: max_epoch,
+            views: HashMap::new(),
+        }));
         Ok(Arc::new(Engine {
             store,
             catalog: Mutex::new(catalog),
             tables: Mutex::new(tables),
-            clock: Mutex::new(Clock { open: Epoch(max_epoch.0 + 1) }),
+            clock: Mutex::new(Clock {
+                open: Epoch(max_epoch.0 + 1),
+            }),
             dataflow: Mutex::new(Dataflow::default()),
             visible,
             tick_request: Notify::new(),
@@ -278,7 +303,11 @@ impl Engine {
 
     /// The materialized views to recompile at start, in creation order.
     pub fn views_to_recover(&self) -> Vec<RelationDef> {
-        lock(&self.catalog).relations().filter(|r| !r.is_table()).cloned().collect()
+        lock(&self.catalog)
+            .relations()
+            .filter(|r| !r.is_table())
+            .cloned()
+            .collect()
     }
 
     /// Recompiles and backfills one materialized view at start from its planned query.
@@ -293,7 +322,10 @@ impl Engine {
         let mut job = Job::try_new(def.id, def.name.clone(), plan, def.schema_ref())?;
         let snapshot = self.snapshot_input(&df, &job);
         if let Err(e) = snapshot.and_then(|s| job.rebuild(&s)) {
-            job.status = JobStatus::Failed { code: e.sqlstate(), message: e.to_string() };
+            job.status = JobStatus::Failed {
+                code: e.sqlstate(),
+                message: e.to_string(),
+            };
             warn!(view = %def.name, error = %e, "view failed while rebuilding");
         }
         df.jobs.insert(def.id, job);
@@ -379,8 +411,11 @@ impl Engine {
             offset += len;
         }
         let first = data.next_seq;
-        let entries: Vec<(u64, Epoch, &ChangeBatch)> =
-            parts.iter().enumerate().map(|(i, p)| (first + i as u64, epoch, p)).collect();
+        let entries: Vec<(u64, Epoch, &ChangeBatch)> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (first + i as u64, epoch, p))
+            .collect();
         self.store.append_changelog(table, &entries)?;
         data.next_seq = first + parts.len() as u64;
         data.apply(&change)?;
@@ -434,18 +469,27 @@ impl Engine {
                     let job = &df.jobs[&id];
                     self.snapshot_input(&df, job)
                 };
-                let job = df.jobs.get_mut(&id).ok_or_else(|| Error::Internal("job vanished".into()))?;
+                let job = df
+                    .jobs
+                    .get_mut(&id)
+                    .ok_or_else(|| Error::Internal("job vanished".into()))?;
                 match snapshot.and_then(|s| job.rebuild(&s)) {
                     Ok(()) => info!(view = %job.name, epoch = epoch.0, "view rebuilt"),
                     Err(e) => {
-                        job.status = JobStatus::Failed { code: e.sqlstate(), message: e.to_string() };
+                        job.status = JobStatus::Failed {
+                            code: e.sqlstate(),
+                            message: e.to_string(),
+                        };
                         debug!(view = %job.name, error = %e, "view still failing");
                     }
                 }
                 rebuilt.insert(id);
                 touched.insert(id);
             } else if reads_change {
-                let job = df.jobs.get_mut(&id).ok_or_else(|| Error::Internal("job vanished".into()))?;
+                let job = df
+                    .jobs
+                    .get_mut(&id)
+                    .ok_or_else(|| Error::Internal("job vanished".into()))?;
                 if matches!(job.status, JobStatus::Failed { .. }) {
                     continue;
                 }
@@ -501,13 +545,16 @@ impl Engine {
                     code,
                     message: message.clone(),
                 },
-                (JobStatus::Running, Some(ViewState::Ready(b))) if !changed => ViewState::Ready(b.clone()),
+                (JobStatus::Running, Some(ViewState::Ready(b))) if !changed => {
+                    ViewState::Ready(b.clone())
+                }
                 (JobStatus::Running, _) => ViewState::Ready(job.snapshot()?),
             };
             views.insert(*id, state);
         }
         let epoch = tick.map(|(e, _)| e).unwrap_or(old.epoch);
-        self.visible.send_replace(Arc::new(Visible { epoch, views }));
+        self.visible
+            .send_replace(Arc::new(Visible { epoch, views }));
         Ok(())
     }
 
@@ -574,7 +621,10 @@ impl Engine {
             if if_not_exists {
                 return Ok(false);
             }
-            return Err(Error::catalog("42P07", format!("relation \"{}\" already exists", existing.name)));
+            return Err(Error::catalog(
+                "42P07",
+                format!("relation \"{}\" already exists", existing.name),
+            ));
         }
         let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
         let mut catalog = lock(&self.catalog).clone();
@@ -586,7 +636,10 @@ impl Engine {
             id,
             name: name.to_string(),
             schema: schema.as_ref().clone(),
-            kind: RelationKind::MaterializedView { query: query.to_string(), settings },
+            kind: RelationKind::MaterializedView {
+                query: query.to_string(),
+                settings,
+            },
             depends_on: job.sources.iter().copied().collect(),
         });
         self.persist_catalog(&catalog)?;
@@ -612,7 +665,13 @@ impl Engine {
     /// # Errors
     /// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other
     /// kind, `2BP01` when views depend on it and `cascade` is false.
-    pub fn drop_relation(&self, name: &str, table: bool, if_exists: bool, cascade: bool) -> Result<bool> {
+    pub fn drop_relation(
+        &self,
+        name: &str,
+        table: bool,
+        if_exists: bool,
+        cascade: bool,
+    ) -> Result<bool> {
         let mut df = lock(&self.dataflow);
         let mut catalog = lock(&self.catalog).clone();
         let Some(def) = catalog.by_name(name).cloned() else {
@@ -620,18 +679,29 @@ impl Engine {
                 return Ok(false);
             }
             let what = if table { "table" } else { "materialized view" };
-            return Err(Error::catalog("42P01", format!("{what} \"{name}\" does not exist")));
+            return Err(Error::catalog(
+                "42P01",
+                format!("{what} \"{name}\" does not exist"),
+            ));
         };
         if def.is_table() != table {
             return Err(Error::catalog(
                 "42809",
-                format!("\"{}\" is a {}, not a {}", name, def.kind_name(), if table { "table" } else { "materialized view" }),
+                format!(
+                    "\"{}\" is a {}, not a {}",
+                    name,
+                    def.kind_name(),
+                    if table { "table" } else { "materialized view" }
+                ),
             ));
         }
         let dependents = catalog.dependents(def.id);
         if !dependents.is_empty() && !cascade {
-            let names: Vec<String> =
-                dependents.iter().filter_map(|d| catalog.get(*d)).map(|d| d.name.clone()).collect();
+            let names: Vec<String> = dependents
+                .iter()
+                .filter_map(|d| catalog.get(*d))
+                .map(|d| d.name.clone())
+                .collect();
             return Err(Error::catalog(
                 "2BP01",
                 format!(

@@ -75,22 +75,34 @@ pub enum Error {
 impl Error {
     /// Builds an [`Error::Plan`].
     pub fn plan(code: &'static str, message: impl Into<String>) -> Self {
-        Error::Plan { code, message: message.into() }
+        Error::Plan {
+            code,
+            message: message.into(),
+        }
     }
 
     /// Builds an [`Error::Data`].
     pub fn data(code: &'static str, message: impl Into<String>) -> Self {
-        Error::Data { code, message: message.into() }
+        Error::Data {
+            code,
+            message: message.into(),
+        }
     }
 
     /// Builds an [`Error::Catalog`].
     pub fn catalog(code: &'static str, message: impl Into<String>) -> Self {
-        Error::Catalog { code, message: message.into() }
+        Error::Catalog {
+            code,
+            message: message.into(),
+        }
     }
 
     /// Builds an [`Error::Setting`] with SQLSTATE `22023` (invalid_parameter_value).
     pub fn setting(message: impl Into<String>) -> Self {
-        Error::Setting { code: "22023", message: message.into() }
+        Error::Setting {
+            code: "22023",
+            message: message.into(),
+        }
     }
 
     /// Builds an [`Error::NotSupported`].
@@ -187,7 +199,9 @@ fn classify_datafusion(e: DataFusionError) -> Error {
                 "22P02"
             } else if lower.contains("table") && lower.contains("not found") {
                 "42P01"
-            } else if lower.contains("invalid function") || lower.contains("function") && lower.contains("not found") {
+            } else if lower.contains("invalid function")
+                || lower.contains("function") && lower.contains("not found")
+            {
                 "42883"
             } else if lower.contains("cannot be cast")
                 || lower.contains("cannot coerce")
@@ -200,7 +214,10 @@ fn classify_datafusion(e: DataFusionError) -> Error {
                 "42804"
             } else if matches!(e, DataFusionError::Plan(_)) {
                 "42601"
-            } else if matches!(e, DataFusionError::Execution(_) | DataFusionError::ArrowError(..)) {
+            } else if matches!(
+                e,
+                DataFusionError::Execution(_) | DataFusionError::ArrowError(..)
+            ) {
                 "22000"
             } else {
                 "XX000"
@@ -250,11 +267,9 @@ mod tests {
 
     #[test]
     fn divide_by_zero_maps_to_22012() {
-        let e: Error = DataFusionError::ArrowError(
-            Box::new(arrow::error::ArrowError::DivideByZero),
-            None,
-        )
-        .into();
+        let e: Error =
+            DataFusionError::ArrowError(Box::new(arrow::error::ArrowError::DivideByZero), None)
+                .into();
         assert_eq!(e.sqlstate(), "22012");
         assert_eq!(e.to_string(), "division by zero");
     }

@@ -51,7 +51,11 @@ pub async fn serve(
     data_dir: &Path,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
-    let engine = open(data_dir, Duration::from_millis(engine::DEFAULT_BARRIER_INTERVAL_MS)).await?;
+    let engine = open(
+        data_dir,
+        Duration::from_millis(engine::DEFAULT_BARRIER_INTERVAL_MS),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(listen).await?;
     server::run(listener, engine, shutdown).await
 }

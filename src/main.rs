@@ -25,10 +25,15 @@ struct Args {
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the runtime");
@@ -36,7 +41,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let engine = weir::open(&args.data_dir, Duration::from_millis(args.barrier_interval_ms.max(1))).await?;
+        let engine = weir::open(
+            &args.data_dir,
+            Duration::from_millis(args.barrier_interval_ms.max(1)),
+        )
+        .await?;
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         tracing::info!(listen = %args.listen, data_dir = %args.data_dir.display(), "weir started");
         let shutdown = async {

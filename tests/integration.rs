@@ -4,7 +4,11 @@ mod common;
 
 use futures::SinkExt;
 
-async fn copy_in(client: &tokio_postgres::Client, sql: &str, data: &str) -> Result<u64, tokio_postgres::Error> {
+async fn copy_in(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    data: &str,
+) -> Result<u64, tokio_postgres::Error> {
     let sink = client.copy_in(sql).await?;
     futures::pin_mut!(sink);
     sink.send(bytes::Bytes::from(data.to_string())).await?;
@@ -16,20 +20,42 @@ async fn copy_csv_text_and_bad_rows() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::TestServer::start(dir.path()).await;
     let c = server.client().await;
-    c.batch_execute("CREATE TABLE f (id BIGINT, name TEXT, delay DOUBLE PRECISION)").await.unwrap();
-    c.batch_execute("CREATE MATERIALIZED VIEW fv AS SELECT count(*) AS n, sum(delay) AS s FROM f").await.unwrap();
-    let n = copy_in(&c, "COPY f FROM STDIN CSV HEADER NULL 'NA'", "id,name,delay\n1,a,1.5\n2,\"b, quoted\",NA\n")
+    c.batch_execute("CREATE TABLE f (id BIGINT, name TEXT, delay DOUBLE PRECISION)")
+        .await
+        .unwrap();
+    c.batch_execute("CREATE MATERIALIZED VIEW fv AS SELECT count(*) AS n, sum(delay) AS s FROM f")
+        .await
+        .unwrap();
+    let n = copy_in(
+        &c,
+        "COPY f FROM STDIN CSV HEADER NULL 'NA'",
+        "id,name,delay\n1,a,1.5\n2,\"b, quoted\",NA\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(n, 2);
+    let n = copy_in(&c, "COPY f (name, id) FROM STDIN", "c\t3\n\\N\t4\n")
         .await
         .unwrap();
     assert_eq!(n, 2);
-    let n = copy_in(&c, "COPY f (name, id) FROM STDIN", "c\t3\n\\N\t4\n").await.unwrap();
-    assert_eq!(n, 2);
     // One bad row refuses the whole COPY and names the line and column.
-    let err = copy_in(&c, "COPY f FROM STDIN WITH (FORMAT csv)", "5,e,1\n6,f,oops\n7,g,2\n").await.unwrap_err();
+    let err = copy_in(
+        &c,
+        "COPY f FROM STDIN WITH (FORMAT csv)",
+        "5,e,1\n6,f,oops\n7,g,2\n",
+    )
+    .await
+    .unwrap_err();
     let db = err.as_db_error().expect("db error");
     assert_eq!(db.code().code(), "22P02");
-    assert!(db.message().contains("line 2") && db.message().contains("delay"), "{}", db.message());
-    let err = copy_in(&c, "COPY f FROM STDIN CSV", "8,h\n").await.unwrap_err();
+    assert!(
+        db.message().contains("line 2") && db.message().contains("delay"),
+        "{}",
+        db.message()
+    );
+    let err = copy_in(&c, "COPY f FROM STDIN CSV", "8,h\n")
+        .await
+        .unwrap_err();
     assert_eq!(err.as_db_error().unwrap().code().code(), "22P04");
     // The session is still usable and nothing of the bad COPYs was applied.
     c.batch_execute("FLUSH").await.unwrap();
@@ -43,7 +69,10 @@ async fn copy_csv_text_and_bad_rows() {
             vec!["4", "NULL", "NULL"],
         ]
     );
-    assert_eq!(common::query_text(&c, "SELECT n, s FROM fv").await, vec![vec!["4", "1.5"]]);
+    assert_eq!(
+        common::query_text(&c, "SELECT n, s FROM fv").await,
+        vec![vec!["4", "1.5"]]
+    );
     server.stop().await;
 }
 
@@ -52,20 +81,40 @@ async fn extended_protocol_parameters() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::TestServer::start(dir.path()).await;
     let c = server.client().await;
-    c.batch_execute("CREATE TABLE p (id BIGINT, name TEXT, x DOUBLE PRECISION)").await.unwrap();
-    let ins = c.prepare("INSERT INTO p VALUES ($1, $2, $3)").await.unwrap();
+    c.batch_execute("CREATE TABLE p (id BIGINT, name TEXT, x DOUBLE PRECISION)")
+        .await
+        .unwrap();
+    let ins = c
+        .prepare("INSERT INTO p VALUES ($1, $2, $3)")
+        .await
+        .unwrap();
     for i in 0..5i64 {
-        c.execute(&ins, &[&i, &format!("n{i}"), &(i as f64 * 0.5)]).await.unwrap();
+        c.execute(&ins, &[&i, &format!("n{i}"), &(i as f64 * 0.5)])
+            .await
+            .unwrap();
     }
-    let rows = c.query("SELECT id, name, x FROM p WHERE id >= $1 ORDER BY id", &[&3i64]).await.unwrap();
+    let rows = c
+        .query(
+            "SELECT id, name, x FROM p WHERE id >= $1 ORDER BY id",
+            &[&3i64],
+        )
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 2);
     let id: i64 = rows[0].get(0);
     let name: String = rows[0].get(1);
     let x: f64 = rows[1].get(2);
     assert_eq!((id, name.as_str(), x), (3, "n3", 2.0));
     // An error in the extended protocol leaves the session usable.
-    assert!(c.query("SELECT * FROM nope WHERE id = $1", &[&1i64]).await.is_err());
-    assert_eq!(c.query("SELECT count(*) FROM p", &[]).await.unwrap()[0].get::<_, i64>(0), 5);
+    assert!(
+        c.query("SELECT * FROM nope WHERE id = $1", &[&1i64])
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        c.query("SELECT count(*) FROM p", &[]).await.unwrap()[0].get::<_, i64>(0),
+        5
+    );
     server.stop().await;
 }
 
@@ -74,15 +123,23 @@ async fn concurrent_writers_and_flush() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::TestServer::start(dir.path()).await;
     let c = server.client().await;
-    c.batch_execute("CREATE TABLE w (s INT, v BIGINT)").await.unwrap();
-    c.batch_execute("CREATE MATERIALIZED VIEW ws AS SELECT s, count(*) AS n, sum(v) AS t FROM w GROUP BY s").await.unwrap();
+    c.batch_execute("CREATE TABLE w (s INT, v BIGINT)")
+        .await
+        .unwrap();
+    c.batch_execute(
+        "CREATE MATERIALIZED VIEW ws AS SELECT s, count(*) AS n, sum(v) AS t FROM w GROUP BY s",
+    )
+    .await
+    .unwrap();
     let mut tasks = Vec::new();
     for s in 0..8 {
         let addr = server.addr;
         tasks.push(tokio::spawn(async move {
             let c = common::connect(addr).await;
             for v in 1..=25 {
-                c.batch_execute(&format!("INSERT INTO w VALUES ({s}, {v})")).await.unwrap();
+                c.batch_execute(&format!("INSERT INTO w VALUES ({s}, {v})"))
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -91,8 +148,9 @@ async fn concurrent_writers_and_flush() {
     }
     c.batch_execute("FLUSH").await.unwrap();
     let rows = common::query_text(&c, "SELECT s, n, t FROM ws ORDER BY s").await;
-    let expected: Vec<Vec<String>> =
-        (0..8).map(|s| vec![s.to_string(), "25".into(), (25 * 26 / 2).to_string()]).collect();
+    let expected: Vec<Vec<String>> = (0..8)
+        .map(|s| vec![s.to_string(), "25".into(), (25 * 26 / 2).to_string()])
+        .collect();
     assert_eq!(rows, expected);
     server.stop().await;
 }
@@ -117,7 +175,10 @@ async fn restart_restores_tables_and_views_and_lock_refuses_second_server() {
         .unwrap();
         // A second server on the same directory refuses to start.
         let err = weir::Engine::open(dir.path(), std::time::Duration::from_millis(50)).unwrap_err();
-        assert!(err.to_string().contains("in use by another Weir server"), "{err}");
+        assert!(
+            err.to_string().contains("in use by another Weir server"),
+            "{err}"
+        );
         // No FLUSH: acknowledged writes must survive anyway.
         drop(c);
         server.stop().await;
@@ -127,11 +188,26 @@ async fn restart_restores_tables_and_views_and_lock_refuses_second_server() {
     let server = common::TestServer::start(dir.path()).await;
     let c = server.client().await;
     let rows = common::query_text(&c, "SELECT k, v, sw FROM rv ORDER BY k").await;
-    assert_eq!(rows, vec![vec!["1", "a", "15"], vec!["2", "bb", "NULL"], vec!["3", "c", "NULL"]]);
-    assert_eq!(common::query_text(&c, "SELECT n FROM rvv").await, vec![vec!["2"]]);
+    assert_eq!(
+        rows,
+        vec![
+            vec!["1", "a", "15"],
+            vec!["2", "bb", "NULL"],
+            vec!["3", "c", "NULL"]
+        ]
+    );
+    assert_eq!(
+        common::query_text(&c, "SELECT n FROM rvv").await,
+        vec![vec!["2"]]
+    );
     // The views keep following changes after the restart.
-    c.batch_execute("INSERT INTO s VALUES (2, 7); FLUSH").await.unwrap();
-    assert_eq!(common::query_text(&c, "SELECT n FROM rvv").await, vec![vec!["1"]]);
+    c.batch_execute("INSERT INTO s VALUES (2, 7); FLUSH")
+        .await
+        .unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT n FROM rvv").await,
+        vec![vec!["1"]]
+    );
     server.stop().await;
 }
 

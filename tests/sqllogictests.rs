@@ -39,9 +39,18 @@ impl std::error::Error for PgError {}
 struct Raw(String);
 
 impl<'a> FromSql<'a> for Raw {
-    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
         let s = match *ty {
-            Type::BOOL => if raw[0] != 0 { "t".into() } else { "f".into() },
+            Type::BOOL => {
+                if raw[0] != 0 {
+                    "t".into()
+                } else {
+                    "f".into()
+                }
+            }
             Type::INT2 => i16::from_sql(ty, raw)?.to_string(),
             Type::INT4 => i32::from_sql(ty, raw)?.to_string(),
             Type::INT8 => i64::from_sql(ty, raw)?.to_string(),
@@ -50,12 +59,16 @@ impl<'a> FromSql<'a> for Raw {
             Type::NUMERIC => decode_numeric(raw),
             Type::DATE => {
                 let days = i32::from_sql(&Type::INT4, raw)?;
-                let d = chrono::NaiveDate::from_ymd_opt(2000, 1, 1).unwrap() + chrono::Duration::days(days as i64);
+                let d = chrono::NaiveDate::from_ymd_opt(2000, 1, 1).unwrap()
+                    + chrono::Duration::days(days as i64);
                 d.to_string()
             }
             Type::TIMESTAMP | Type::TIMESTAMPTZ => {
                 let us = i64::from_sql(&Type::INT8, raw)?;
-                let base = chrono::NaiveDate::from_ymd_opt(2000, 1, 1).unwrap().and_hms_opt(0, 0, 0).unwrap();
+                let base = chrono::NaiveDate::from_ymd_opt(2000, 1, 1)
+                    .unwrap()
+                    .and_hms_opt(0, 0, 0)
+                    .unwrap();
                 let t = base + chrono::Duration::microseconds(us);
                 let mut s = t.format("%Y-%m-%d %H:%M:%S%.f").to_string();
                 if *ty == Type::TIMESTAMPTZ {
@@ -86,8 +99,16 @@ fn decode_numeric(raw: &[u8]) -> String {
     let digits: Vec<i32> = (0..ndigits).map(|i| n(8 + 2 * i) as i32).collect();
     let mut int = String::new();
     for w in 0..=weight.max(0) {
-        let d = if w <= weight { digits.get(w as usize).copied().unwrap_or(0) } else { 0 };
-        if int.is_empty() { int = d.to_string() } else { int.push_str(&format!("{d:04}")) }
+        let d = if w <= weight {
+            digits.get(w as usize).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        if int.is_empty() {
+            int = d.to_string()
+        } else {
+            int.push_str(&format!("{d:04}"))
+        }
     }
     if weight < 0 {
         int = "0".into();
@@ -95,12 +116,20 @@ fn decode_numeric(raw: &[u8]) -> String {
     let mut frac = String::new();
     let mut idx = weight + 1;
     while frac.len() < dscale {
-        let d = if idx >= 0 { digits.get(idx as usize).copied().unwrap_or(0) } else { 0 };
+        let d = if idx >= 0 {
+            digits.get(idx as usize).copied().unwrap_or(0)
+        } else {
+            0
+        };
         frac.push_str(&format!("{d:04}"));
         idx += 1;
     }
     frac.truncate(dscale);
-    let mut s = if sign == 0x4000 { format!("-{int}") } else { int };
+    let mut s = if sign == 0x4000 {
+        format!("-{int}")
+    } else {
+        int
+    };
     if dscale > 0 {
         s.push('.');
         s.push_str(&frac);
@@ -115,7 +144,9 @@ impl AsyncDB for Pg {
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, PgError> {
         let lower = sql.trim_start().to_ascii_lowercase();
-        let is_query = ["select", "show", "with", "values", "explain", "table"].iter().any(|k| lower.starts_with(k));
+        let is_query = ["select", "show", "with", "values", "explain", "table"]
+            .iter()
+            .any(|k| lower.starts_with(k));
         if self.protocol == Protocol::Extended && is_query {
             let rows = self.client.query(sql, &[]).await.map_err(PgError)?;
             let mut out = Vec::new();
@@ -133,7 +164,10 @@ impl AsyncDB for Pg {
                 }
                 out.push(row);
             }
-            return Ok(DBOutput::Rows { types: vec![DefaultColumnType::Any; width], rows: out });
+            return Ok(DBOutput::Rows {
+                types: vec![DefaultColumnType::Any; width],
+                rows: out,
+            });
         }
         if self.protocol == Protocol::Extended && !lower.starts_with("copy") {
             let n = self.client.execute(sql, &[]).await.map_err(PgError)?;
@@ -163,7 +197,10 @@ impl AsyncDB for Pg {
             }
         }
         match width {
-            Some(w) => Ok(DBOutput::Rows { types: vec![DefaultColumnType::Any; w], rows }),
+            Some(w) => Ok(DBOutput::Rows {
+                types: vec![DefaultColumnType::Any; w],
+                rows,
+            }),
             None => Ok(DBOutput::StatementComplete(affected)),
         }
     }
@@ -181,7 +218,11 @@ impl AsyncDB for Pg {
 
 fn slt_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).expect("sql-tests").flatten().map(|e| e.path()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .expect("sql-tests")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         entries.sort();
         for p in entries {
             if p.is_dir() {
@@ -192,7 +233,10 @@ fn slt_files() -> Vec<PathBuf> {
         }
     }
     let mut out = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-tests"), &mut out);
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-tests"),
+        &mut out,
+    );
     out
 }
 
@@ -205,7 +249,10 @@ async fn run_all(protocol: Protocol) {
         let server = common::TestServer::start(dir.path()).await;
         let addr = server.addr;
         let mut runner = sqllogictest::Runner::new(move || async move {
-            Ok::<_, PgError>(Pg { client: common::connect(addr).await, protocol })
+            Ok::<_, PgError>(Pg {
+                client: common::connect(addr).await,
+                protocol,
+            })
         });
         if let Err(e) = runner.run_file_async(file).await {
             failures.push(format!("{}: {}", file.display(), e.display(true)));

@@ -55,7 +55,11 @@ impl RelationDef {
 
     /// "table" or "materialized view", for messages.
     pub fn kind_name(&self) -> &'static str {
-        if self.is_table() { "table" } else { "materialized view" }
+        if self.is_table() {
+            "table"
+        } else {
+            "materialized view"
+        }
     }
 }
 
@@ -116,7 +120,11 @@ impl Catalog {
 
     /// The views that read `id` directly.
     pub fn dependents(&self, id: RelationId) -> Vec<RelationId> {
-        self.relations.values().filter(|r| r.depends_on.contains(&id)).map(|r| r.id).collect()
+        self.relations
+            .values()
+            .filter(|r| r.depends_on.contains(&id))
+            .map(|r| r.id)
+            .collect()
     }
 
     /// `id` and every view that reads it, directly or not, in reverse creation order (the

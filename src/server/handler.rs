@@ -57,7 +57,9 @@ impl Handlers {
         let session = Session::new(engine)?;
         let inner = Arc::new_cyclic(|weak| Conn {
             session: Mutex::new(session),
-            parser: Arc::new(Parser { session: weak.clone() }),
+            parser: Arc::new(Parser {
+                session: weak.clone(),
+            }),
         });
         Ok(Handlers { inner })
     }
@@ -94,12 +96,12 @@ fn pg_error(e: &Error) -> PgWireError {
 
 fn command_tag(tag: &str) -> Tag {
     let parts: Vec<&str> = tag.split(' ').collect();
+    let num = |s: &str| s.parse::<usize>().ok();
     match parts.as_slice() {
-        [cmd, oid, rows] => {
-            let oid = oid.parse().unwrap_or(0);
-            Tag::new(cmd).with_oid(oid).with_rows(rows.parse().unwrap_or(0))
-        }
-        [cmd, rows] if rows.parse::<usize>().is_ok() => Tag::new(cmd).with_rows(rows.parse().unwrap_or(0)),
+        [cmd, oid, rows] if num(oid).is_some() && num(rows).is_some() => Tag::new(cmd)
+            .with_oid(oid.parse().unwrap_or(0))
+            .with_rows(num(rows).unwrap_or(0)),
+        [cmd, rows] if num(rows).is_some() => Tag::new(cmd).with_rows(num(rows).unwrap_or(0)),
         _ => Tag::new(tag),
     }
 }
@@ -131,7 +133,10 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
 /// floating point (shortest round-trip digits, `Infinity`, `NaN`) and timestamps
 /// (`YYYY-MM-DD HH:MM:SS[.ffffff]`, `+00` for timestamptz, as PostgreSQL prints in UTC).
 /// The column keeps its PostgreSQL type; only the bytes sent change.
-fn pg_text_columns(batch: arrow::array::RecordBatch, format: &Format) -> Result<arrow::array::RecordBatch> {
+fn pg_text_columns(
+    batch: arrow::array::RecordBatch,
+    format: &Format,
+) -> Result<arrow::array::RecordBatch> {
     use arrow::array::{Array, AsArray, StringArray};
     use arrow::datatypes::{Field, Float32Type, Float64Type, Schema, TimeUnit};
     let schema = batch.schema();
@@ -143,12 +148,21 @@ fn pg_text_columns(batch: arrow::array::RecordBatch, format: &Format) -> Result<
             continue;
         }
         let text: Option<StringArray> = match col.data_type() {
-            DataType::Float64 => Some(col.as_primitive::<Float64Type>().iter().map(|v| v.map(pg_float)).collect()),
+            DataType::Float64 => Some(
+                col.as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| v.map(pg_float))
+                    .collect(),
+            ),
             DataType::Float32 => Some(
-                col.as_primitive::<Float32Type>().iter().map(|v| v.map(|f| pg_float32(f))).collect(),
+                col.as_primitive::<Float32Type>()
+                    .iter()
+                    .map(|v| v.map(|f| pg_float32(f)))
+                    .collect(),
             ),
             DataType::Timestamp(unit, tz) => {
-                let micros = arrow::compute::cast(col, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+                let micros =
+                    arrow::compute::cast(col, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
                 let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
                 let _ = unit;
                 Some(
@@ -162,7 +176,10 @@ fn pg_text_columns(batch: arrow::array::RecordBatch, format: &Format) -> Result<
                                         if us.rem_euclid(1_000_000) == 0 {
                                             t.format("%Y-%m-%d %H:%M:%S").to_string()
                                         } else {
-                                            t.format("%Y-%m-%d %H:%M:%S%.6f").to_string().trim_end_matches('0').to_string()
+                                            t.format("%Y-%m-%d %H:%M:%S%.6f")
+                                                .to_string()
+                                                .trim_end_matches('0')
+                                                .to_string()
                                         }
                                     })
                                     .unwrap_or_default();
@@ -188,7 +205,11 @@ fn pg_text_columns(batch: arrow::array::RecordBatch, format: &Format) -> Result<
         return Ok(batch);
     }
     let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(arrow::array::RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?)
+    Ok(arrow::array::RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &options,
+    )?)
 }
 
 /// PostgreSQL's text form of a double: shortest digits that round-trip.
@@ -196,10 +217,18 @@ fn pg_float(f: f64) -> String {
     if f.is_nan() {
         "NaN".into()
     } else if f.is_infinite() {
-        if f > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+        if f > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
     } else {
         let s = format!("{f}");
-        if s.len() > 17 && (f.abs() >= 1e16 || (f != 0.0 && f.abs() < 1e-4)) { format!("{f:e}").replace("e", "e+").replace("e+-", "e-") } else { s }
+        if s.len() > 17 && (f.abs() >= 1e16 || (f != 0.0 && f.abs() < 1e-4)) {
+            format!("{f:e}").replace("e", "e+").replace("e+-", "e-")
+        } else {
+            s
+        }
     }
 }
 
@@ -208,7 +237,11 @@ fn pg_float32(f: f32) -> String {
     if f.is_nan() {
         "NaN".into()
     } else if f.is_infinite() {
-        if f > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+        if f > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
     } else {
         format!("{f}")
     }
@@ -266,7 +299,12 @@ fn truncate(s: &str) -> String {
 impl QueryParser for Parser {
     type Statement = Prepared;
 
-    async fn parse_sql<C>(&self, _client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<Prepared>>
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<Prepared>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
@@ -276,7 +314,11 @@ impl QueryParser for Parser {
             .ok_or_else(|| pg_error(&Error::Internal("session closed".into())))?;
         let mut session = conn.session.lock().await;
         let (params, schema) = session.describe(sql).await.map_err(|e| pg_error(&e))?;
-        Ok(Some(Prepared { sql: sql.to_string(), params, schema }))
+        Ok(Some(Prepared {
+            sql: sql.to_string(),
+            params,
+            schema,
+        }))
     }
 
     fn get_parameter_types(&self, stmt: &Prepared) -> PgWireResult<Vec<Type>> {
@@ -289,7 +331,11 @@ impl QueryParser for Parser {
             .collect()
     }
 
-    fn get_result_schema(&self, stmt: &Prepared, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+    fn get_result_schema(
+        &self,
+        stmt: &Prepared,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
         match &stmt.schema {
             Some(s) => arrow_schema_to_pg_fields(s, format.unwrap_or(&Format::UnifiedText), None),
             None => Ok(vec![]),
@@ -306,7 +352,12 @@ impl ExtendedQueryHandler for Conn {
         self.parser.clone()
     }
 
-    async fn do_query<C>(&self, _client: &mut C, portal: &Portal<Prepared>, _max_rows: usize) -> PgWireResult<Response>
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Prepared>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::PortalStore: pgwire::api::store::PortalStore<Statement = Self::Statement>,
@@ -316,7 +367,9 @@ impl ExtendedQueryHandler for Conn {
         let stmt = &portal.statement.statement;
         let params = if portal.parameter_len() > 0 {
             let inferred: Vec<Option<&DataType>> = stmt.params.iter().map(|t| t.as_ref()).collect();
-            Some(arrow_pg::datatypes::df::deserialize_parameters(portal, &inferred)?)
+            Some(arrow_pg::datatypes::df::deserialize_parameters(
+                portal, &inferred,
+            )?)
         } else {
             None
         };
@@ -350,7 +403,9 @@ impl CopyHandler for Conn {
         match result {
             Ok(n) => {
                 let tag = Tag::new("COPY").with_rows(n);
-                client.send(PgWireBackendMessage::CommandComplete(tag.into())).await?;
+                client
+                    .send(PgWireBackendMessage::CommandComplete(tag.into()))
+                    .await?;
                 Ok(())
             }
             Err(e) => Err(pg_error(&e)),

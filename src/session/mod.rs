@@ -70,7 +70,13 @@ impl Session {
             .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
         datafusion_pg_catalog::pg_catalog::setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
             .map_err(|e| Error::Internal(format!("pg_catalog setup: {e}")))?;
-        Ok(Session { engine, vars: SessionVars::default(), ctx, schema, copy: None })
+        Ok(Session {
+            engine,
+            vars: SessionVars::default(),
+            ctx,
+            schema,
+            copy: None,
+        })
     }
 }
 

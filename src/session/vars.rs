@@ -35,53 +35,307 @@ struct Spec {
 const RESTART_STRATEGIES: &[&str] = &["none", "fixed-delay", "failure-rate", "exponential-delay"];
 
 const SPECS: &[Spec] = &[
-    Spec { name: "checkpoint.interval", kind: Kind::Duration { min_ms: 10, off_ok: true }, default: "off", description: "Time between checkpoint triggers of a view's job; off disables checkpointing (minimum 10ms)." },
-    Spec { name: "checkpoint.mode", kind: Kind::Enum(&["exactly_once", "at_least_once"]), default: "exactly_once", description: "Barrier alignment: exactly_once aligns barriers; at_least_once does not block and may replay records twice after a failure." },
-    Spec { name: "checkpoint.timeout", kind: Kind::Duration { min_ms: 10, off_ok: false }, default: "10min", description: "A checkpoint still running after this long is aborted (EXPIRED)." },
-    Spec { name: "checkpoint.min_pause", kind: Kind::Duration { min_ms: 0, off_ok: true }, default: "0", description: "Minimum time between the completion of one checkpoint and the trigger of the next." },
-    Spec { name: "checkpoint.max_concurrent", kind: Kind::Int { min: 1, max: 64 }, default: "1", description: "Checkpoints of one job in flight at once." },
-    Spec { name: "checkpoint.tolerable_failures", kind: Kind::Int { min: 0, max: 1_000_000 }, default: "0", description: "Consecutive checkpoint failures tolerated before the job fails." },
-    Spec { name: "checkpoint.retained", kind: Kind::Int { min: 1, max: 1000 }, default: "1", description: "Completed checkpoints kept per job." },
-    Spec { name: "checkpoint.force", kind: Kind::Bool, default: "false", description: "Checkpoint jobs with a feedback edge (records in flight on the loop may be lost)." },
-    Spec { name: "state.backend", kind: Kind::Enum(&["rocksdb", "memory"]), default: "rocksdb", description: "Where a job keeps its state and writes its checkpoints." },
-    Spec { name: "restart.strategy", kind: Kind::Enum(RESTART_STRATEGIES), default: "", description: "What a failed job does: none, fixed-delay, failure-rate or exponential-delay (default: exponential-delay with checkpointing on, none with it off)." },
-    Spec { name: "restart.attempts", kind: Kind::Int { min: 0, max: i32::MAX as i64 }, default: "1", description: "fixed-delay: restarts before the job fails." },
-    Spec { name: "restart.delay", kind: Kind::Duration { min_ms: 0, off_ok: false }, default: "1s", description: "fixed-delay and failure-rate: pause before a restart." },
-    Spec { name: "restart.failure_rate.max_failures", kind: Kind::Int { min: 1, max: i32::MAX as i64 }, default: "1", description: "failure-rate: failures allowed per interval." },
-    Spec { name: "restart.failure_rate.interval", kind: Kind::Duration { min_ms: 1, off_ok: false }, default: "1min", description: "failure-rate: the measuring interval." },
-    Spec { name: "restart.backoff.initial", kind: Kind::Duration { min_ms: 1, off_ok: false }, default: "1s", description: "exponential-delay: first pause." },
-    Spec { name: "restart.backoff.max", kind: Kind::Duration { min_ms: 1, off_ok: false }, default: "1min", description: "exponential-delay: longest pause." },
-    Spec { name: "restart.backoff.multiplier", kind: Kind::Float { min: 1.0, max: 1000.0 }, default: "1.5", description: "exponential-delay: growth of the pause per restart." },
-    Spec { name: "restart.backoff.jitter", kind: Kind::Float { min: 0.0, max: 1.0 }, default: "0.1", description: "exponential-delay: random fraction added to each pause." },
-    Spec { name: "application_name", kind: Kind::Text, default: "", description: "Name of the client application." },
-    Spec { name: "client_encoding", kind: Kind::Enum(&["utf8", "unicode"]), default: "UTF8", description: "Client character set (only UTF8)." },
-    Spec { name: "client_min_messages", kind: Kind::Text, default: "notice", description: "Lowest message level sent to the client." },
-    Spec { name: "datestyle", kind: Kind::Text, default: "ISO, MDY", description: "Display format for dates." },
-    Spec { name: "extra_float_digits", kind: Kind::Int { min: -15, max: 3 }, default: "1", description: "Extra digits for floating-point output." },
-    Spec { name: "intervalstyle", kind: Kind::Text, default: "postgres", description: "Display format for intervals." },
-    Spec { name: "search_path", kind: Kind::Text, default: "public", description: "Schema search order." },
-    Spec { name: "standard_conforming_strings", kind: Kind::Text, default: "on", description: "Backslashes in ordinary string literals are literal." },
-    Spec { name: "statement_timeout", kind: Kind::Text, default: "0", description: "Accepted for compatibility." },
-    Spec { name: "lock_timeout", kind: Kind::Text, default: "0", description: "Accepted for compatibility." },
-    Spec { name: "idle_in_transaction_session_timeout", kind: Kind::Text, default: "0", description: "Accepted for compatibility." },
-    Spec { name: "timezone", kind: Kind::Text, default: "UTC", description: "Time zone for display (timestamps are stored in UTC)." },
-    Spec { name: "bytea_output", kind: Kind::Text, default: "hex", description: "Accepted for compatibility." },
-    Spec { name: "default_transaction_isolation", kind: Kind::Text, default: "read committed", description: "Accepted for compatibility." },
-    Spec { name: "transaction_isolation", kind: Kind::Text, default: "read committed", description: "Accepted for compatibility." },
-    Spec { name: "server_version", kind: Kind::Text, default: "16.6", description: "PostgreSQL version Weir's protocol follows." },
-    Spec { name: "server_encoding", kind: Kind::Text, default: "UTF8", description: "Server character set." },
-    Spec { name: "integer_datetimes", kind: Kind::Text, default: "on", description: "Timestamps are 64-bit integers." },
-    Spec { name: "max_identifier_length", kind: Kind::Text, default: "63", description: "Longest identifier." },
-    Spec { name: "is_superuser", kind: Kind::Text, default: "on", description: "The user is a superuser." },
-    Spec { name: "jit", kind: Kind::Text, default: "off", description: "Accepted for compatibility." },
-    Spec { name: "row_security", kind: Kind::Text, default: "off", description: "Accepted for compatibility." },
-    Spec { name: "synchronous_commit", kind: Kind::Text, default: "on", description: "Accepted for compatibility (writes are always synced)." },
-    Spec { name: "work_mem", kind: Kind::Text, default: "4MB", description: "Accepted for compatibility." },
-    Spec { name: "enable_seqscan", kind: Kind::Text, default: "on", description: "Accepted for compatibility." },
+    Spec {
+        name: "checkpoint.interval",
+        kind: Kind::Duration {
+            min_ms: 10,
+            off_ok: true,
+        },
+        default: "off",
+        description: "Time between checkpoint triggers of a view's job; off disables checkpointing (minimum 10ms).",
+    },
+    Spec {
+        name: "checkpoint.mode",
+        kind: Kind::Enum(&["exactly_once", "at_least_once"]),
+        default: "exactly_once",
+        description: "Barrier alignment: exactly_once aligns barriers; at_least_once does not block and may replay records twice after a failure.",
+    },
+    Spec {
+        name: "checkpoint.timeout",
+        kind: Kind::Duration {
+            min_ms: 10,
+            off_ok: false,
+        },
+        default: "10min",
+        description: "A checkpoint still running after this long is aborted (EXPIRED).",
+    },
+    Spec {
+        name: "checkpoint.min_pause",
+        kind: Kind::Duration {
+            min_ms: 0,
+            off_ok: true,
+        },
+        default: "0",
+        description: "Minimum time between the completion of one checkpoint and the trigger of the next.",
+    },
+    Spec {
+        name: "checkpoint.max_concurrent",
+        kind: Kind::Int { min: 1, max: 64 },
+        default: "1",
+        description: "Checkpoints of one job in flight at once.",
+    },
+    Spec {
+        name: "checkpoint.tolerable_failures",
+        kind: Kind::Int {
+            min: 0,
+            max: 1_000_000,
+        },
+        default: "0",
+        description: "Consecutive checkpoint failures tolerated before the job fails.",
+    },
+    Spec {
+        name: "checkpoint.retained",
+        kind: Kind::Int { min: 1, max: 1000 },
+        default: "1",
+        description: "Completed checkpoints kept per job.",
+    },
+    Spec {
+        name: "checkpoint.force",
+        kind: Kind::Bool,
+        default: "false",
+        description: "Checkpoint jobs with a feedback edge (records in flight on the loop may be lost).",
+    },
+    Spec {
+        name: "state.backend",
+        kind: Kind::Enum(&["rocksdb", "memory"]),
+        default: "rocksdb",
+        description: "Where a job keeps its state and writes its checkpoints.",
+    },
+    Spec {
+        name: "restart.strategy",
+        kind: Kind::Enum(RESTART_STRATEGIES),
+        default: "",
+        description: "What a failed job does: none, fixed-delay, failure-rate or exponential-delay (default: exponential-delay with checkpointing on, none with it off).",
+    },
+    Spec {
+        name: "restart.attempts",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        default: "1",
+        description: "fixed-delay: restarts before the job fails.",
+    },
+    Spec {
+        name: "restart.delay",
+        kind: Kind::Duration {
+            min_ms: 0,
+            off_ok: false,
+        },
+        default: "1s",
+        description: "fixed-delay and failure-rate: pause before a restart.",
+    },
+    Spec {
+        name: "restart.failure_rate.max_failures",
+        kind: Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        default: "1",
+        description: "failure-rate: failures allowed per interval.",
+    },
+    Spec {
+        name: "restart.failure_rate.interval",
+        kind: Kind::Duration {
+            min_ms: 1,
+            off_ok: false,
+        },
+        default: "1min",
+        description: "failure-rate: the measuring interval.",
+    },
+    Spec {
+        name: "restart.backoff.initial",
+        kind: Kind::Duration {
+            min_ms: 1,
+            off_ok: false,
+        },
+        default: "1s",
+        description: "exponential-delay: first pause.",
+    },
+    Spec {
+        name: "restart.backoff.max",
+        kind: Kind::Duration {
+            min_ms: 1,
+            off_ok: false,
+        },
+        default: "1min",
+        description: "exponential-delay: longest pause.",
+    },
+    Spec {
+        name: "restart.backoff.multiplier",
+        kind: Kind::Float {
+            min: 1.0,
+            max: 1000.0,
+        },
+        default: "1.5",
+        description: "exponential-delay: growth of the pause per restart.",
+    },
+    Spec {
+        name: "restart.backoff.jitter",
+        kind: Kind::Float { min: 0.0, max: 1.0 },
+        default: "0.1",
+        description: "exponential-delay: random fraction added to each pause.",
+    },
+    Spec {
+        name: "application_name",
+        kind: Kind::Text,
+        default: "",
+        description: "Name of the client application.",
+    },
+    Spec {
+        name: "client_encoding",
+        kind: Kind::Enum(&["utf8", "unicode"]),
+        default: "UTF8",
+        description: "Client character set (only UTF8).",
+    },
+    Spec {
+        name: "client_min_messages",
+        kind: Kind::Text,
+        default: "notice",
+        description: "Lowest message level sent to the client.",
+    },
+    Spec {
+        name: "datestyle",
+        kind: Kind::Text,
+        default: "ISO, MDY",
+        description: "Display format for dates.",
+    },
+    Spec {
+        name: "extra_float_digits",
+        kind: Kind::Int { min: -15, max: 3 },
+        default: "1",
+        description: "Extra digits for floating-point output.",
+    },
+    Spec {
+        name: "intervalstyle",
+        kind: Kind::Text,
+        default: "postgres",
+        description: "Display format for intervals.",
+    },
+    Spec {
+        name: "search_path",
+        kind: Kind::Text,
+        default: "public",
+        description: "Schema search order.",
+    },
+    Spec {
+        name: "standard_conforming_strings",
+        kind: Kind::Text,
+        default: "on",
+        description: "Backslashes in ordinary string literals are literal.",
+    },
+    Spec {
+        name: "statement_timeout",
+        kind: Kind::Text,
+        default: "0",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "lock_timeout",
+        kind: Kind::Text,
+        default: "0",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "idle_in_transaction_session_timeout",
+        kind: Kind::Text,
+        default: "0",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "timezone",
+        kind: Kind::Text,
+        default: "UTC",
+        description: "Time zone for display (timestamps are stored in UTC).",
+    },
+    Spec {
+        name: "bytea_output",
+        kind: Kind::Text,
+        default: "hex",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "default_transaction_isolation",
+        kind: Kind::Text,
+        default: "read committed",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "transaction_isolation",
+        kind: Kind::Text,
+        default: "read committed",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "server_version",
+        kind: Kind::Text,
+        default: "16.6",
+        description: "PostgreSQL version Weir's protocol follows.",
+    },
+    Spec {
+        name: "server_encoding",
+        kind: Kind::Text,
+        default: "UTF8",
+        description: "Server character set.",
+    },
+    Spec {
+        name: "integer_datetimes",
+        kind: Kind::Text,
+        default: "on",
+        description: "Timestamps are 64-bit integers.",
+    },
+    Spec {
+        name: "max_identifier_length",
+        kind: Kind::Text,
+        default: "63",
+        description: "Longest identifier.",
+    },
+    Spec {
+        name: "is_superuser",
+        kind: Kind::Text,
+        default: "on",
+        description: "The user is a superuser.",
+    },
+    Spec {
+        name: "jit",
+        kind: Kind::Text,
+        default: "off",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "row_security",
+        kind: Kind::Text,
+        default: "off",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "synchronous_commit",
+        kind: Kind::Text,
+        default: "on",
+        description: "Accepted for compatibility (writes are always synced).",
+    },
+    Spec {
+        name: "work_mem",
+        kind: Kind::Text,
+        default: "4MB",
+        description: "Accepted for compatibility.",
+    },
+    Spec {
+        name: "enable_seqscan",
+        kind: Kind::Text,
+        default: "on",
+        description: "Accepted for compatibility.",
+    },
 ];
 
 /// Read-only settings (SET is refused with `55P02`-like `22023`).
-const READ_ONLY: &[&str] = &["server_version", "server_encoding", "integer_datetimes", "max_identifier_length", "is_superuser"];
+const READ_ONLY: &[&str] = &[
+    "server_version",
+    "server_encoding",
+    "integer_datetimes",
+    "max_identifier_length",
+    "is_superuser",
+];
 
 /// One session's variables.
 #[derive(Debug, Clone, Default)]
@@ -99,16 +353,24 @@ pub fn parse_duration_ms(text: &str) -> std::result::Result<u64, String> {
     if t == "off" || t == "0" {
         return Ok(0);
     }
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| "expected a duration such as '500ms', '1s', '2min' or integer milliseconds".to_string())?;
+    let n: f64 = num.parse().map_err(|_| {
+        "expected a duration such as '500ms', '1s', '2min' or integer milliseconds".to_string()
+    })?;
     let factor = match unit.trim() {
         "" | "ms" | "millisecond" | "milliseconds" => 1.0,
         "s" | "sec" | "secs" | "second" | "seconds" => 1_000.0,
         "min" | "mins" | "minute" | "minutes" | "m" => 60_000.0,
         "h" | "hour" | "hours" => 3_600_000.0,
         "d" | "day" | "days" => 86_400_000.0,
-        other => return Err(format!("unknown duration unit \"{other}\"; use ms, s, min, h or d")),
+        other => {
+            return Err(format!(
+                "unknown duration unit \"{other}\"; use ms, s, min, h or d"
+            ));
+        }
     };
     let ms = n * factor;
     if !ms.is_finite() || ms < 0.0 || ms > 1e15 {
@@ -161,7 +423,11 @@ impl SessionVars {
         }
         if s.name == "restart.strategy" {
             // Flink's default: exponential-delay when checkpointing is on, none when off.
-            return if self.interval_ms() > 0 { "exponential-delay".into() } else { "none".into() };
+            return if self.interval_ms() > 0 {
+                "exponential-delay".into()
+            } else {
+                "none".into()
+            };
         }
         if s.name == "application_name" {
             return String::new();
@@ -170,11 +436,15 @@ impl SessionVars {
     }
 
     fn ms(&self, name: &str) -> u64 {
-        spec(name).map(|s| parse_duration_ms(&self.value(s)).unwrap_or(0)).unwrap_or(0)
+        spec(name)
+            .map(|s| parse_duration_ms(&self.value(s)).unwrap_or(0))
+            .unwrap_or(0)
     }
 
     fn int(&self, name: &str) -> i64 {
-        spec(name).and_then(|s| self.value(s).parse().ok()).unwrap_or(0)
+        spec(name)
+            .and_then(|s| self.value(s).parse().ok())
+            .unwrap_or(0)
     }
 
     /// `checkpoint.interval` in ms (0 = off).
@@ -246,7 +516,10 @@ impl SessionVars {
 
     /// Every setting: (name, value, description), as `SHOW ALL` lists them.
     pub fn all(&self) -> Vec<(String, String, String)> {
-        SPECS.iter().map(|s| (s.name.to_string(), self.value(s), s.description.to_string())).collect()
+        SPECS
+            .iter()
+            .map(|s| (s.name.to_string(), self.value(s), s.description.to_string()))
+            .collect()
     }
 
     /// The settings a materialized view's job captures (`checkpoint.*`, `restart.*`,
@@ -254,7 +527,11 @@ impl SessionVars {
     pub fn job_settings(&self) -> BTreeMap<String, String> {
         SPECS
             .iter()
-            .filter(|s| s.name.starts_with("checkpoint.") || s.name.starts_with("restart.") || s.name == "state.backend")
+            .filter(|s| {
+                s.name.starts_with("checkpoint.")
+                    || s.name.starts_with("restart.")
+                    || s.name == "state.backend"
+            })
             .map(|s| (s.name.to_string(), self.value(s)))
             .collect()
     }
@@ -263,16 +540,26 @@ impl SessionVars {
 fn normalize(s: &Spec, value: &str) -> Result<String> {
     let v = value.trim();
     let bad = |allowed: String| {
-        Error::setting(format!("invalid value for parameter \"{}\": \"{}\"; {}", s.name, v, allowed))
+        Error::setting(format!(
+            "invalid value for parameter \"{}\": \"{}\"; {}",
+            s.name, v, allowed
+        ))
     };
     match s.kind {
         Kind::Duration { min_ms, off_ok } => {
             let ms = parse_duration_ms(v).map_err(|m| bad(m))?;
             if ms == 0 {
                 if off_ok {
-                    return Ok(if s.name == "checkpoint.interval" { "off".into() } else { "0".into() });
+                    return Ok(if s.name == "checkpoint.interval" {
+                        "off".into()
+                    } else {
+                        "0".into()
+                    });
                 }
-                return Err(bad(format!("a duration of at least {} is required", format_duration_ms(min_ms.max(1)))));
+                return Err(bad(format!(
+                    "a duration of at least {} is required",
+                    format_duration_ms(min_ms.max(1))
+                )));
             }
             if ms < min_ms {
                 return Err(bad(format!(
@@ -296,7 +583,9 @@ fn normalize(s: &Spec, value: &str) -> Result<String> {
         }
         Kind::Int { min, max } => match v.parse::<i64>() {
             Ok(n) if n >= min && n <= max => Ok(n.to_string()),
-            _ => Err(bad(format!("an integer between {min} and {max} is required"))),
+            _ => Err(bad(format!(
+                "an integer between {min} and {max} is required"
+            ))),
         },
         Kind::Float { min, max } => match v.parse::<f64>() {
             Ok(n) if n >= min && n <= max => Ok(n.to_string()),
@@ -338,6 +627,9 @@ mod tests {
         v.set("checkpoint.interval", "5s").unwrap();
         assert_eq!(v.get("restart.strategy").unwrap(), "exponential-delay");
         assert_eq!(v.set("nope", "1").unwrap_err().sqlstate(), "42704");
-        assert_eq!(v.set("checkpoint.interval", "5ms").unwrap_err().sqlstate(), "22023");
+        assert_eq!(
+            v.set("checkpoint.interval", "5ms").unwrap_err().sqlstate(),
+            "22023"
+        );
     }
 }

@@ -46,7 +46,9 @@ impl CopyFormat {
             if c.is_ascii() {
                 Ok(c as u8)
             } else {
-                Err(Error::setting(format!("COPY {what} must be a single one-byte character")))
+                Err(Error::setting(format!(
+                    "COPY {what} must be a single one-byte character"
+                )))
             }
         };
         for o in options {
@@ -54,16 +56,27 @@ impl CopyFormat {
                 CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
                     "csv" => csv = true,
                     "text" => csv = false,
-                    "binary" => return Err(Error::not_supported("COPY binary format is not supported")),
-                    other => return Err(Error::setting(format!("COPY format \"{other}\" not recognized; use text or csv"))),
+                    "binary" => {
+                        return Err(Error::not_supported("COPY binary format is not supported"));
+                    }
+                    other => {
+                        return Err(Error::setting(format!(
+                            "COPY format \"{other}\" not recognized; use text or csv"
+                        )));
+                    }
                 },
                 CopyOption::Header(h) => header = *h,
                 CopyOption::Delimiter(c) => delimiter = Some(byte(*c, "delimiter")?),
                 CopyOption::Null(s) => null = Some(s.clone()),
                 CopyOption::Quote(c) => quote = byte(*c, "quote")?,
                 CopyOption::Escape(c) => escape = Some(byte(*c, "escape")?),
-                CopyOption::Encoding(e) if e.eq_ignore_ascii_case("utf8") || e.eq_ignore_ascii_case("utf-8") => {}
-                other => return Err(Error::not_supported(format!("COPY option {other} is not supported"))),
+                CopyOption::Encoding(e)
+                    if e.eq_ignore_ascii_case("utf8") || e.eq_ignore_ascii_case("utf-8") => {}
+                other => {
+                    return Err(Error::not_supported(format!(
+                        "COPY option {other} is not supported"
+                    )));
+                }
             }
         }
         for o in legacy {
@@ -75,19 +88,31 @@ impl CopyFormat {
                             CopyLegacyCsvOption::Header => header = true,
                             CopyLegacyCsvOption::Quote(q) => quote = byte(*q, "quote")?,
                             CopyLegacyCsvOption::Escape(e) => escape = Some(byte(*e, "escape")?),
-                            other => return Err(Error::not_supported(format!("COPY option {other} is not supported"))),
+                            other => {
+                                return Err(Error::not_supported(format!(
+                                    "COPY option {other} is not supported"
+                                )));
+                            }
                         }
                     }
                 }
                 CopyLegacyOption::Header => header = true,
                 CopyLegacyOption::Delimiter(c) => delimiter = Some(byte(*c, "delimiter")?),
                 CopyLegacyOption::Null(s) => null = Some(s.clone()),
-                CopyLegacyOption::Binary => return Err(Error::not_supported("COPY binary format is not supported")),
-                other => return Err(Error::not_supported(format!("COPY option {other} is not supported"))),
+                CopyLegacyOption::Binary => {
+                    return Err(Error::not_supported("COPY binary format is not supported"));
+                }
+                other => {
+                    return Err(Error::not_supported(format!(
+                        "COPY option {other} is not supported"
+                    )));
+                }
             }
         }
         if header && !csv {
-            return Err(Error::not_supported("COPY HEADER is available only in CSV mode"));
+            return Err(Error::not_supported(
+                "COPY HEADER is available only in CSV mode",
+            ));
         }
         Ok(CopyFormat {
             csv,
@@ -116,24 +141,27 @@ pub fn parse(
     let mut builders: Vec<StringBuilder> = columns.iter().map(|_| StringBuilder::new()).collect();
     let mut lines: Vec<u64> = Vec::new();
     let width = columns.len();
-    let field_error = |line: u64, msg: String| {
-        Error::data("22P04", format!("{msg} (COPY {table}, line {line})"))
-    };
+    let field_error =
+        |line: u64, msg: String| Error::data("22P04", format!("{msg} (COPY {table}, line {line})"));
     if format.csv {
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .delimiter(format.delimiter)
             .quote(format.quote)
-            .escape(if format.escape == format.quote { None } else { Some(format.escape) })
+            .escape(if format.escape == format.quote {
+                None
+            } else {
+                Some(format.escape)
+            })
             .double_quote(format.escape == format.quote)
             .flexible(true)
             .from_reader(data);
         let mut record = csv::ByteRecord::new();
         let mut first = true;
         loop {
-            let more = reader
-                .read_byte_record(&mut record)
-                .map_err(|e| Error::data("22P04", format!("malformed CSV data: {e} (COPY {table})")))?;
+            let more = reader.read_byte_record(&mut record).map_err(|e| {
+                Error::data("22P04", format!("malformed CSV data: {e} (COPY {table})"))
+            })?;
             if !more {
                 break;
             }
@@ -148,10 +176,16 @@ pub fn parse(
             }
             if record.len() < width {
                 let missing = schema.field(columns[record.len()]).name();
-                return Err(field_error(line, format!("missing data for column \"{missing}\"")));
+                return Err(field_error(
+                    line,
+                    format!("missing data for column \"{missing}\""),
+                ));
             }
             if record.len() > width {
-                return Err(field_error(line, "extra data after last expected column".into()));
+                return Err(field_error(
+                    line,
+                    "extra data after last expected column".into(),
+                ));
             }
             for (j, f) in record.iter().enumerate() {
                 let s = std::str::from_utf8(f).map_err(|_| {
@@ -166,8 +200,12 @@ pub fn parse(
             lines.push(line);
         }
     } else {
-        let text = std::str::from_utf8(data)
-            .map_err(|_| Error::data("22021", format!("invalid byte sequence for encoding \"UTF8\" (COPY {table})")))?;
+        let text = std::str::from_utf8(data).map_err(|_| {
+            Error::data(
+                "22021",
+                format!("invalid byte sequence for encoding \"UTF8\" (COPY {table})"),
+            )
+        })?;
         for (i, raw) in text.split('\n').enumerate() {
             let line = i as u64 + 1;
             let raw = raw.strip_suffix('\r').unwrap_or(raw);
@@ -180,10 +218,16 @@ pub fn parse(
             let fields: Vec<&str> = raw.split(format.delimiter as char).collect();
             if fields.len() < width {
                 let missing = schema.field(columns[fields.len()]).name();
-                return Err(field_error(line, format!("missing data for column \"{missing}\"")));
+                return Err(field_error(
+                    line,
+                    format!("missing data for column \"{missing}\""),
+                ));
             }
             if fields.len() > width {
-                return Err(field_error(line, "extra data after last expected column".into()));
+                return Err(field_error(
+                    line,
+                    "extra data after last expected column".into(),
+                ));
             }
             for (j, f) in fields.iter().enumerate() {
                 if *f == format.null {
@@ -241,13 +285,18 @@ fn convert(strings: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     if to == &DataType::Utf8 {
         return Ok(strings.clone());
     }
-    let options = CastOptions { safe: true, ..Default::default() };
+    let options = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
     let strings = if matches!(to, DataType::Boolean) {
         // PostgreSQL's boolean input also takes these spellings.
         match strings.as_any().downcast_ref::<arrow::array::StringArray>() {
             Some(a) => {
-                let normalized: arrow::array::StringArray =
-                    a.iter().map(|v| v.map(|s| s.trim().to_ascii_lowercase())).collect();
+                let normalized: arrow::array::StringArray = a
+                    .iter()
+                    .map(|v| v.map(|s| s.trim().to_ascii_lowercase()))
+                    .collect();
                 Arc::new(normalized) as ArrayRef
             }
             None => strings.clone(),
@@ -316,12 +365,26 @@ mod tests {
     }
 
     fn fmt(csv: bool) -> CopyFormat {
-        CopyFormat { csv, header: csv, delimiter: if csv { b',' } else { b'\t' }, null: if csv { "NA".into() } else { "\\N".into() }, quote: b'"', escape: b'"' }
+        CopyFormat {
+            csv,
+            header: csv,
+            delimiter: if csv { b',' } else { b'\t' },
+            null: if csv { "NA".into() } else { "\\N".into() },
+            quote: b'"',
+            escape: b'"',
+        }
     }
 
     #[test]
     fn csv_with_header_and_null() {
-        let b = parse(b"a,b\n1,x\nNA,\"y,z\"\n", &fmt(true), "t", &schema(), &[0, 1]).unwrap();
+        let b = parse(
+            b"a,b\n1,x\nNA,\"y,z\"\n",
+            &fmt(true),
+            "t",
+            &schema(),
+            &[0, 1],
+        )
+        .unwrap();
         assert_eq!(b.num_rows(), 2);
         assert!(b.column(0).is_null(1));
     }
@@ -331,12 +394,22 @@ mod tests {
         let e = parse(b"a,b\n1,x\nzz,y\n", &fmt(true), "t", &schema(), &[0, 1]).unwrap_err();
         assert_eq!(e.sqlstate(), "22P02");
         let m = e.to_string();
-        assert!(m.contains("line 3") && m.contains("column a") && m.contains("\"zz\""), "{m}");
+        assert!(
+            m.contains("line 3") && m.contains("column a") && m.contains("\"zz\""),
+            "{m}"
+        );
     }
 
     #[test]
     fn text_format_escapes_and_null() {
-        let b = parse(b"1\ta\\tb\n\\N\t\\N\n", &fmt(false), "t", &schema(), &[0, 1]).unwrap();
+        let b = parse(
+            b"1\ta\\tb\n\\N\t\\N\n",
+            &fmt(false),
+            "t",
+            &schema(),
+            &[0, 1],
+        )
+        .unwrap();
         assert_eq!(b.num_rows(), 2);
         assert!(b.column(1).is_null(1));
     }

@@ -17,13 +17,11 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ParamValues;
-use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::logical_expr::logical_plan::Projection;
+use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{
-    CopySource, CopyTarget, ObjectType, Statement,
-};
+use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, Statement};
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 
 use crate::engine::Engine;
@@ -100,24 +98,38 @@ pub fn split_statements(sql: &str) -> Vec<String> {
 }
 
 fn words(sql: &str) -> Vec<String> {
-    sql.split_whitespace().map(|w| w.to_ascii_lowercase()).collect()
+    sql.split_whitespace()
+        .map(|w| w.to_ascii_lowercase())
+        .collect()
 }
 
 fn text_rows(names: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
     let schema = Arc::new(Schema::new(
-        names.iter().map(|n| Field::new(*n, DataType::Utf8, true)).collect::<Vec<_>>(),
+        names
+            .iter()
+            .map(|n| Field::new(*n, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
     ));
     let columns: Vec<ArrayRef> = (0..names.len())
-        .map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef)
+        .map(|i| {
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>(),
+            )) as ArrayRef
+        })
         .collect();
     let batch = crate::state::table::batch_from_columns(&schema, columns, rows.len())?;
-    Ok(Output::Rows { schema, batches: vec![batch] })
+    Ok(Output::Rows {
+        schema,
+        batches: vec![batch],
+    })
 }
 
 /// Strips matching quotes from a SET value.
 fn unquote(v: &str) -> String {
     let v = v.trim();
-    if v.len() >= 2 && ((v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"'))) {
+    if v.len() >= 2
+        && ((v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"')))
+    {
         v[1..v.len() - 1].replace("''", "'")
     } else {
         v.to_string()
@@ -137,7 +149,11 @@ impl Session {
     ///
     /// # Errors
     /// Any error of parsing, planning or execution, with its SQLSTATE.
-    pub async fn execute_with_params(&mut self, sql: &str, params: Option<ParamValues>) -> Result<Output> {
+    pub async fn execute_with_params(
+        &mut self,
+        sql: &str,
+        params: Option<ParamValues>,
+    ) -> Result<Output> {
         // Pin one snapshot of all views for the whole statement.
         self.schema.pin(Some(self.engine.visible()));
         let result = self.dispatch(sql, params).await;
@@ -168,7 +184,9 @@ impl Session {
                     ));
                 }
                 if cv.or_replace {
-                    return Err(Error::not_supported("CREATE OR REPLACE MATERIALIZED VIEW is not supported"));
+                    return Err(Error::not_supported(
+                        "CREATE OR REPLACE MATERIALIZED VIEW is not supported",
+                    ));
                 }
                 let name = object_name(&cv.name)?;
                 let query = cv.query.to_string();
@@ -179,23 +197,37 @@ impl Session {
                 let engine = Arc::clone(&self.engine);
                 let if_not_exists = cv.if_not_exists;
                 let q = query.clone();
-                tokio::task::spawn_blocking(move || engine.create_view(&name, &q, plan, settings, if_not_exists))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))??;
+                tokio::task::spawn_blocking(move || {
+                    engine.create_view(&name, &q, plan, settings, if_not_exists)
+                })
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??;
                 Ok(Output::Command("CREATE MATERIALIZED VIEW".into()))
             }
-            Statement::Drop { object_type, if_exists, names, cascade, .. } => {
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => {
                 let (table, tag) = match object_type {
                     ObjectType::Table => (true, "DROP TABLE"),
                     ObjectType::MaterializedView => (false, "DROP MATERIALIZED VIEW"),
-                    other => return Err(Error::not_supported(format!("DROP {other} is not supported"))),
+                    other => {
+                        return Err(Error::not_supported(format!(
+                            "DROP {other} is not supported"
+                        )));
+                    }
                 };
                 for n in &names {
                     let name = object_name(n)?;
                     let engine = Arc::clone(&self.engine);
-                    tokio::task::spawn_blocking(move || engine.drop_relation(&name, table, if_exists, cascade))
-                        .await
-                        .map_err(|e| Error::Internal(e.to_string()))??;
+                    tokio::task::spawn_blocking(move || {
+                        engine.drop_relation(&name, table, if_exists, cascade)
+                    })
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))??;
                 }
                 Ok(Output::Command(tag.into()))
             }
@@ -216,25 +248,40 @@ impl Session {
                 let plan = self.plan_statement(stmt).await?;
                 self.run_query(plan).await
             }
-            Statement::Copy { source, to, target, options, legacy_options, .. } => {
+            Statement::Copy {
+                source,
+                to,
+                target,
+                options,
+                legacy_options,
+                ..
+            } => {
                 if to {
-                    return Err(Error::not_supported("COPY ... TO is not supported; use SELECT"));
+                    return Err(Error::not_supported(
+                        "COPY ... TO is not supported; use SELECT",
+                    ));
                 }
                 if !matches!(target, CopyTarget::Stdin) {
                     return Err(Error::not_supported(
                         "COPY FROM a server file or program is not supported; use COPY ... FROM STDIN (psql's \\copy)",
                     ));
                 }
-                let CopySource::Table { table_name, columns } = source else {
+                let CopySource::Table {
+                    table_name,
+                    columns,
+                } = source
+                else {
                     return Err(Error::not_supported("COPY (query) FROM is not supported"));
                 };
                 let name = object_name(&table_name)?;
-                let def = self
-                    .engine
-                    .relation(&name)
-                    .ok_or_else(|| Error::catalog("42P01", format!("relation \"{name}\" does not exist")))?;
+                let def = self.engine.relation(&name).ok_or_else(|| {
+                    Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
+                })?;
                 if !def.is_table() {
-                    return Err(Error::plan("42809", format!("cannot copy to materialized view \"{name}\"")));
+                    return Err(Error::plan(
+                        "42809",
+                        format!("cannot copy to materialized view \"{name}\""),
+                    ));
                 }
                 let cols = if columns.is_empty() {
                     (0..def.schema.fields().len()).collect()
@@ -244,14 +291,23 @@ impl Session {
                         .map(|c| {
                             let c = ident(c);
                             def.schema.index_of(&c).map_err(|_| {
-                                Error::plan("42703", format!("column \"{c}\" of relation \"{name}\" does not exist"))
+                                Error::plan(
+                                    "42703",
+                                    format!("column \"{c}\" of relation \"{name}\" does not exist"),
+                                )
                             })
                         })
                         .collect::<Result<Vec<_>>>()?
                 };
                 let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
                 let n = cols.len();
-                self.copy = Some(PendingCopy { table: def.id, table_name: def.name.clone(), columns: cols, format, data: Vec::new() });
+                self.copy = Some(PendingCopy {
+                    table: def.id,
+                    table_name: def.name.clone(),
+                    columns: cols,
+                    format,
+                    data: Vec::new(),
+                });
                 Ok(Output::CopyIn { columns: n })
             }
             Statement::ShowTables { .. } => {
@@ -267,7 +323,10 @@ impl Session {
             other => {
                 let kind = other.to_string();
                 let kind: Vec<&str> = kind.split_whitespace().take(2).collect();
-                Err(Error::not_supported(format!("statement {} is not supported", kind.join(" "))))
+                Err(Error::not_supported(format!(
+                    "statement {} is not supported",
+                    kind.join(" ")
+                )))
             }
         }
     }
@@ -291,16 +350,27 @@ impl Session {
                     .or_else(|| rest.strip_prefix("session "))
                     .unwrap_or(rest)
                     .trim();
-                if rest.to_ascii_lowercase().starts_with("transaction") || rest.to_ascii_lowercase().starts_with("local ") {
+                if rest.to_ascii_lowercase().starts_with("transaction")
+                    || rest.to_ascii_lowercase().starts_with("local ")
+                {
                     return Ok(Some(Output::Command("SET".into())));
                 }
                 let lower = rest.to_ascii_lowercase();
                 let (name, value) = if let Some(v) = lower.strip_prefix("time zone") {
-                    ("timezone".to_string(), rest[rest.len() - v.len()..].trim().to_string())
+                    (
+                        "timezone".to_string(),
+                        rest[rest.len() - v.len()..].trim().to_string(),
+                    )
                 } else if let Some(i) = rest.find('=') {
-                    (rest[..i].trim().to_string(), rest[i + 1..].trim().to_string())
+                    (
+                        rest[..i].trim().to_string(),
+                        rest[i + 1..].trim().to_string(),
+                    )
                 } else if let Some(i) = lower.find(" to ") {
-                    (rest[..i].trim().to_string(), rest[i + 4..].trim().to_string())
+                    (
+                        rest[..i].trim().to_string(),
+                        rest[i + 4..].trim().to_string(),
+                    )
                 } else {
                     return Err(Error::Parse(format!("syntax error in SET: {sql}")));
                 };
@@ -324,7 +394,12 @@ impl Session {
                 let what = w[1..].join(" ");
                 match what.as_str() {
                     "all" => {
-                        let rows = self.vars.all().into_iter().map(|(n, v, d)| vec![n, v, d]).collect();
+                        let rows = self
+                            .vars
+                            .all()
+                            .into_iter()
+                            .map(|(n, v, d)| vec![n, v, d])
+                            .collect();
                         text_rows(&["name", "setting", "description"], rows)?
                     }
                     "materialized views" => {
@@ -353,9 +428,10 @@ impl Session {
                         let col = name.rsplit('.').next().unwrap_or(&name).to_string();
                         text_rows(&[col.as_str()], vec![vec![v]])?
                     }
-                    _ if w.len() == 4 && w[1] == "transaction" && w[2] == "isolation" => {
-                        text_rows(&["transaction_isolation"], vec![vec!["read committed".into()]])?
-                    }
+                    _ if w.len() == 4 && w[1] == "transaction" && w[2] == "isolation" => text_rows(
+                        &["transaction_isolation"],
+                        vec![vec!["read committed".into()]],
+                    )?,
                     _ => return Ok(None),
                 }
             }
@@ -366,27 +442,41 @@ impl Session {
 
     async fn plan_statement(&self, stmt: Statement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
-        Ok(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))).await?)
+        Ok(state
+            .statement_to_plan(DfStatement::Statement(Box::new(stmt)))
+            .await?)
     }
 
     /// Plans and optimizes a view's query.
     async fn plan_query(&self, query: &str) -> Result<LogicalPlan> {
         let stmt = parse_one(query)?;
         if !matches!(stmt, Statement::Query(_)) {
-            return Err(Error::Parse("a materialized view needs a SELECT query".into()));
+            return Err(Error::Parse(
+                "a materialized view needs a SELECT query".into(),
+            ));
         }
         let plan = self.plan_statement(stmt).await?;
         Ok(self.ctx.state().optimize(&plan)?)
     }
 
-    async fn explain_view(&mut self, cv: &datafusion::sql::sqlparser::ast::CreateView) -> Result<Output> {
+    async fn explain_view(
+        &mut self,
+        cv: &datafusion::sql::sqlparser::ast::CreateView,
+    ) -> Result<Output> {
         let name = object_name(&cv.name)?;
         let plan = self.plan_query(&cv.query.to_string()).await?;
         let mut lines = self.engine.explain_view(&name, plan)?;
-        let settings: Vec<String> =
-            self.vars.job_settings().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let settings: Vec<String> = self
+            .vars
+            .job_settings()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         lines.push(format!("Job settings: {}", settings.join(", ")));
-        text_rows(&["QUERY PLAN"], lines.into_iter().map(|l| vec![l]).collect())
+        text_rows(
+            &["QUERY PLAN"],
+            lines.into_iter().map(|l| vec![l]).collect(),
+        )
     }
 
     async fn run_query(&self, plan: LogicalPlan) -> Result<Output> {
@@ -399,16 +489,24 @@ impl Session {
     async fn create_table(&mut self, stmt: Statement) -> Result<Output> {
         let plan = self.plan_statement(stmt).await?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
-            return Err(Error::not_supported("this form of CREATE TABLE is not supported"));
+            return Err(Error::not_supported(
+                "this form of CREATE TABLE is not supported",
+            ));
         };
         if !matches!(c.input.as_ref(), LogicalPlan::EmptyRelation(_)) {
-            return Err(Error::not_supported("CREATE TABLE ... AS SELECT is not supported"));
+            return Err(Error::not_supported(
+                "CREATE TABLE ... AS SELECT is not supported",
+            ));
         }
         if c.or_replace {
-            return Err(Error::not_supported("CREATE OR REPLACE TABLE is not supported"));
+            return Err(Error::not_supported(
+                "CREATE OR REPLACE TABLE is not supported",
+            ));
         }
         if !c.column_defaults.is_empty() {
-            return Err(Error::not_supported("column DEFAULT values are not supported"));
+            return Err(Error::not_supported(
+                "column DEFAULT values are not supported",
+            ));
         }
         let mut pk = Vec::new();
         for constraint in c.constraints.iter() {
@@ -426,7 +524,11 @@ impl Session {
             .enumerate()
             .map(|(i, f)| {
                 let f = f.as_ref().clone();
-                if pk.contains(&i) { f.with_nullable(false) } else { f }
+                if pk.contains(&i) {
+                    f.with_nullable(false)
+                } else {
+                    f
+                }
             })
             .collect();
         for f in &fields {
@@ -445,16 +547,24 @@ impl Session {
     async fn dml(&mut self, stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
         let plan = self.plan_statement(stmt).await?;
         let plan = bind(plan, params)?;
-        let LogicalPlan::Dml(DmlStatement { table_name, op, input, .. }) = plan else {
+        let LogicalPlan::Dml(DmlStatement {
+            table_name,
+            op,
+            input,
+            ..
+        }) = plan
+        else {
             return Err(Error::Internal("DML did not plan as DML".into()));
         };
         let name = table_name.table().to_string();
-        let def = self
-            .engine
-            .relation(&name)
-            .ok_or_else(|| Error::catalog("42P01", format!("relation \"{name}\" does not exist")))?;
+        let def = self.engine.relation(&name).ok_or_else(|| {
+            Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
+        })?;
         if !def.is_table() {
-            return Err(Error::plan("42809", format!("cannot change materialized view \"{name}\"")));
+            return Err(Error::plan(
+                "42809",
+                format!("cannot change materialized view \"{name}\""),
+            ));
         }
         let schema = def.schema_ref();
         let (change, tag) = match op {
@@ -487,13 +597,24 @@ impl Session {
                 for b in &batches {
                     let new_cols = cast_columns(&schema, &b.columns()[..k])?;
                     let old_cols = cast_columns(&schema, &b.columns()[k..2 * k])?;
-                    news.push(crate::state::table::batch_from_columns(&schema, new_cols, b.num_rows())?);
-                    olds.push(crate::state::table::batch_from_columns(&schema, old_cols, b.num_rows())?);
+                    news.push(crate::state::table::batch_from_columns(
+                        &schema,
+                        new_cols,
+                        b.num_rows(),
+                    )?);
+                    olds.push(crate::state::table::batch_from_columns(
+                        &schema,
+                        old_cols,
+                        b.num_rows(),
+                    )?);
                 }
                 let new = concat_as(&schema, &news)?;
                 let old = concat_as(&schema, &olds)?;
                 let n = new.num_rows();
-                let both = ChangeBatch::concat(&schema, &[ChangeBatch::deletes(old), ChangeBatch::inserts(new)])?;
+                let both = ChangeBatch::concat(
+                    &schema,
+                    &[ChangeBatch::deletes(old), ChangeBatch::inserts(new)],
+                )?;
                 (both, format!("UPDATE {n}"))
             }
             other => return Err(Error::not_supported(format!("{other} is not supported"))),
@@ -532,11 +653,22 @@ impl Session {
             .catalog()
             .get(copy.table)
             .cloned()
-            .ok_or_else(|| Error::catalog("42P01", format!("relation \"{}\" does not exist", copy.table_name)))?;
+            .ok_or_else(|| {
+                Error::catalog(
+                    "42P01",
+                    format!("relation \"{}\" does not exist", copy.table_name),
+                )
+            })?;
         let engine = Arc::clone(&self.engine);
         tokio::task::spawn_blocking(move || {
             let schema = def.schema_ref();
-            let batch = copy::parse(&copy.data, &copy.format, &copy.table_name, &schema, &copy.columns)?;
+            let batch = copy::parse(
+                &copy.data,
+                &copy.format,
+                &copy.table_name,
+                &schema,
+                &copy.columns,
+            )?;
             let n = batch.num_rows();
             engine.write(copy.table, ChangeBatch::inserts(batch))?;
             Ok(n)
@@ -554,7 +686,10 @@ impl Session {
     ///
     /// # Errors
     /// Parse and planning errors.
-    pub async fn describe(&mut self, sql: &str) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
+    pub async fn describe(
+        &mut self,
+        sql: &str,
+    ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
         let trimmed = sql.trim().trim_end_matches(';').trim();
         if trimmed.is_empty() {
             return Ok((vec![], None));
@@ -566,20 +701,30 @@ impl Session {
                 return Ok((vec![], Some(schema)));
             }
         }
-        if matches!(w[0].as_str(), "set" | "reset" | "flush" | "begin" | "start" | "commit" | "end" | "rollback" | "abort") {
+        if matches!(
+            w[0].as_str(),
+            "set" | "reset" | "flush" | "begin" | "start" | "commit" | "end" | "rollback" | "abort"
+        ) {
             return Ok((vec![], None));
         }
         let stmt = parse_one(trimmed)?;
         if let Statement::Explain { statement, .. } = &stmt {
             if matches!(statement.as_ref(), Statement::CreateView(_)) {
-                let schema = Arc::new(Schema::new(vec![Field::new("QUERY PLAN", DataType::Utf8, true)]));
+                let schema = Arc::new(Schema::new(vec![Field::new(
+                    "QUERY PLAN",
+                    DataType::Utf8,
+                    true,
+                )]));
                 return Ok((vec![], Some(schema)));
             }
             let plan = self.plan_statement(stmt).await?;
             return Ok((vec![], Some(Arc::new(plan.schema().as_arrow().clone()))));
         }
         let is_query = matches!(stmt, Statement::Query(_));
-        let is_dml = matches!(stmt, Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_));
+        let is_dml = matches!(
+            stmt,
+            Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_)
+        );
         if !is_query && !is_dml {
             return Ok((vec![], None));
         }
@@ -590,7 +735,12 @@ impl Session {
         let types = plan.get_parameter_types()?;
         let mut params: Vec<(usize, Option<DataType>)> = types
             .into_iter()
-            .filter_map(|(k, v)| k.trim_start_matches('$').parse::<usize>().ok().map(|i| (i, v)))
+            .filter_map(|(k, v)| {
+                k.trim_start_matches('$')
+                    .parse::<usize>()
+                    .ok()
+                    .map(|i| (i, v))
+            })
             .collect();
         params.sort_by_key(|(i, _)| *i);
         let n = params.last().map(|(i, _)| *i).unwrap_or(0);
@@ -598,7 +748,11 @@ impl Session {
         for (i, t) in params {
             out[i - 1] = t;
         }
-        let schema = if is_query { Some(Arc::new(plan.schema().as_arrow().clone())) } else { None };
+        let schema = if is_query {
+            Some(Arc::new(plan.schema().as_arrow().clone()))
+        } else {
+            None
+        };
         Ok((out, schema))
     }
 }
@@ -610,7 +764,9 @@ impl Session {
 /// Planning errors of a stored query.
 pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
     for def in engine.views_to_recover() {
-        let crate::catalog::RelationKind::MaterializedView { query, .. } = &def.kind else { continue };
+        let crate::catalog::RelationKind::MaterializedView { query, .. } = &def.kind else {
+            continue;
+        };
         let session = Session::new(Arc::clone(engine))?;
         let plan = session.plan_query(query).await?;
         let engine2 = Arc::clone(engine);
@@ -630,7 +786,12 @@ fn bind(plan: LogicalPlan, params: Option<ParamValues>) -> Result<LogicalPlan> {
 
 fn parse_one(sql: &str) -> Result<Statement> {
     let parser = PostgresCompatibilityParser::new();
-    let mut stmts = parser.parse(sql).map_err(|e| Error::Parse(e.to_string().replace("sql parser error: ", "syntax error: ")))?;
+    let mut stmts = parser.parse(sql).map_err(|e| {
+        Error::Parse(
+            e.to_string()
+                .replace("sql parser error: ", "syntax error: "),
+        )
+    })?;
     match stmts.len() {
         0 => Err(Error::Parse("empty statement".into())),
         1 => Ok(stmts.remove(0)),
@@ -639,19 +800,28 @@ fn parse_one(sql: &str) -> Result<Statement> {
 }
 
 fn ident(i: &datafusion::sql::sqlparser::ast::Ident) -> String {
-    if i.quote_style.is_some() { i.value.clone() } else { i.value.to_ascii_lowercase() }
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_ascii_lowercase()
+    }
 }
 
 fn object_name(n: &datafusion::sql::sqlparser::ast::ObjectName) -> Result<String> {
-    let parts: Vec<String> = n
-        .0
-        .iter()
-        .map(|p| p.as_ident().map(ident).ok_or_else(|| Error::Parse(format!("invalid name {n}"))))
-        .collect::<Result<_>>()?;
+    let parts: Vec<String> =
+        n.0.iter()
+            .map(|p| {
+                p.as_ident()
+                    .map(ident)
+                    .ok_or_else(|| Error::Parse(format!("invalid name {n}")))
+            })
+            .collect::<Result<_>>()?;
     match parts.as_slice() {
         [name] => Ok(name.clone()),
         [schema, name] if schema == "public" => Ok(name.clone()),
-        _ => Err(Error::not_supported(format!("schema-qualified name {n} is not supported (only public)"))),
+        _ => Err(Error::not_supported(format!(
+            "schema-qualified name {n} is not supported (only public)"
+        ))),
     }
 }
 
@@ -669,7 +839,9 @@ fn check_column_type(t: &DataType, name: &str) -> Result<()> {
         | DataType::Date32
         | DataType::Timestamp(..)
         | DataType::Interval(_) => Ok(()),
-        other => Err(Error::not_supported(format!("column \"{name}\" has type {other}, which tables do not support"))),
+        other => Err(Error::not_supported(format!(
+            "column \"{name}\" has type {other}, which tables do not support"
+        ))),
     }
 }
 
@@ -693,7 +865,11 @@ fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch>
     let mut parts = Vec::with_capacity(batches.len());
     for b in batches {
         let cols = cast_columns(schema, b.columns())?;
-        parts.push(crate::state::table::batch_from_columns(schema, cols, b.num_rows())?);
+        parts.push(crate::state::table::batch_from_columns(
+            schema,
+            cols,
+            b.num_rows(),
+        )?);
     }
     Ok(arrow::compute::concat_batches(schema, &parts)?)
 }

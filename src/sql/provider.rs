@@ -26,7 +26,10 @@ pub struct PublicSchema {
 impl PublicSchema {
     /// A schema over the engine's catalog.
     pub fn new(engine: Arc<Engine>) -> Self {
-        PublicSchema { engine, pinned: Arc::new(Mutex::new(None)) }
+        PublicSchema {
+            engine,
+            pinned: Arc::new(Mutex::new(None)),
+        }
     }
 
     /// Pins the views' snapshot for the next statement (`None` unpins).
@@ -38,7 +41,11 @@ impl PublicSchema {
 #[async_trait]
 impl SchemaProvider for PublicSchema {
     fn table_names(&self) -> Vec<String> {
-        self.engine.catalog().relations().map(|r| r.name.clone()).collect()
+        self.engine
+            .catalog()
+            .relations()
+            .map(|r| r.name.clone())
+            .collect()
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
@@ -80,7 +87,11 @@ impl TableProvider for RelationProvider {
     }
 
     fn table_type(&self) -> TableType {
-        if self.is_table { TableType::Base } else { TableType::View }
+        if self.is_table {
+            TableType::Base
+        } else {
+            TableType::View
+        }
     }
 
     async fn scan(
@@ -95,17 +106,29 @@ impl TableProvider for RelationProvider {
             .upgrade()
             .ok_or_else(|| DataFusionError::Execution("the server is shutting down".into()))?;
         let batch = if self.is_table {
-            engine.table_snapshot(self.id).map_err(|e| DataFusionError::External(Box::new(e)))?
+            engine
+                .table_snapshot(self.id)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
         } else {
-            let pinned = self.pinned.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let pinned = self
+                .pinned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
             let visible = pinned.unwrap_or_else(|| engine.visible());
             match visible.views.get(&self.id) {
                 Some(ViewState::Ready(b)) => b.clone(),
-                Some(ViewState::Failed { view, code, message }) => {
-                    return Err(DataFusionError::External(Box::new(crate::error::Error::Execution {
-                        view: view.clone(),
-                        source: Box::new(crate::error::Error::data(code, message.clone())),
-                    })));
+                Some(ViewState::Failed {
+                    view,
+                    code,
+                    message,
+                }) => {
+                    return Err(DataFusionError::External(Box::new(
+                        crate::error::Error::Execution {
+                            view: view.clone(),
+                            source: Box::new(crate::error::Error::data(code, message.clone())),
+                        },
+                    )));
                 }
                 None => {
                     return Err(DataFusionError::Plan(format!(
@@ -120,6 +143,10 @@ impl TableProvider for RelationProvider {
         } else {
             batch.as_ref().clone()
         };
-        Ok(MemorySourceConfig::try_new_exec(&[vec![batch]], self.schema.clone(), projection.cloned())?)
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            self.schema.clone(),
+            projection.cloned(),
+        )?)
     }
 }

@@ -13,8 +13,8 @@ use fs2::FileExt;
 use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 
 use crate::error::{Error, Result};
-use crate::stream::change::ChangeBatch;
 use crate::stream::Epoch;
+use crate::stream::change::ChangeBatch;
 
 /// Name of the reserved weight column in an encoded changelog entry.
 const WEIGHT_COLUMN: &str = "__weir_weight";
@@ -56,7 +56,11 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let lock_path = dir.join("LOCK.weir");
-        let lock = File::options().create(true).truncate(false).write(true).open(&lock_path)?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
         if lock.try_lock_exclusive().is_err() {
             return Err(Error::State(format!(
                 "data directory {} is in use by another Weir server (lock file {})",
@@ -68,7 +72,11 @@ impl Store {
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         let db = DB::open(&opts, dir.join("db"))?;
-        Ok(Store { db, dir: dir.to_path_buf(), _lock: lock })
+        Ok(Store {
+            db,
+            dir: dir.to_path_buf(),
+            _lock: lock,
+        })
     }
 
     /// The data directory.
@@ -100,7 +108,11 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::State`] on a RocksDB failure; Arrow errors when encoding fails.
-    pub fn append_changelog(&self, table_id: u64, entries: &[(u64, Epoch, &ChangeBatch)]) -> Result<()> {
+    pub fn append_changelog(
+        &self,
+        table_id: u64,
+        entries: &[(u64, Epoch, &ChangeBatch)],
+    ) -> Result<()> {
         let mut wb = WriteBatch::default();
         for (seq, epoch, change) in entries {
             let mut value = epoch.0.to_be_bytes().to_vec();
@@ -120,7 +132,10 @@ impl Store {
     pub fn read_changelog(&self, table_id: u64) -> Result<Vec<ChangelogEntry>> {
         let prefix = changelog_prefix(table_id);
         let mut out = Vec::new();
-        for item in self.db.iterator(IteratorMode::From(&prefix, Direction::Forward)) {
+        for item in self
+            .db
+            .iterator(IteratorMode::From(&prefix, Direction::Forward))
+        {
             let (key, value) = item?;
             if !key.starts_with(&prefix) {
                 break;
@@ -129,7 +144,9 @@ impl Store {
                 Error::State(format!("corrupt changelog key for table {table_id}"))
             })?);
             if value.len() < 8 {
-                return Err(Error::State(format!("corrupt changelog entry {seq} of table {table_id}")));
+                return Err(Error::State(format!(
+                    "corrupt changelog entry {seq} of table {table_id}"
+                )));
             }
             let epoch = Epoch(u64::from_be_bytes(value[..8].try_into().unwrap_or([0; 8])));
             let change = decode_change(&value[8..])?;
@@ -219,14 +236,23 @@ mod tests {
     fn changelog_round_trip_and_lock() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        assert!(Store::open(dir.path()).is_err(), "second open must fail on the lock");
+        assert!(
+            Store::open(dir.path()).is_err(),
+            "second open must fail on the lock"
+        );
         let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
-        let batch =
-            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![Some("a"), None]))])
-                .unwrap();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(StringArray::from(vec![Some("a"), None]))],
+        )
+        .unwrap();
         let change = ChangeBatch::new(batch, Int64Array::from(vec![1, -1])).unwrap();
-        store.append_changelog(7, &[(1, Epoch(3), &change)]).unwrap();
-        store.append_changelog(8, &[(1, Epoch(4), &change)]).unwrap();
+        store
+            .append_changelog(7, &[(1, Epoch(3), &change)])
+            .unwrap();
+        store
+            .append_changelog(8, &[(1, Epoch(4), &change)])
+            .unwrap();
         let back = store.read_changelog(7).unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].epoch, Epoch(3));

@@ -24,7 +24,9 @@ pub struct StateTable {
 
 impl std::fmt::Debug for StateTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateTable").field("rows", &self.total).finish()
+        f.debug_struct("StateTable")
+            .field("rows", &self.total)
+            .finish()
     }
 }
 
@@ -35,7 +37,12 @@ impl StateTable {
     /// Arrow errors when a column type has no row encoding.
     pub fn new(schema: SchemaRef) -> Result<Self> {
         let converter = row_converter(&schema)?;
-        Ok(StateTable { schema, converter, rows: HashMap::new(), total: 0 })
+        Ok(StateTable {
+            schema,
+            converter,
+            rows: HashMap::new(),
+            total: 0,
+        })
     }
 
     /// The row schema.
@@ -122,7 +129,9 @@ impl StateTable {
     /// Arrow errors from decoding.
     pub fn to_change(&self) -> Result<ChangeBatch> {
         let parser = self.converter.parser();
-        let columns = self.converter.convert_rows(self.rows.keys().map(|k| parser.parse(k)))?;
+        let columns = self
+            .converter
+            .convert_rows(self.rows.keys().map(|k| parser.parse(k)))?;
         let batch = batch_from_columns(&self.schema, columns, self.rows.len())?;
         let weights = self.rows.values().copied().collect::<Vec<_>>().into();
         ChangeBatch::new(batch, weights)
@@ -134,7 +143,11 @@ impl StateTable {
 /// # Errors
 /// Arrow errors when a type has no row encoding.
 pub fn row_converter(schema: &SchemaRef) -> Result<RowConverter> {
-    let fields = schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|f| SortField::new(f.data_type().clone()))
+        .collect();
     Ok(RowConverter::new(fields)?)
 }
 
@@ -142,9 +155,17 @@ pub fn row_converter(schema: &SchemaRef) -> Result<RowConverter> {
 ///
 /// # Errors
 /// Arrow errors when the columns do not fit the schema.
-pub fn batch_from_columns(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+pub fn batch_from_columns(
+    schema: &SchemaRef,
+    columns: Vec<ArrayRef>,
+    rows: usize,
+) -> Result<RecordBatch> {
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    Ok(RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)?)
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &options,
+    )?)
 }
 
 #[cfg(test)]

@@ -51,7 +51,10 @@ impl ChangeBatch {
 
     /// An empty change batch of the given schema.
     pub fn empty(schema: SchemaRef) -> Self {
-        ChangeBatch { batch: RecordBatch::new_empty(schema), weights: Int64Array::from(Vec::<i64>::new()) }
+        ChangeBatch {
+            batch: RecordBatch::new_empty(schema),
+            weights: Int64Array::from(Vec::<i64>::new()),
+        }
     }
 
     /// Number of rows (not the sum of weights).
@@ -96,13 +99,19 @@ impl ChangeBatch {
     pub fn with_columns(&self, schema: SchemaRef, columns: Vec<ArrayRef>) -> Result<Self> {
         let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(self.len()));
         let batch = RecordBatch::try_new_with_options(schema, columns, &options)?;
-        Ok(ChangeBatch { batch, weights: self.weights.clone() })
+        Ok(ChangeBatch {
+            batch,
+            weights: self.weights.clone(),
+        })
     }
 
     /// The same rows with every weight negated.
     pub fn negate(&self) -> Self {
         let weights: Int64Array = self.weights.iter().map(|w| w.map(|w| -w)).collect();
-        ChangeBatch { batch: self.batch.clone(), weights }
+        ChangeBatch {
+            batch: self.batch.clone(),
+            weights,
+        }
     }
 
     /// Concatenates change batches of one schema.

@@ -51,16 +51,35 @@ impl Job {
     ///
     /// # Errors
     /// [`Error::NotSupported`] for constructs that cannot be maintained incrementally.
-    pub fn try_new(view: RelationId, name: String, plan: LogicalPlan, schema: SchemaRef) -> Result<Self> {
+    pub fn try_new(
+        view: RelationId,
+        name: String,
+        plan: LogicalPlan,
+        schema: SchemaRef,
+    ) -> Result<Self> {
         let mut sources = BTreeSet::new();
         let root = plan::build(&plan, &mut sources)?;
         let contents = StateTable::new(schema.clone())?;
-        Ok(Job { view, name, plan, root, sources, schema, contents, status: JobStatus::Running })
+        Ok(Job {
+            view,
+            name,
+            plan,
+            root,
+            sources,
+            schema,
+            contents,
+            status: JobStatus::Running,
+        })
     }
 
     /// EXPLAIN lines of the operator tree, materialize on top.
     pub fn explain(&self) -> Vec<String> {
-        let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let cols: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         let mut out = vec![format!(
             "StreamMaterialize: {} columns=[{}] (state table: the view's rows, keyed by all columns)",
             self.name,
@@ -88,7 +107,10 @@ impl Job {
             Ok(out)
         });
         if let Err(e) = &result {
-            self.status = JobStatus::Failed { code: e.sqlstate(), message: e.to_string() };
+            self.status = JobStatus::Failed {
+                code: e.sqlstate(),
+                message: e.to_string(),
+            };
         }
         result
     }

@@ -43,7 +43,10 @@ pub struct EpochInput {
 impl EpochInput {
     /// The changes of `relation` in this epoch (empty when none).
     pub fn of(&self, relation: RelationId) -> &[ChangeBatch] {
-        self.changes.get(&relation).map(|v| v.as_slice()).unwrap_or(&[])
+        self.changes
+            .get(&relation)
+            .map(|v| v.as_slice())
+            .unwrap_or(&[])
     }
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use datafusion::common::{DFSchema, JoinType};
 use datafusion::execution::context::ExecutionProps;
-use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
 use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
 
 use crate::error::{Error, Result};
@@ -36,16 +36,26 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                 .iter()
                 .map(|e| physical(e, p.input.schema()))
                 .collect::<Result<Vec<_>>>()?;
-            Ok(Box::new(Project { input, exprs, schema: nullable_schema(p.schema.as_arrow()) }))
+            Ok(Box::new(Project {
+                input,
+                exprs,
+                schema: nullable_schema(p.schema.as_arrow()),
+            }))
         }
         LogicalPlan::Filter(f) => {
             let input = build(&f.input, sources)?;
             let predicate = physical(&f.predicate, f.input.schema())?;
-            Ok(Box::new(Filter { input, predicate, display: f.predicate.to_string() }))
+            Ok(Box::new(Filter {
+                input,
+                predicate,
+                display: f.predicate.to_string(),
+            }))
         }
         LogicalPlan::TableScan(scan) => {
             if scan.fetch.is_some() {
-                return Err(Error::not_supported("LIMIT in a materialized view is not supported"));
+                return Err(Error::not_supported(
+                    "LIMIT in a materialized view is not supported",
+                ));
             }
             let provider = datafusion::datasource::source_as_provider(&scan.source)?;
             let relation = provider
@@ -67,7 +77,11 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
             });
             for f in &scan.filters {
                 let predicate = physical(f, &scan.projected_schema)?;
-                op = Box::new(Filter { input: op, predicate, display: f.to_string() });
+                op = Box::new(Filter {
+                    input: op,
+                    predicate,
+                    display: f.to_string(),
+                });
             }
             Ok(op)
         }
@@ -101,7 +115,13 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                 aggs.push(agg_call(e, in_schema, out_type)?);
             }
             let schema = nullable_schema(a.schema.as_arrow());
-            Ok(Box::new(HashAgg::try_new(input, group_exprs, group_types, aggs, schema)?))
+            Ok(Box::new(HashAgg::try_new(
+                input,
+                group_exprs,
+                group_types,
+                aggs,
+                schema,
+            )?))
         }
         LogicalPlan::Distinct(Distinct::All(input)) => {
             let op = build(input, sources)?;
@@ -114,8 +134,18 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                     )) as Arc<dyn PhysicalExpr>
                 })
                 .collect();
-            let types = schema.fields().iter().map(|f| f.data_type().clone()).collect();
-            Ok(Box::new(HashAgg::try_new(op, group_exprs, types, vec![], schema)?))
+            let types = schema
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect();
+            Ok(Box::new(HashAgg::try_new(
+                op,
+                group_exprs,
+                types,
+                vec![],
+                schema,
+            )?))
         }
         LogicalPlan::Join(j) => {
             let kind = match j.join_type {
@@ -151,66 +181,105 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                     (l.clone(), r.clone())
                 } else {
                     // Compare in a common type, as the batch join would after coercion.
-                    let common = datafusion::logical_expr::type_coercion::binary::comparison_coercion(&lt, &rt)
-                        .ok_or_else(|| Error::plan("42804", format!("cannot join {lt} with {rt}")))?;
-                    (l.clone().cast_to(&common, j.left.schema())?, r.clone().cast_to(&common, j.right.schema())?)
+                    let common =
+                        datafusion::logical_expr::type_coercion::binary::comparison_coercion(
+                            &lt, &rt,
+                        )
+                        .ok_or_else(|| {
+                            Error::plan("42804", format!("cannot join {lt} with {rt}"))
+                        })?;
+                    (
+                        l.clone().cast_to(&common, j.left.schema())?,
+                        r.clone().cast_to(&common, j.right.schema())?,
+                    )
                 };
-                key_types.push(datafusion::logical_expr::ExprSchemable::get_type(&le, j.left.schema())?);
+                key_types.push(datafusion::logical_expr::ExprSchemable::get_type(
+                    &le,
+                    j.left.schema(),
+                )?);
                 left_keys.push(physical(&le, j.left.schema())?);
                 right_keys.push(physical(&re, j.right.schema())?);
             }
             let schema = nullable_schema(j.schema.as_arrow());
-            let mut op: Box<dyn Operator> =
-                Box::new(HashJoin::try_new(left, right, left_keys, right_keys, key_types, kind, schema)?);
+            let mut op: Box<dyn Operator> = Box::new(HashJoin::try_new(
+                left, right, left_keys, right_keys, key_types, kind, schema,
+            )?);
             if let Some(f) = &j.filter {
                 let predicate = physical(f, &j.schema)?;
-                op = Box::new(Filter { input: op, predicate, display: f.to_string() });
+                op = Box::new(Filter {
+                    input: op,
+                    predicate,
+                    display: f.to_string(),
+                });
             }
             Ok(op)
         }
         LogicalPlan::Union(u) => {
-            let inputs = u.inputs.iter().map(|i| build(i, sources)).collect::<Result<Vec<_>>>()?;
-            Ok(Box::new(Union { inputs, schema: nullable_schema(u.schema.as_arrow()) }))
+            let inputs = u
+                .inputs
+                .iter()
+                .map(|i| build(i, sources))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Box::new(Union {
+                inputs,
+                schema: nullable_schema(u.schema.as_arrow()),
+            }))
         }
-        LogicalPlan::Limit(_) => {
-            Err(Error::not_supported("LIMIT and OFFSET in a materialized view are not supported"))
-        }
-        LogicalPlan::Window(_) => {
-            Err(Error::not_supported("window functions in a materialized view are not supported"))
-        }
-        LogicalPlan::Values(_) => {
-            Err(Error::not_supported("VALUES in a materialized view is not supported"))
-        }
+        LogicalPlan::Limit(_) => Err(Error::not_supported(
+            "LIMIT and OFFSET in a materialized view are not supported",
+        )),
+        LogicalPlan::Window(_) => Err(Error::not_supported(
+            "window functions in a materialized view are not supported",
+        )),
+        LogicalPlan::Values(_) => Err(Error::not_supported(
+            "VALUES in a materialized view is not supported",
+        )),
         LogicalPlan::EmptyRelation(_) => Err(Error::not_supported(
             "a materialized view must read at least one table or view (a query without FROM is not supported)",
         )),
-        LogicalPlan::RecursiveQuery(_) => {
-            Err(Error::not_supported("WITH RECURSIVE in a materialized view is not supported"))
-        }
-        LogicalPlan::Unnest(_) => {
-            Err(Error::not_supported("UNNEST in a materialized view is not supported"))
-        }
-        LogicalPlan::Distinct(Distinct::On(_)) => {
-            Err(Error::not_supported("DISTINCT ON in a materialized view is not supported"))
-        }
+        LogicalPlan::RecursiveQuery(_) => Err(Error::not_supported(
+            "WITH RECURSIVE in a materialized view is not supported",
+        )),
+        LogicalPlan::Unnest(_) => Err(Error::not_supported(
+            "UNNEST in a materialized view is not supported",
+        )),
+        LogicalPlan::Distinct(Distinct::On(_)) => Err(Error::not_supported(
+            "DISTINCT ON in a materialized view is not supported",
+        )),
         other => Err(Error::not_supported(format!(
             "{} in a materialized view is not supported",
-            other.display().to_string().split(':').next().unwrap_or("this construct")
+            other
+                .display()
+                .to_string()
+                .split(':')
+                .next()
+                .unwrap_or("this construct")
         ))),
     }
 }
 
 fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
-    Ok(create_physical_expr(e, schema, &ExecutionProps::new(), &PhysicalPlanningContext::default())?)
+    Ok(create_physical_expr(
+        e,
+        schema,
+        &ExecutionProps::new(),
+        &PhysicalPlanningContext::default(),
+    )?)
 }
 
-fn agg_call(e: &Expr, in_schema: &DFSchema, out_type: arrow::datatypes::DataType) -> Result<AggCall> {
+fn agg_call(
+    e: &Expr,
+    in_schema: &DFSchema,
+    out_type: arrow::datatypes::DataType,
+) -> Result<AggCall> {
     let inner = match e {
         Expr::Alias(a) => a.expr.as_ref(),
         other => other,
     };
     let Expr::AggregateFunction(af) = inner else {
-        return Err(Error::not_supported(format!("aggregate expression {e} is not supported")));
+        return Err(Error::not_supported(format!(
+            "aggregate expression {e} is not supported"
+        )));
     };
     let name = af.func.name().to_ascii_lowercase();
     let params = &af.params;
@@ -250,5 +319,11 @@ fn agg_call(e: &Expr, in_schema: &DFSchema, out_type: arrow::datatypes::DataType
     }
     let arg_expr = &params.args[0];
     let arg_type = datafusion::logical_expr::ExprSchemable::get_type(arg_expr, in_schema)?;
-    Ok(AggCall { kind, arg: physical(arg_expr, in_schema)?, arg_type, out_type, display: e.schema_name().to_string() })
+    Ok(AggCall {
+        kind,
+        arg: physical(arg_expr, in_schema)?,
+        arg_type,
+        out_type,
+        display: e.schema_name().to_string(),
+    })
 }

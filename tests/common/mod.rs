@@ -20,8 +20,12 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server over `dir` with a short barrier interval.
     pub async fn start(dir: &Path) -> TestServer {
-        let engine = weir::open(dir, Duration::from_millis(50)).await.expect("open engine");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let engine = weir::open(dir, Duration::from_millis(50))
+            .await
+            .expect("open engine");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel();
         let e = Arc::clone(&engine);
@@ -32,7 +36,12 @@ impl TestServer {
             .await
             .expect("server");
         });
-        TestServer { addr, engine, stop: Some(tx), task: Some(task) }
+        TestServer {
+            addr,
+            engine,
+            stop: Some(tx),
+            task: Some(task),
+        }
     }
 
     /// Stops the server and waits for it.
@@ -54,8 +63,15 @@ impl TestServer {
 /// Connects a tokio-postgres client to `addr`.
 pub async fn connect(addr: SocketAddr) -> tokio_postgres::Client {
     let mut config = tokio_postgres::Config::new();
-    config.host(addr.ip().to_string()).port(addr.port()).user("weir").dbname("weir");
-    let (client, conn) = config.connect(tokio_postgres::NoTls).await.expect("connect");
+    config
+        .host(addr.ip().to_string())
+        .port(addr.port())
+        .user("weir")
+        .dbname("weir");
+    let (client, conn) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect");
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -65,9 +81,17 @@ pub async fn connect(addr: SocketAddr) -> tokio_postgres::Client {
 /// Runs a simple-protocol query and returns rows of text (NULL as "NULL").
 pub async fn query_text(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    for m in client.simple_query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")) {
+    for m in client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    {
         if let tokio_postgres::SimpleQueryMessage::Row(r) = m {
-            out.push((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_string()).collect());
+            out.push(
+                (0..r.len())
+                    .map(|i| r.get(i).unwrap_or("NULL").to_string())
+                    .collect(),
+            );
         }
     }
     out

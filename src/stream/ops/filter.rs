@@ -32,7 +32,10 @@ impl Operator for Filter {
             if change.is_empty() {
                 continue;
             }
-            let mask = self.predicate.evaluate(&change.batch)?.into_array(change.len())?;
+            let mask = self
+                .predicate
+                .evaluate(&change.batch)?
+                .into_array(change.len())?;
             let mask = mask
                 .as_any()
                 .downcast_ref::<BooleanArray>()
@@ -46,7 +49,11 @@ impl Operator for Filter {
     }
 
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
-        out.push(format!("{}StreamFilter: {} (stateless)", "  ".repeat(depth), self.display));
+        out.push(format!(
+            "{}StreamFilter: {} (stateless)",
+            "  ".repeat(depth),
+            self.display
+        ));
         self.input.explain(depth + 1, out);
     }
 }

@@ -49,9 +49,19 @@ pub struct AggCall {
 #[derive(Debug, Clone)]
 enum Acc {
     Count(i64),
-    SumInt { n: i64, sum: i128 },
-    SumFloat { n: i64, sum: f64 },
-    SumDecimal { n: i64, sum: i128, scale: i8 },
+    SumInt {
+        n: i64,
+        sum: i128,
+    },
+    SumFloat {
+        n: i64,
+        sum: f64,
+    },
+    SumDecimal {
+        n: i64,
+        sum: i128,
+        scale: i8,
+    },
     /// Value row bytes (order-preserving) to count.
     Values(BTreeMap<Box<[u8]>, i64>),
 }
@@ -103,7 +113,9 @@ impl HashAgg {
         let key_converter = if group_exprs.is_empty() {
             None
         } else {
-            Some(RowConverter::new(group_types.into_iter().map(SortField::new).collect())?)
+            Some(RowConverter::new(
+                group_types.into_iter().map(SortField::new).collect(),
+            )?)
         };
         let arg_converters = aggs
             .iter()
@@ -136,12 +148,16 @@ impl HashAgg {
                     DataType::Float16 | DataType::Float32 | DataType::Float64 => {
                         Acc::SumFloat { n: 0, sum: 0.0 }
                     }
-                    DataType::Decimal128(_, s) | DataType::Decimal256(_, s) => {
-                        Acc::SumDecimal { n: 0, sum: 0, scale: *s }
-                    }
+                    DataType::Decimal128(_, s) | DataType::Decimal256(_, s) => Acc::SumDecimal {
+                        n: 0,
+                        sum: 0,
+                        scale: *s,
+                    },
                     _ => Acc::SumInt { n: 0, sum: 0 },
                 },
-                AggKind::Min | AggKind::Max | AggKind::CountDistinct => Acc::Values(BTreeMap::new()),
+                AggKind::Min | AggKind::Max | AggKind::CountDistinct => {
+                    Acc::Values(BTreeMap::new())
+                }
             })
             .collect()
     }
@@ -172,11 +188,18 @@ impl HashAgg {
                 None => &[],
             };
             if !self.groups.contains_key(key) {
-                let g = Group { count: 0, accs: template.clone(), emitted: None, dirty: false };
+                let g = Group {
+                    count: 0,
+                    accs: template.clone(),
+                    emitted: None,
+                    dirty: false,
+                };
                 self.groups.insert(key.into(), g);
             }
-            let group =
-                self.groups.get_mut(key).ok_or_else(|| Error::Internal("group vanished".into()))?;
+            let group = self
+                .groups
+                .get_mut(key)
+                .ok_or_else(|| Error::Internal("group vanished".into()))?;
             if !group.dirty {
                 group.dirty = true;
                 self.dirty.push(key.into());
@@ -212,12 +235,16 @@ impl HashAgg {
                 };
                 ScalarValue::Decimal128(if *n == 0 { None } else { Some(*sum) }, p, s)
             }
-            (AggKind::Avg, Acc::SumInt { n, sum }) => {
-                ScalarValue::Float64(if *n == 0 { None } else { Some(*sum as f64 / *n as f64) })
-            }
-            (AggKind::Avg, Acc::SumFloat { n, sum }) => {
-                ScalarValue::Float64(if *n == 0 { None } else { Some(*sum / *n as f64) })
-            }
+            (AggKind::Avg, Acc::SumInt { n, sum }) => ScalarValue::Float64(if *n == 0 {
+                None
+            } else {
+                Some(*sum as f64 / *n as f64)
+            }),
+            (AggKind::Avg, Acc::SumFloat { n, sum }) => ScalarValue::Float64(if *n == 0 {
+                None
+            } else {
+                Some(*sum / *n as f64)
+            }),
             (AggKind::Avg, Acc::SumDecimal { n, sum, scale }) => match &a.out_type {
                 DataType::Decimal128(p, s) => {
                     if *n == 0 {
@@ -227,7 +254,11 @@ impl HashAgg {
                         let num = sum * 10i128.pow(shift);
                         let d = *n as i128;
                         // Round half away from zero, as PostgreSQL's numeric division does.
-                        let q = if (num >= 0) == (d >= 0) { (num + d / 2) / d } else { (num - d / 2) / d };
+                        let q = if (num >= 0) == (d >= 0) {
+                            (num + d / 2) / d
+                        } else {
+                            (num - d / 2) / d
+                        };
                         ScalarValue::Decimal128(Some(q), *p, *s)
                     }
                 }
@@ -239,7 +270,11 @@ impl HashAgg {
             },
             (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
             (AggKind::Min | AggKind::Max, Acc::Values(m)) => {
-                let pick = if a.kind == AggKind::Min { m.keys().next() } else { m.keys().next_back() };
+                let pick = if a.kind == AggKind::Min {
+                    m.keys().next()
+                } else {
+                    m.keys().next_back()
+                };
                 match pick {
                     None => ScalarValue::try_from(&a.arg_type)?,
                     Some(bytes) => {
@@ -252,7 +287,11 @@ impl HashAgg {
                     }
                 }
             }
-            _ => return Err(Error::Internal("aggregate state does not match its call".into())),
+            _ => {
+                return Err(Error::Internal(
+                    "aggregate state does not match its call".into(),
+                ));
+            }
         };
         Ok(v)
     }
@@ -264,8 +303,15 @@ impl HashAgg {
             // The global aggregate's single row exists from the start, even over empty input.
             if !self.groups.contains_key(&[][..]) {
                 let accs = self.new_accs();
-                self.groups
-                    .insert(Box::from(&[][..]), Group { count: 0, accs, emitted: None, dirty: false });
+                self.groups.insert(
+                    Box::from(&[][..]),
+                    Group {
+                        count: 0,
+                        accs,
+                        emitted: None,
+                        dirty: false,
+                    },
+                );
             }
             dirty.push(Box::from(&[][..]));
         }
@@ -275,9 +321,14 @@ impl HashAgg {
         let mut values: Vec<Vec<ScalarValue>> = Vec::new();
         let mut weights: Vec<i64> = Vec::new();
         for key in dirty {
-            let Some(group) = self.groups.get_mut(&key) else { continue };
+            let Some(group) = self.groups.get_mut(&key) else {
+                continue;
+            };
             group.dirty = false;
-            let group = self.groups.get(&key).ok_or_else(|| Error::Internal("group vanished".into()))?;
+            let group = self
+                .groups
+                .get(&key)
+                .ok_or_else(|| Error::Internal("group vanished".into()))?;
             let alive = group.count > 0 || self.key_converter.is_none();
             if group.count < 0 {
                 return Err(Error::Internal("group count below zero".into()));
@@ -343,11 +394,19 @@ enum ArgValues {
     Int(ArrayRef),
     Float(ArrayRef),
     Decimal(ArrayRef),
-    Rows { nulls: ArrayRef, rows: arrow::row::Rows },
+    Rows {
+        nulls: ArrayRef,
+        rows: arrow::row::Rows,
+    },
 }
 
 impl ArgValues {
-    fn new(kind: AggKind, arg_type: &DataType, arr: ArrayRef, conv: Option<&RowConverter>) -> Result<Self> {
+    fn new(
+        kind: AggKind,
+        arg_type: &DataType,
+        arr: ArrayRef,
+        conv: Option<&RowConverter>,
+    ) -> Result<Self> {
         Ok(match kind {
             AggKind::Count => ArgValues::Count(arr),
             AggKind::Sum | AggKind::Avg => match arg_type {
@@ -370,7 +429,8 @@ impl ArgValues {
                 }
             },
             AggKind::Min | AggKind::Max | AggKind::CountDistinct => {
-                let conv = conv.ok_or_else(|| Error::Internal("missing argument converter".into()))?;
+                let conv =
+                    conv.ok_or_else(|| Error::Internal("missing argument converter".into()))?;
                 let rows = conv.convert_columns(std::slice::from_ref(&arr))?;
                 ArgValues::Rows { nulls: arr, rows }
             }
@@ -423,7 +483,11 @@ impl ArgValues {
                     }
                 }
             }
-            _ => return Err(Error::Internal("aggregate argument does not match its state".into())),
+            _ => {
+                return Err(Error::Internal(
+                    "aggregate argument does not match its state".into(),
+                ));
+            }
         }
         Ok(())
     }

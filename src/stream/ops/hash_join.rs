@@ -86,7 +86,10 @@ impl HashJoin {
         schema: SchemaRef,
     ) -> Result<Self> {
         let key_converter = RowConverter::new(
-            key_types.into_iter().map(arrow::row::SortField::new).collect(),
+            key_types
+                .into_iter()
+                .map(arrow::row::SortField::new)
+                .collect(),
         )?;
         let left_rows = row_converter(&left.schema())?;
         let right_rows = row_converter(&right.schema())?;
@@ -114,16 +117,28 @@ impl HashJoin {
 
     fn apply(&mut self, side: Side, change: &ChangeBatch, out: &mut Vec<OutRow>) -> Result<()> {
         let n = change.len();
-        let exprs = if side == Side::Left { &self.left_keys } else { &self.right_keys };
+        let exprs = if side == Side::Left {
+            &self.left_keys
+        } else {
+            &self.right_keys
+        };
         let key_cols = exprs
             .iter()
             .map(|e| Ok(e.evaluate(&change.batch)?.into_array(n)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let keys = self.key_converter.convert_columns(&key_cols)?;
-        let conv = if side == Side::Left { &self.left_rows } else { &self.right_rows };
+        let conv = if side == Side::Left {
+            &self.left_rows
+        } else {
+            &self.right_rows
+        };
         let rows = conv.convert_columns(change.batch.columns())?;
         let this_preserved = self.preserves(side);
-        let other_preserved = self.preserves(if side == Side::Left { Side::Right } else { Side::Left });
+        let other_preserved = self.preserves(if side == Side::Left {
+            Side::Right
+        } else {
+            Side::Left
+        });
         let (this, other) = match side {
             Side::Left => (&mut self.left_state, &self.right_state),
             Side::Right => (&mut self.right_state, &self.left_state),
@@ -205,7 +220,11 @@ impl HashJoin {
     fn build(&self, out: Vec<OutRow>) -> Result<ChangeBatch> {
         let n = out.len();
         let mut columns = side_columns(&self.left_rows, out.iter().map(|r| r.0.as_deref()), n)?;
-        columns.extend(side_columns(&self.right_rows, out.iter().map(|r| r.1.as_deref()), n)?);
+        columns.extend(side_columns(
+            &self.right_rows,
+            out.iter().map(|r| r.1.as_deref()),
+            n,
+        )?);
         let weights: Vec<i64> = out.iter().map(|r| r.2).collect();
         let batch = batch_from_columns(&self.schema, columns, n)?;
         ChangeBatch::new(batch, weights.into())

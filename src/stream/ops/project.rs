@@ -54,7 +54,11 @@ impl Operator for Project {
             .zip(self.schema.fields())
             .map(|(e, f)| format!("{} AS {}", e, f.name()))
             .collect();
-        out.push(format!("{}StreamProject: {} (stateless)", "  ".repeat(depth), cols.join(", ")));
+        out.push(format!(
+            "{}StreamProject: {} (stateless)",
+            "  ".repeat(depth),
+            cols.join(", ")
+        ));
         self.input.explain(depth + 1, out);
     }
 }

@@ -40,7 +40,12 @@ impl Operator for Scan {
     }
 
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
-        let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let cols: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         out.push(format!(
             "{}StreamScan: {} columns=[{}] (stateless; reads the changelog from its source offset)",
             "  ".repeat(depth),

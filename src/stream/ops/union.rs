@@ -44,7 +44,11 @@ impl Operator for Union {
     }
 
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
-        out.push(format!("{}StreamUnionAll: {} inputs (stateless)", "  ".repeat(depth), self.inputs.len()));
+        out.push(format!(
+            "{}StreamUnionAll: {} inputs (stateless)",
+            "  ".repeat(depth),
+            self.inputs.len()
+        ));
         for i in &self.inputs {
             i.explain(depth + 1, out);
         }
