@@ -62,8 +62,3 @@ impl Operator for Project {
         self.input.explain(depth + 1, out);
     }
 }
-
-/// Reuses `Arc` for expressions shared between operators.
-pub fn share(e: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
-    Arc::clone(e)
-}
