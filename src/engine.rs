@@ -121,8 +121,13 @@ impl TableData {
                 ));
             }
         }
-        // Retractions must name existing rows.
-        let counts = self.contents.counts(&change.batch)?;
+        // Retractions must name existing rows (inserts, the common case, skip the lookup).
+        let retracts = change.weights.values().iter().any(|w| *w < 0);
+        let counts = if retracts {
+            self.contents.counts(&change.batch)?
+        } else {
+            Vec::new()
+        };
         for (i, w) in change.weights.values().iter().enumerate() {
             if *w < 0 && counts[i] + w < 0 {
                 // Several retractions of the same row in one batch are checked by apply().

@@ -160,11 +160,10 @@ fn pg_text_columns(
                     .map(|v| v.map(|f| pg_float32(f)))
                     .collect(),
             ),
-            DataType::Timestamp(unit, tz) => {
+            DataType::Timestamp(_, tz) => {
                 let micros =
                     arrow::compute::cast(col, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
                 let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
-                let _ = unit;
                 Some(
                     micros
                         .iter()
@@ -212,39 +211,32 @@ fn pg_text_columns(
     )?)
 }
 
+/// PostgreSQL's spelling of a non-finite float, if `f` is one.
+fn non_finite(f: f64) -> Option<String> {
+    if f.is_nan() {
+        Some("NaN".into())
+    } else if f.is_infinite() {
+        Some(if f > 0.0 { "Infinity" } else { "-Infinity" }.into())
+    } else {
+        None
+    }
+}
+
 /// PostgreSQL's text form of a double: shortest digits that round-trip.
 fn pg_float(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".into()
-    } else if f.is_infinite() {
-        if f > 0.0 {
-            "Infinity".into()
-        } else {
-            "-Infinity".into()
-        }
-    } else {
+    non_finite(f).unwrap_or_else(|| {
         let s = format!("{f}");
         if s.len() > 17 && (f.abs() >= 1e16 || (f != 0.0 && f.abs() < 1e-4)) {
             format!("{f:e}").replace("e", "e+").replace("e+-", "e-")
         } else {
             s
         }
-    }
+    })
 }
 
 /// PostgreSQL's text form of a real.
 fn pg_float32(f: f32) -> String {
-    if f.is_nan() {
-        "NaN".into()
-    } else if f.is_infinite() {
-        if f > 0.0 {
-            "Infinity".into()
-        } else {
-            "-Infinity".into()
-        }
-    } else {
-        format!("{f}")
-    }
+    non_finite(f as f64).unwrap_or_else(|| format!("{f}"))
 }
 
 #[async_trait]
