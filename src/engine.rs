@@ -9,10 +9,10 @@
 //!
 //! Lock order: `dataflow` → `clock` → a table's data. Writers take `clock` then the table.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -22,10 +22,15 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::catalog::{Catalog, RelationDef, RelationKind};
+use crate::checkpoint::{
+    CheckpointCoordinator, CheckpointStorage, History, JobSettings, StateBackendKind,
+};
 use crate::error::{Error, Result};
+use crate::session::vars::SessionVars;
+use crate::state::table::consolidate;
 use crate::state::{StateTable, Store};
 use crate::stream::change::ChangeBatch;
-use crate::stream::job::{Job, JobStatus};
+use crate::stream::job::{Job, JobStatus, Recovery};
 use crate::stream::{Epoch, EpochInput, RelationId};
 
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
@@ -41,6 +46,8 @@ pub struct Visible {
     pub epoch: Epoch,
     /// Each view's rows, or its job's failure.
     pub views: HashMap<RelationId, ViewState>,
+    /// Each job's status and settings, for `weir_catalog.jobs`.
+    pub jobs: Vec<JobInfo>,
 }
 
 /// A view's readable state.
@@ -232,6 +239,87 @@ struct Dataflow {
     jobs: BTreeMap<RelationId, Job>,
 }
 
+impl Dataflow {
+    /// `id` and every job that reads it, directly or through other views.
+    fn downstream_closure(&self, id: RelationId) -> BTreeSet<RelationId> {
+        let mut out = BTreeSet::from([id]);
+        for (j, job) in &self.jobs {
+            if *j > id && job.sources.iter().any(|s| out.contains(s)) {
+                out.insert(*j);
+            }
+        }
+        out
+    }
+
+    /// The jobs connected to any of `ids` through view-on-view edges (the recovery group).
+    fn component(&self, ids: &BTreeSet<RelationId>) -> BTreeSet<RelationId> {
+        let mut out: BTreeSet<RelationId> = ids.clone();
+        loop {
+            let mut grew = false;
+            for (j, job) in &self.jobs {
+                let linked = out.contains(j) || job.sources.iter().any(|s| out.contains(s));
+                if linked {
+                    if out.insert(*j) {
+                        grew = true;
+                    }
+                    for s in &job.sources {
+                        if self.jobs.contains_key(s) && out.insert(*s) {
+                            grew = true;
+                        }
+                    }
+                }
+            }
+            if !grew {
+                return out;
+            }
+        }
+    }
+}
+
+/// A job's row in `weir_catalog.jobs`, published with each snapshot.
+#[derive(Debug, Clone)]
+pub struct JobInfo {
+    /// The view's name.
+    pub name: String,
+    /// `RUNNING`, `RESTARTING` or `FAILED`.
+    pub status: &'static str,
+    /// The failure, when not running.
+    pub failure: Option<String>,
+    /// Restarts so far.
+    pub restarts: u64,
+    /// Captured settings (name, value).
+    pub settings: BTreeMap<String, String>,
+    /// Live checkpoint history.
+    pub history: Option<History>,
+    /// The last recovery.
+    pub recovery: Option<Recovery>,
+}
+
+/// Server-wide configuration.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Tables, job state and (by default) checkpoints live here.
+    pub data_dir: PathBuf,
+    /// Checkpoint directory (default `<data_dir>/checkpoints`).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Time between barriers.
+    pub barrier_interval: Duration,
+    /// Server-wide defaults of session variables (name, value), validated at open.
+    pub defaults: Vec<(String, String)>,
+}
+
+impl EngineConfig {
+    /// Defaults over `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        EngineConfig {
+            data_dir: data_dir.to_path_buf(),
+            checkpoint_dir: None,
+            barrier_interval: Duration::from_millis(DEFAULT_BARRIER_INTERVAL_MS),
+            defaults: Vec::new(),
+        }
+    }
+}
+
 /// The database engine shared by all sessions.
 pub struct Engine {
     store: Store,
@@ -242,6 +330,9 @@ pub struct Engine {
     visible: watch::Sender<Arc<Visible>>,
     tick_request: Notify,
     barrier_interval: Duration,
+    data_dir: PathBuf,
+    checkpoint_dir: PathBuf,
+    defaults: SessionVars,
 }
 
 impl std::fmt::Debug for Engine {
@@ -258,12 +349,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Engine {
-    /// Opens the data directory and replays every table's changelog; views are recompiled
-    /// afterwards by [`Engine::recover_views`].
+    /// Opens `dir` with the default configuration and the given barrier interval.
     ///
     /// # Errors
-    /// [`Error::State`] when the directory is locked by another server or corrupt.
+    /// As [`Engine::open_with`].
     pub fn open(dir: &Path, barrier_interval: Duration) -> Result<Arc<Self>> {
+        let mut config = EngineConfig::new(dir);
+        config.barrier_interval = barrier_interval;
+        Self::open_with(config)
+    }
+
+    /// Opens the data directory and replays every table's changelog; views are recompiled
+    /// afterwards by [`Engine::recover_view`] and recovered by [`Engine::recover_all`].
+    ///
+    /// # Errors
+    /// [`Error::State`] when the directory is locked by another server or corrupt; `22023` /
+    /// `42704` for an invalid server-wide default.
+    pub fn open_with(config: EngineConfig) -> Result<Arc<Self>> {
+        let mut defaults = SessionVars::default();
+        for (k, v) in &config.defaults {
+            defaults.set(k, v)?;
+        }
+        let defaults = defaults.into_defaults();
+        let dir = config.data_dir.as_path();
         let store = Store::open(dir)?;
         let catalog = match store.get_meta("catalog")? {
             Some(bytes) => Catalog::from_json(&bytes)?,
@@ -291,7 +399,12 @@ impl Engine {
         let (visible, _) = watch::channel(Arc::new(Visible {
             epoch: max_epoch,
             views: HashMap::new(),
+            jobs: Vec::new(),
         }));
+        let checkpoint_dir = config
+            .checkpoint_dir
+            .clone()
+            .unwrap_or_else(|| dir.join("checkpoints"));
         Ok(Arc::new(Engine {
             store,
             catalog: Mutex::new(catalog),
@@ -302,8 +415,16 @@ impl Engine {
             dataflow: Mutex::new(Dataflow::default()),
             visible,
             tick_request: Notify::new(),
-            barrier_interval,
+            barrier_interval: config.barrier_interval,
+            data_dir: dir.to_path_buf(),
+            checkpoint_dir,
+            defaults,
         }))
+    }
+
+    /// The server-wide defaults of session variables.
+    pub fn default_vars(&self) -> SessionVars {
+        self.defaults.clone()
     }
 
     /// The materialized views to recompile at start, in creation order.
@@ -315,26 +436,305 @@ impl Engine {
             .collect()
     }
 
-    /// Recompiles and backfills one materialized view at start from its planned query.
-    ///
-    /// A view that fails to rebuild (its query no longer evaluates on the data) is kept in the
-    /// `Failed` state and reports its error when read.
+    fn coordinator(
+        &self,
+        id: RelationId,
+        name: &str,
+        settings: &BTreeMap<String, String>,
+    ) -> Result<CheckpointCoordinator> {
+        let settings = JobSettings::from_values(settings)?;
+        let storage = CheckpointStorage::open(
+            self.checkpoint_dir.join(id.to_string()),
+            self.data_dir.join("jobs").join(id.to_string()),
+            settings.backend,
+        )?;
+        Ok(CheckpointCoordinator::new(
+            name.to_string(),
+            settings,
+            storage,
+        ))
+    }
+
+    /// Recompiles one materialized view at start from its planned query; its state is
+    /// recovered by [`Engine::recover_all`] once every view is compiled.
     ///
     /// # Errors
-    /// `0A000` if the stored query no longer compiles.
+    /// `0A000` if the stored query no longer compiles; state errors opening its checkpoints.
     pub fn recover_view(&self, def: &RelationDef, plan: LogicalPlan) -> Result<()> {
+        let settings = match &def.kind {
+            RelationKind::MaterializedView { settings, .. } => settings.clone(),
+            RelationKind::Table { .. } => BTreeMap::new(),
+        };
+        let coordinator = self.coordinator(def.id, &def.name, &settings)?;
+        let job = Job::try_new(
+            def.id,
+            def.name.clone(),
+            plan,
+            def.schema_ref(),
+            Some(coordinator),
+        )?;
+        lock(&self.dataflow).jobs.insert(def.id, job);
+        Ok(())
+    }
+
+    /// Recovers every job at start: each restores its latest usable checkpoint and replays
+    /// its sources from there (see [`Engine::recover_jobs`]), then all views are published.
+    ///
+    /// # Errors
+    /// Internal errors only; a view that cannot be recovered is left failed.
+    pub fn recover_all(&self) -> Result<()> {
         let mut df = lock(&self.dataflow);
-        let mut job = Job::try_new(def.id, def.name.clone(), plan, def.schema_ref())?;
-        let snapshot = self.snapshot_input(&df, &job);
-        if let Err(e) = snapshot.and_then(|s| job.rebuild(&s)) {
-            job.status = JobStatus::Failed {
-                code: e.sqlstate(),
-                message: e.to_string(),
-            };
-            warn!(view = %def.name, error = %e, "view failed while rebuilding");
+        let ids: BTreeSet<RelationId> = df.jobs.keys().copied().collect();
+        let target = self.visible().epoch;
+        let now = Instant::now();
+        for (id, e) in self.recover_jobs(&mut df, &ids, target)? {
+            self.on_failure(&mut df, id, &e, now);
         }
-        df.jobs.insert(def.id, job);
         self.publish(&df, None)
+    }
+
+    /// Recovers `members` (a set closed under view-on-view edges) to epoch `target`. Returns
+    /// the members that failed (their restart strategy decides what follows); the views over
+    /// a failed member are left to that decision too.
+    ///
+    /// Each member picks its newest completed checkpoint at or before the checkpoints its
+    /// downstream members picked (upstream checkpoints are retained for this), or none. Then the
+    /// epochs are replayed in segments between the picked epochs, every active member in
+    /// creation order, a segment's changelog entries summed into one change batch: a member
+    /// joins at its checkpoint's epoch (restored) or, without one, at the newest epoch of its
+    /// upstream members, by backfilling from its inputs' contents at that epoch.
+    fn recover_jobs(
+        &self,
+        df: &mut Dataflow,
+        members: &BTreeSet<RelationId>,
+        target: Epoch,
+    ) -> Result<Vec<(RelationId, Error)>> {
+        // 1. Choose checkpoints, downstream first.
+        let mut picked: BTreeMap<RelationId, Option<(u64, Epoch)>> = BTreeMap::new();
+        for id in members.iter().rev() {
+            let bound = members
+                .iter()
+                .filter(|d| df.jobs.get(d).is_some_and(|j| j.sources.contains(id)))
+                .filter_map(|d| picked.get(d).copied().flatten().map(|(_, e)| e))
+                .min()
+                .unwrap_or(target)
+                .min(target);
+            let pick = df
+                .jobs
+                .get(id)
+                .and_then(|j| j.coordinator.as_ref())
+                .and_then(|c| {
+                    c.completed()
+                        .into_iter()
+                        .filter(|(_, e)| *e <= bound)
+                        .last()
+                });
+            picked.insert(*id, pick);
+        }
+        // 2. Start epochs: the checkpoint's, or the newest upstream member's.
+        let mut start: BTreeMap<RelationId, Epoch> = BTreeMap::new();
+        for id in members {
+            let e = match picked[id] {
+                Some((_, e)) => e,
+                None => df.jobs[id]
+                    .sources
+                    .iter()
+                    .filter_map(|s| start.get(s).copied())
+                    .max()
+                    .unwrap_or(Epoch(0)),
+            };
+            start.insert(*id, e);
+        }
+        for id in members {
+            if let Some(job) = df.jobs.get(id)
+                && let Some(c) = &job.coordinator
+            {
+                c.abort_all("the job was restarted before the checkpoint completed");
+            }
+        }
+        let mut bounds: BTreeSet<Epoch> = start.values().copied().collect();
+        bounds.insert(target);
+        let mut active: BTreeSet<RelationId> = BTreeSet::new();
+        let mut failed: BTreeMap<RelationId, Error> = BTreeMap::new();
+        let mut replayed: BTreeMap<RelationId, u64> = BTreeMap::new();
+        let mut prev = Epoch(0);
+        for b in bounds {
+            if b > target {
+                break;
+            }
+            if b > prev && !active.is_empty() {
+                self.replay_segment(df, &active, prev, b, &mut failed, &mut replayed)?;
+                active.retain(|id| !failed.contains_key(id));
+            }
+            for id in members.iter().filter(|id| start[*id] == b) {
+                if failed.contains_key(id) {
+                    continue;
+                }
+                match self.activate(df, *id, picked[id], b) {
+                    Ok(()) => {
+                        active.insert(*id);
+                    }
+                    Err(e) => {
+                        failed.insert(*id, e);
+                    }
+                }
+            }
+            prev = b;
+        }
+        let mut failures = Vec::new();
+        for id in members {
+            let Some(job) = df.jobs.get_mut(id) else {
+                continue;
+            };
+            if let Some(e) = failed.remove(id) {
+                warn!(view = %job.name, error = %e, "view failed while recovering");
+                failures.push((*id, e));
+                continue;
+            }
+            if !active.contains(id) {
+                // An upstream member failed; its failure handling covers this view too.
+                continue;
+            }
+            job.status = JobStatus::Running;
+            let rec = Recovery {
+                checkpoint_id: picked[id].map(|(c, _)| c),
+                epoch: start[id],
+                replayed_rows: replayed.get(id).copied().unwrap_or(0),
+            };
+            info!(
+                view = %job.name,
+                checkpoint = ?rec.checkpoint_id,
+                epoch = rec.epoch.0,
+                replayed_rows = rec.replayed_rows,
+                "view recovered"
+            );
+            job.last_recovery = Some(rec);
+            if let Some(c) = &job.coordinator {
+                c.reset_failures();
+            }
+        }
+        Ok(failures)
+    }
+
+    /// Brings member `id` into a recovery at epoch `at`: restores its checkpoint, or backfills
+    /// it from its inputs as of `at`.
+    fn activate(
+        &self,
+        df: &mut Dataflow,
+        id: RelationId,
+        pick: Option<(u64, Epoch)>,
+        at: Epoch,
+    ) -> Result<()> {
+        let backfill = match pick {
+            Some(_) => None,
+            None => {
+                let job = &df.jobs[&id];
+                let mut input = EpochInput::default();
+                for s in &job.sources {
+                    let change = if let Some(up) = df.jobs.get(s) {
+                        up.contents_as_change()?
+                    } else {
+                        self.table_changes_between(*s, Epoch(0), at)?.0
+                    };
+                    input.changes.insert(*s, vec![change]);
+                }
+                Some(input)
+            }
+        };
+        let job = df
+            .jobs
+            .get_mut(&id)
+            .ok_or_else(|| Error::Internal("job vanished".into()))?;
+        let backend = job.settings().map(|s| s.backend);
+        match (pick, backfill) {
+            (Some((checkpoint, _)), _) => {
+                let coordinator = job
+                    .coordinator
+                    .as_ref()
+                    .ok_or_else(|| Error::Internal("job without coordinator".into()))?;
+                let image = coordinator.restore(checkpoint)?;
+                job.load(image, backend == Some(StateBackendKind::RocksDb))?;
+            }
+            (None, input) => {
+                if let Some(c) = &job.coordinator {
+                    c.reset_working()?;
+                }
+                job.reset()?;
+                if let Some(input) = input {
+                    job.process(&input)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A table's changelog entries of epochs `(after, upto]` summed into one change batch,
+    /// with the number of changelog rows read.
+    fn table_changes_between(
+        &self,
+        table: RelationId,
+        after: Epoch,
+        upto: Epoch,
+    ) -> Result<(ChangeBatch, u64)> {
+        let schema = {
+            let t = self.table(table)?;
+            let t = lock(&t);
+            t.schema.clone()
+        };
+        let entries = self.store.read_changelog_range(table, after, upto)?;
+        let rows: u64 = entries.iter().map(|e| e.change.len() as u64).sum();
+        let parts: Vec<ChangeBatch> = entries.into_iter().map(|e| e.change).collect();
+        Ok((consolidate(&schema, &parts)?, rows))
+    }
+
+    /// Replays epochs `(after, upto]` through the `active` members as one step.
+    fn replay_segment(
+        &self,
+        df: &mut Dataflow,
+        active: &BTreeSet<RelationId>,
+        after: Epoch,
+        upto: Epoch,
+        failed: &mut BTreeMap<RelationId, Error>,
+        replayed: &mut BTreeMap<RelationId, u64>,
+    ) -> Result<()> {
+        let mut input = EpochInput::default();
+        let mut rows_of: HashMap<RelationId, u64> = HashMap::new();
+        for id in active {
+            for s in &df.jobs[id].sources {
+                if df.jobs.contains_key(s) || input.changes.contains_key(s) {
+                    continue;
+                }
+                let (change, rows) = self.table_changes_between(*s, after, upto)?;
+                rows_of.insert(*s, rows);
+                input.changes.insert(*s, vec![change]);
+            }
+        }
+        for id in active {
+            let Some(job) = df.jobs.get_mut(id) else {
+                continue;
+            };
+            if job.sources.iter().any(|s| failed.contains_key(s)) {
+                failed.insert(
+                    *id,
+                    Error::data(
+                        "55000",
+                        "an upstream materialized view failed while recovering",
+                    ),
+                );
+                continue;
+            }
+            let rows: u64 = job.sources.iter().filter_map(|s| rows_of.get(s)).sum();
+            *replayed.entry(*id).or_default() += rows;
+            match job.process(&input) {
+                Ok(out) => {
+                    input.changes.insert(*id, out);
+                }
+                Err(e) => {
+                    failed.insert(*id, e);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Starts the barrier clock: an epoch closes every barrier interval, or at once on `FLUSH`.
@@ -436,12 +836,86 @@ impl Engine {
         let _ = rx.wait_for(|v| v.epoch >= target).await;
     }
 
+    /// A job failed at run time: it and the views over it stop; its restart strategy decides
+    /// between a restart after a pause and failing for good.
+    fn on_failure(&self, df: &mut Dataflow, id: RelationId, error: &Error, now: Instant) {
+        let affected = df.downstream_closure(id);
+        for m in &affected {
+            if let Some(c) = df.jobs.get(m).and_then(|j| j.coordinator.as_ref()) {
+                c.abort_all("the job failed before the checkpoint completed");
+            }
+        }
+        let Some(job) = df.jobs.get_mut(&id) else {
+            return;
+        };
+        let name = job.name.clone();
+        let message = error.to_string();
+        match job.restart.on_failure(now) {
+            Some(pause) => {
+                warn!(view = %name, error = %message, pause_ms = pause.as_millis() as u64, "view failed; restarting");
+                for m in &affected {
+                    if let Some(j) = df.jobs.get_mut(m) {
+                        j.status = JobStatus::Restarting {
+                            at: now + pause,
+                            message: if *m == id {
+                                message.clone()
+                            } else {
+                                format!("upstream view {name} failed: {message}")
+                            },
+                        };
+                    }
+                }
+            }
+            None => {
+                warn!(view = %name, error = %message, "view failed");
+                for m in &affected {
+                    if let Some(j) = df.jobs.get_mut(m) {
+                        j.status = if *m == id {
+                            JobStatus::Failed {
+                                code: error.sqlstate(),
+                                message: message.clone(),
+                            }
+                        } else {
+                            JobStatus::Failed {
+                                code: error.sqlstate(),
+                                message: format!("upstream view {name} failed: {message}"),
+                            }
+                        };
+                    }
+                }
+            }
+        }
+    }
+
     /// Closes the open epoch and runs it through every job, then publishes the new snapshot.
+    /// Restarts that are due happen first; checkpoints are triggered after the epoch.
     ///
     /// # Errors
-    /// Internal errors only; a failing view is marked failed and the others go on.
+    /// Internal errors only; a failing view is handled by its restart strategy.
     pub fn tick(&self) -> Result<()> {
         let mut df = lock(&self.dataflow);
+        let now = Instant::now();
+        let mut touched: HashSet<RelationId> = HashSet::new();
+        // Restarts that are due: recover their groups to the last processed epoch.
+        let due: BTreeSet<RelationId> = df
+            .jobs
+            .iter()
+            .filter(|(_, j)| matches!(j.status, JobStatus::Restarting { at, .. } if at <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        if !due.is_empty() {
+            let group = df.component(&due);
+            let processed = self.visible().epoch;
+            for id in &due {
+                if let Some(j) = df.jobs.get_mut(id) {
+                    j.restarts += 1;
+                }
+            }
+            for (id, e) in self.recover_jobs(&mut df, &group, processed)? {
+                self.on_failure(&mut df, id, &e, now);
+            }
+            touched.extend(group.iter().copied());
+        }
         let (epoch, changes) = {
             let mut clock = lock(&self.clock);
             let epoch = clock.open;
@@ -458,65 +932,138 @@ impl Engine {
         };
         let rows: usize = changes.values().flatten().map(|c| c.len()).sum();
         let mut input = EpochInput { changes };
-        let mut touched: HashSet<RelationId> = input.changes.keys().copied().collect();
+        touched.extend(input.changes.keys().copied());
         let mut rebuilt: HashSet<RelationId> = HashSet::new();
         let ids: Vec<RelationId> = df.jobs.keys().copied().collect();
         for id in ids {
-            let (needs_rebuild, reads_change) = {
+            let (status, upstream_rebuilt, reads_change) = {
                 let job = &df.jobs[&id];
-                let upstream_rebuilt = job.sources.iter().any(|s| rebuilt.contains(s));
-                let failed = matches!(job.status, JobStatus::Failed { .. });
-                let reads_change = job.sources.iter().any(|s| touched.contains(s));
-                (upstream_rebuilt || (failed && reads_change), reads_change)
+                (
+                    job.status.clone(),
+                    job.sources.iter().any(|s| rebuilt.contains(s)),
+                    job.sources.iter().any(|s| touched.contains(s)),
+                )
             };
-            if needs_rebuild {
-                let snapshot = {
-                    let job = &df.jobs[&id];
-                    self.snapshot_input(&df, job)
-                };
-                let job = df
-                    .jobs
-                    .get_mut(&id)
-                    .ok_or_else(|| Error::Internal("job vanished".into()))?;
-                match snapshot.and_then(|s| job.rebuild(&s)) {
-                    Ok(()) => info!(view = %job.name, epoch = epoch.0, "view rebuilt"),
-                    Err(e) => {
-                        job.status = JobStatus::Failed {
-                            code: e.sqlstate(),
-                            message: e.to_string(),
-                        };
-                        debug!(view = %job.name, error = %e, "view still failing");
+            match status {
+                JobStatus::Restarting { .. } => continue,
+                JobStatus::Failed { .. } if reads_change || upstream_rebuilt => {
+                    // Heal: a failure in the data goes away when the data changes.
+                    let snapshot = self.snapshot_input(&df, &df.jobs[&id]);
+                    let job = df
+                        .jobs
+                        .get_mut(&id)
+                        .ok_or_else(|| Error::Internal("job vanished".into()))?;
+                    match snapshot.and_then(|s| job.rebuild(&s)) {
+                        Ok(()) => {
+                            info!(view = %job.name, epoch = epoch.0, "view rebuilt");
+                            rebuilt.insert(id);
+                            touched.insert(id);
+                        }
+                        Err(e) => debug!(view = %job.name, error = %e, "view still failing"),
                     }
                 }
-                rebuilt.insert(id);
-                touched.insert(id);
-            } else if reads_change {
-                let job = df
-                    .jobs
-                    .get_mut(&id)
-                    .ok_or_else(|| Error::Internal("job vanished".into()))?;
-                if matches!(job.status, JobStatus::Failed { .. }) {
-                    continue;
+                JobStatus::Failed { .. } => {}
+                JobStatus::Running if upstream_rebuilt => {
+                    let snapshot = self.snapshot_input(&df, &df.jobs[&id]);
+                    let job = df
+                        .jobs
+                        .get_mut(&id)
+                        .ok_or_else(|| Error::Internal("job vanished".into()))?;
+                    if let Err(e) = snapshot.and_then(|s| job.rebuild(&s)) {
+                        debug!(view = %job.name, error = %e, "view failed while rebuilding");
+                    }
+                    rebuilt.insert(id);
+                    touched.insert(id);
                 }
-                match job.process(&input) {
-                    Ok(out) => {
-                        if !out.is_empty() {
-                            input.changes.insert(id, out);
+                JobStatus::Running if reads_change => {
+                    let job = df
+                        .jobs
+                        .get_mut(&id)
+                        .ok_or_else(|| Error::Internal("job vanished".into()))?;
+                    match job.process(&input) {
+                        Ok(out) => {
+                            if !out.is_empty() {
+                                input.changes.insert(id, out);
+                                touched.insert(id);
+                            }
+                        }
+                        Err(e) => {
+                            self.on_failure(&mut df, id, &e, now);
                             touched.insert(id);
                         }
                     }
-                    Err(e) => {
-                        warn!(view = %job.name, epoch = epoch.0, error = %e, "view failed");
-                        // Downstream views rebuild (and report the failure) from this one.
-                        rebuilt.insert(id);
-                        touched.insert(id);
-                    }
                 }
+                JobStatus::Running => {}
             }
         }
+        self.checkpoints(&mut df, epoch, now, &mut touched);
         self.publish(&df, Some((epoch, &touched)))?;
         debug!(epoch = epoch.0, rows, "epoch committed");
         Ok(())
+    }
+
+    /// After epoch `epoch`: expire overdue checkpoints, fail jobs over their tolerable
+    /// failures, trigger due checkpoints, apply retention.
+    fn checkpoints(
+        &self,
+        df: &mut Dataflow,
+        epoch: Epoch,
+        now: Instant,
+        touched: &mut HashSet<RelationId>,
+    ) {
+        let ids: Vec<RelationId> = df.jobs.keys().copied().collect();
+        for id in &ids {
+            let Some(job) = df.jobs.get_mut(id) else {
+                continue;
+            };
+            if !matches!(job.status, JobStatus::Running) {
+                continue;
+            }
+            let Some(c) = &job.coordinator else {
+                continue;
+            };
+            c.expire(now);
+            if c.failures_exceeded() {
+                let tolerable = c.settings().tolerable_failures;
+                let e = Error::State(format!(
+                    "checkpoint failures exceeded checkpoint.tolerable_failures ({tolerable})"
+                ));
+                self.on_failure(df, *id, &e, now);
+                touched.insert(*id);
+                continue;
+            }
+            if !c.should_trigger(now) {
+                continue;
+            }
+            let backend = c.settings().backend;
+            let offsets: BTreeMap<u64, u64> = job.sources.iter().map(|s| (*s, epoch.0)).collect();
+            let changes = match job.collect_state(backend) {
+                Ok(c) => c,
+                Err(e) => {
+                    warn!(view = %job.name, error = %e, "cannot collect state for a checkpoint");
+                    continue;
+                }
+            };
+            if let Some(c) = job.coordinator.as_mut() {
+                c.trigger(epoch, changes, offsets);
+            }
+        }
+        // Retention, downstream first: upstream views keep what their readers need.
+        let mut bounds: HashMap<RelationId, Vec<u64>> = HashMap::new();
+        for id in ids.iter().rev() {
+            let Some(job) = df.jobs.get(id) else {
+                continue;
+            };
+            let Some(c) = &job.coordinator else {
+                continue;
+            };
+            let kept = c.retain_policy(&bounds.remove(id).unwrap_or_default());
+            for s in &job.sources {
+                if df.jobs.contains_key(s) {
+                    bounds.entry(*s).or_default().extend(kept.iter().copied());
+                }
+            }
+        }
     }
 
     /// The full current contents of a job's sources, as one epoch of inserts.
@@ -539,6 +1086,7 @@ impl Engine {
     fn publish(&self, df: &Dataflow, tick: Option<(Epoch, &HashSet<RelationId>)>) -> Result<()> {
         let old = self.visible();
         let mut views = HashMap::new();
+        let mut jobs = Vec::new();
         for (id, job) in &df.jobs {
             let changed = match tick {
                 Some((_, touched)) => touched.contains(id),
@@ -550,16 +1098,34 @@ impl Engine {
                     code,
                     message: message.clone(),
                 },
+                (JobStatus::Restarting { message, .. }, _) => ViewState::Failed {
+                    view: job.name.clone(),
+                    code: "55000",
+                    message: format!("the view is restarting after: {message}"),
+                },
                 (JobStatus::Running, Some(ViewState::Ready(b))) if !changed => {
                     ViewState::Ready(b.clone())
                 }
                 (JobStatus::Running, _) => ViewState::Ready(job.snapshot()?),
             };
             views.insert(*id, state);
+            jobs.push(JobInfo {
+                name: job.name.clone(),
+                status: job.status.as_str(),
+                failure: match &job.status {
+                    JobStatus::Running => None,
+                    JobStatus::Restarting { message, .. } => Some(message.clone()),
+                    JobStatus::Failed { message, .. } => Some(message.clone()),
+                },
+                restarts: job.restarts,
+                settings: job.settings().map(|s| s.values.clone()).unwrap_or_default(),
+                history: job.coordinator.as_ref().map(|c| c.history()),
+                recovery: job.last_recovery.clone(),
+            });
         }
         let epoch = tick.map(|(e, _)| e).unwrap_or(old.epoch);
         self.visible
-            .send_replace(Arc::new(Visible { epoch, views }));
+            .send_replace(Arc::new(Visible { epoch, views, jobs }));
         Ok(())
     }
 
@@ -607,12 +1173,14 @@ impl Engine {
         Ok(true)
     }
 
-    /// Creates a materialized view: compiles its job, backfills it from the current contents of
-    /// its inputs (as of the last processed epoch) and makes it visible before returning.
+    /// Creates a materialized view: compiles its job with the captured `settings` (validated
+    /// again here), backfills it from the current contents of its inputs (as of the last
+    /// processed epoch) and makes it visible before returning.
     ///
     /// # Errors
     /// `42P07` when the name is taken (unless `if_not_exists`), `0A000` for unsupported
-    /// constructs, and any error evaluating the query on the existing data.
+    /// constructs, `22023` for settings breaking a rule, and any error evaluating the query on
+    /// the existing data.
     pub fn create_view(
         &self,
         name: &str,
@@ -621,6 +1189,7 @@ impl Engine {
         settings: BTreeMap<String, String>,
         if_not_exists: bool,
     ) -> Result<bool> {
+        let settings = SessionVars::validate_job_settings(&settings, &[])?;
         let mut df = lock(&self.dataflow);
         if let Some(existing) = lock(&self.catalog).by_name(name) {
             if if_not_exists {
@@ -634,7 +1203,18 @@ impl Engine {
         let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
         let mut catalog = lock(&self.catalog).clone();
         let id = catalog.allocate_id();
-        let mut job = Job::try_new(id, name.to_string(), plan, schema.clone())?;
+        let coordinator = self.coordinator(id, name, &settings)?;
+        // An id is never reused, but a crash between here and the catalog write could leave
+        // files behind: start clean.
+        coordinator.retain(&BTreeSet::new());
+        coordinator.reset_working()?;
+        let mut job = Job::try_new(
+            id,
+            name.to_string(),
+            plan,
+            schema.clone(),
+            Some(coordinator),
+        )?;
         let snapshot = self.snapshot_input(&df, &job)?;
         job.rebuild(&snapshot)?;
         catalog.insert(RelationDef {
@@ -655,17 +1235,126 @@ impl Engine {
         Ok(true)
     }
 
+    /// `ALTER MATERIALIZED VIEW name SET (setting = value, ...)`: validates the new values
+    /// against the job's other settings (the seed's rules) and applies them to the running
+    /// job. A new `state.backend` takes effect with the next checkpoint (a full one).
+    ///
+    /// # Errors
+    /// `42P01` unknown view, `42704` unknown setting, `22023` bad value or broken rule.
+    pub fn alter_view_settings(&self, name: &str, changes: &[(String, String)]) -> Result<()> {
+        let mut df = lock(&self.dataflow);
+        let mut catalog = lock(&self.catalog).clone();
+        let def = self.view_def(&catalog, name)?;
+        let RelationKind::MaterializedView { query, settings } = &def.kind else {
+            return Err(Error::Internal("not a view".into()));
+        };
+        for (k, _) in changes {
+            let k = k.to_ascii_lowercase();
+            if !(k.starts_with("checkpoint.") || k.starts_with("restart.") || k == "state.backend")
+            {
+                return Err(Error::Setting {
+                    code: "42704",
+                    message: format!(
+                        "\"{k}\" is not a setting of a materialized view's job; allowed: checkpoint.*, restart.*, state.backend"
+                    ),
+                });
+            }
+        }
+        let next = SessionVars::validate_job_settings(settings, changes)?;
+        let parsed = JobSettings::from_values(&next)?;
+        let job = df
+            .jobs
+            .get_mut(&def.id)
+            .ok_or_else(|| Error::Internal("view without a job".into()))?;
+        let old_backend = job.settings().map(|s| s.backend);
+        if old_backend != Some(parsed.backend) {
+            if let Some(c) = &job.coordinator {
+                c.abort_all("state.backend changed");
+            }
+            let coordinator = self.coordinator(def.id, name, &next)?;
+            job.coordinator = Some(coordinator);
+            // Untracked tables: the next checkpoint writes everything in the new backend.
+            job.reset_tracking();
+        } else if let Some(c) = job.coordinator.as_mut() {
+            c.set_settings(parsed.clone());
+        }
+        job.restart = crate::checkpoint::RestartTracker::new(parsed.restart.clone());
+        let mut updated = def.clone();
+        updated.kind = RelationKind::MaterializedView {
+            query: query.clone(),
+            settings: next,
+        };
+        catalog.insert(updated);
+        self.persist_catalog(&catalog)?;
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(view = name, "materialized view settings changed");
+        Ok(())
+    }
+
+    /// `ALTER MATERIALIZED VIEW name RESUME`: restarts a failed (or restarting) view at the
+    /// next barrier from its last checkpoint, with its restart strategy's count reset.
+    ///
+    /// # Errors
+    /// `42P01` unknown view; `55000` when the view is running.
+    pub fn resume_view(&self, name: &str) -> Result<()> {
+        let mut df = lock(&self.dataflow);
+        let catalog = lock(&self.catalog).clone();
+        let def = self.view_def(&catalog, name)?;
+        let affected = df.downstream_closure(def.id);
+        let job = df
+            .jobs
+            .get_mut(&def.id)
+            .ok_or_else(|| Error::Internal("view without a job".into()))?;
+        if matches!(job.status, JobStatus::Running) {
+            return Err(Error::data(
+                "55000",
+                format!("materialized view \"{name}\" is running; RESUME restarts a failed view"),
+            ));
+        }
+        job.restart.reset();
+        let at = Instant::now();
+        for m in affected {
+            if let Some(j) = df.jobs.get_mut(&m)
+                && !matches!(j.status, JobStatus::Running)
+            {
+                j.status = JobStatus::Restarting {
+                    at,
+                    message: "resumed by ALTER MATERIALIZED VIEW ... RESUME".into(),
+                };
+            }
+        }
+        drop(df);
+        self.tick_request.notify_one();
+        Ok(())
+    }
+
+    fn view_def(&self, catalog: &Catalog, name: &str) -> Result<RelationDef> {
+        match catalog.by_name(name) {
+            Some(d) if !d.is_table() => Ok(d.clone()),
+            Some(_) => Err(Error::catalog(
+                "42809",
+                format!("\"{name}\" is a table, not a materialized view"),
+            )),
+            None => Err(Error::catalog(
+                "42P01",
+                format!("materialized view \"{name}\" does not exist"),
+            )),
+        }
+    }
+
     /// The EXPLAIN lines of a view's job.
     ///
     /// # Errors
     /// `0A000` for unsupported constructs.
     pub fn explain_view(&self, name: &str, plan: LogicalPlan) -> Result<Vec<String>> {
         let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
-        let job = Job::try_new(0, name.to_string(), plan, schema)?;
+        let job = Job::try_new(0, name.to_string(), plan, schema, None)?;
         Ok(job.explain())
     }
 
-    /// Drops a table or view (and, with `cascade`, the views that read it).
+    /// Drops a table or view (and, with `cascade`, the views that read it), with the views'
+    /// checkpoints and state.
     ///
     /// # Errors
     /// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other
@@ -723,7 +1412,12 @@ impl Engine {
         }
         self.persist_catalog(&catalog)?;
         for id in &doomed {
-            df.jobs.remove(id);
+            if let Some(job) = df.jobs.remove(id)
+                && let Some(c) = job.coordinator
+            {
+                c.abort_all("the view was dropped");
+                c.destroy();
+            }
             if lock(&self.tables).remove(id).is_some() {
                 self.store.delete_changelog(*id)?;
             }

@@ -15,8 +15,10 @@
 //! state tables), [`error`] (SQLSTATE-carrying errors).
 
 pub mod catalog;
+pub mod checkpoint;
 pub mod engine;
 pub mod error;
+pub mod failpoint;
 pub mod server;
 pub mod session;
 pub mod sql;
@@ -36,7 +38,19 @@ pub use error::{Error, Result};
 /// # Errors
 /// [`Error::State`] when the directory is in use by another server or unreadable.
 pub async fn open(data_dir: &Path, barrier_interval: Duration) -> Result<Arc<Engine>> {
-    let engine = Engine::open(data_dir, barrier_interval)?;
+    let mut config = engine::EngineConfig::new(data_dir);
+    config.barrier_interval = barrier_interval;
+    open_with(config).await
+}
+
+/// Opens with a full configuration (checkpoint directory, server-wide setting defaults):
+/// replays tables, recovers every view from its latest checkpoint, starts the barrier clock.
+///
+/// # Errors
+/// [`Error::State`] when the directory is in use or unreadable; `22023`/`42704` for an
+/// invalid default.
+pub async fn open_with(config: engine::EngineConfig) -> Result<Arc<Engine>> {
+    let engine = Engine::open_with(config)?;
     sql::recover_views(&engine).await?;
     engine.start_barrier_clock();
     Ok(engine)

@@ -20,6 +20,19 @@ struct Args {
     /// Time between barriers (epoch boundaries) in milliseconds.
     #[arg(long, default_value_t = weir::engine::DEFAULT_BARRIER_INTERVAL_MS)]
     barrier_interval_ms: u64,
+    /// Where checkpoints are written (default: <data-dir>/checkpoints).
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// A server-wide default for a session variable, e.g. `--set checkpoint.interval=1s`
+    /// (repeatable). Sessions start with it and RESET returns to it.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
+    settings: Vec<(String, String)>,
+}
+
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .ok_or_else(|| format!("expected NAME=VALUE, got \"{s}\""))
 }
 
 fn main() -> std::process::ExitCode {
@@ -41,11 +54,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let engine = weir::open(
-            &args.data_dir,
-            Duration::from_millis(args.barrier_interval_ms.max(1)),
-        )
-        .await?;
+        let mut config = weir::engine::EngineConfig::new(&args.data_dir);
+        config.barrier_interval = Duration::from_millis(args.barrier_interval_ms.max(1));
+        config.checkpoint_dir = args.checkpoint_dir.clone();
+        config.defaults = args.settings.clone();
+        let engine = weir::open_with(config).await?;
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         tracing::info!(listen = %args.listen, data_dir = %args.data_dir.display(), "weir started");
         let shutdown = async {

@@ -70,9 +70,18 @@ impl Session {
             .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
         datafusion_pg_catalog::pg_catalog::setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
             .map_err(|e| Error::Internal(format!("pg_catalog setup: {e}")))?;
+        catalog
+            .register_schema(
+                "weir_catalog",
+                Arc::new(crate::sql::system::WeirCatalogSchema::new(Arc::clone(
+                    &engine,
+                ))),
+            )
+            .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
+        let vars = engine.default_vars();
         Ok(Session {
             engine,
-            vars: SessionVars::default(),
+            vars,
             ctx,
             schema,
             copy: None,
@@ -88,6 +97,7 @@ impl Drop for Session {
         if let Some(catalog) = self.ctx.catalog(DATABASE) {
             let _ = catalog.deregister_schema("pg_catalog", true);
             let _ = catalog.deregister_schema("public", true);
+            let _ = catalog.deregister_schema("weir_catalog", true);
         }
     }
 }

@@ -341,6 +341,8 @@ const READ_ONLY: &[&str] = &[
 #[derive(Debug, Clone, Default)]
 pub struct SessionVars {
     values: BTreeMap<&'static str, String>,
+    /// Server-wide defaults (`--set` flags); `RESET` returns to these.
+    defaults: BTreeMap<&'static str, String>,
 }
 
 /// Parses a duration: integer milliseconds, or a number with unit `ms`, `s`, `min`, `h`, `d`
@@ -418,7 +420,11 @@ impl SessionVars {
     }
 
     fn value(&self, s: &Spec) -> String {
-        if let Some(v) = self.values.get(s.name) {
+        if let Some(v) = self
+            .values
+            .get(s.name)
+            .or_else(|| self.defaults.get(s.name))
+        {
             return v.clone();
         }
         if s.name == "restart.strategy" {
@@ -520,6 +526,36 @@ impl SessionVars {
             .iter()
             .map(|s| (s.name.to_string(), self.value(s), s.description.to_string()))
             .collect()
+    }
+
+    /// Turns the values set so far into server-wide defaults: sessions start from them and
+    /// `RESET` returns to them.
+    pub fn into_defaults(mut self) -> SessionVars {
+        let values = std::mem::take(&mut self.values);
+        self.defaults.extend(values);
+        self
+    }
+
+    /// Validates a job's settings: `base` (captured values) with `changes` applied, checked
+    /// value by value and against the seed's rules. Returns the job's new settings.
+    ///
+    /// # Errors
+    /// `42704` unknown name; `22023` bad value (naming what is allowed) or a broken rule.
+    pub fn validate_job_settings(
+        base: &BTreeMap<String, String>,
+        changes: &[(String, String)],
+    ) -> Result<BTreeMap<String, String>> {
+        let mut v = SessionVars::default();
+        for (k, val) in base {
+            let s = Self::key(k)?;
+            v.values.insert(s.name, normalize(s, val)?);
+        }
+        for (k, val) in changes {
+            let s = Self::key(k)?;
+            v.values.insert(s.name, normalize(s, val)?);
+        }
+        v.check_rules()?;
+        Ok(v.job_settings())
     }
 
     /// The settings a materialized view's job captures (`checkpoint.*`, `restart.*`,

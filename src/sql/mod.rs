@@ -11,6 +11,7 @@
 
 pub mod copy;
 pub mod provider;
+pub mod system;
 
 use std::sync::Arc;
 
@@ -122,6 +123,25 @@ fn text_rows(names: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
         schema,
         batches: vec![batch],
     })
+}
+
+/// Splits `text` at `sep` outside single quotes.
+fn split_top_level(text: &str, sep: char) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in text.chars() {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        if c == sep && !quoted {
+            out.push(std::mem::take(&mut cur));
+        } else {
+            cur.push(c);
+        }
+    }
+    out.push(cur);
+    out
 }
 
 /// Strips matching quotes from a SET value.
@@ -331,6 +351,77 @@ impl Session {
         }
     }
 
+    /// `ALTER MATERIALIZED VIEW name SET (setting = value, ...)` and
+    /// `ALTER MATERIALIZED VIEW name RESUME`.
+    async fn alter_view(&mut self, sql: &str) -> Result<Output> {
+        let body = sql.trim().trim_end_matches(';').trim();
+        // Skip the three keywords.
+        let mut rest = body;
+        for _ in 0..3 {
+            rest = rest.trim_start();
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            rest = &rest[end..];
+        }
+        let rest = rest.trim();
+        let (name, tail) = if let Some(stripped) = rest.strip_prefix('"') {
+            let end = stripped
+                .find('"')
+                .ok_or_else(|| Error::Parse("syntax error: unterminated quoted name".into()))?;
+            (stripped[..end].to_string(), stripped[end + 1..].trim())
+        } else {
+            let end = rest
+                .find(|c: char| c.is_whitespace() || c == '(')
+                .unwrap_or(rest.len());
+            (rest[..end].to_ascii_lowercase(), rest[end..].trim())
+        };
+        if name.is_empty() {
+            return Err(Error::Parse(
+                "syntax error: ALTER MATERIALIZED VIEW needs a name".into(),
+            ));
+        }
+        let lower = tail.to_ascii_lowercase();
+        let engine = Arc::clone(&self.engine);
+        if lower == "resume" {
+            tokio::task::spawn_blocking(move || engine.resume_view(&name))
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??;
+            return Ok(Output::Command("ALTER MATERIALIZED VIEW".into()));
+        }
+        let Some(list) = lower
+            .strip_prefix("set")
+            .map(|_| tail[3..].trim())
+            .and_then(|t| t.strip_prefix('('))
+            .and_then(|t| t.strip_suffix(')'))
+        else {
+            let what = tail.split_whitespace().next().unwrap_or("").to_uppercase();
+            return Err(Error::NotSupported(format!(
+                "ALTER MATERIALIZED VIEW ... {what} is not supported; use SET (setting = value, ...) or RESUME"
+            )));
+        };
+        let mut changes = Vec::new();
+        for item in split_top_level(list, ',') {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                Error::Parse(format!(
+                    "syntax error in ALTER MATERIALIZED VIEW: \"{item}\""
+                ))
+            })?;
+            changes.push((unquote(k.trim()).to_ascii_lowercase(), unquote(v.trim())));
+        }
+        if changes.is_empty() {
+            return Err(Error::Parse(
+                "syntax error: ALTER MATERIALIZED VIEW ... SET needs at least one setting".into(),
+            ));
+        }
+        tokio::task::spawn_blocking(move || engine.alter_view_settings(&name, &changes))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command("ALTER MATERIALIZED VIEW".into()))
+    }
+
     /// Handles the statements sqlparser does not know or that need session state.
     async fn special(&mut self, sql: &str) -> Result<Option<Output>> {
         let w = words(sql);
@@ -339,6 +430,9 @@ impl Session {
             "flush" if w.len() == 1 => {
                 self.engine.flush().await;
                 Output::Command("FLUSH".into())
+            }
+            "alter" if w.len() >= 3 && w[1] == "materialized" && w[2] == "view" => {
+                self.alter_view(sql).await?
             }
             "begin" | "start" => Output::TransactionStart("BEGIN".into()),
             "commit" | "end" => Output::TransactionEnd("COMMIT".into()),
@@ -704,7 +798,8 @@ impl Session {
         if matches!(
             w[0].as_str(),
             "set" | "reset" | "flush" | "begin" | "start" | "commit" | "end" | "rollback" | "abort"
-        ) {
+        ) || (w[0] == "alter" && w.get(1).is_some_and(|x| x == "materialized"))
+        {
             return Ok((vec![], None));
         }
         let stmt = parse_one(trimmed)?;
@@ -774,6 +869,10 @@ pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
     }
+    let engine2 = Arc::clone(engine);
+    tokio::task::spawn_blocking(move || engine2.recover_all())
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
     Ok(())
 }
 

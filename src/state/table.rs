@@ -1,6 +1,6 @@
 //! `StateTable`: a multiset of rows keyed by their order-preserving byte encoding.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
@@ -20,6 +20,9 @@ pub struct StateTable {
     rows: HashMap<Box<[u8]>, i64>,
     /// Sum of all counts (the number of rows with duplicates).
     total: i64,
+    /// The epoch write buffer: keys changed since the last checkpoint. `None` when changes are
+    /// not tracked, so the next checkpoint must write the whole table.
+    dirty: Option<HashSet<Box<[u8]>>>,
 }
 
 impl std::fmt::Debug for StateTable {
@@ -42,7 +45,49 @@ impl StateTable {
             converter,
             rows: HashMap::new(),
             total: 0,
+            dirty: None,
         })
+    }
+
+    /// Starts recording changed keys for incremental checkpoints (the next
+    /// [`StateTable::take_changes`] then returns only what changed from now on).
+    pub fn track_changes(&mut self) {
+        self.dirty = Some(HashSet::new());
+    }
+
+    /// Stops recording changed keys (the next checkpoint must write the whole table).
+    pub fn untrack(&mut self) {
+        self.dirty = None;
+    }
+
+    /// The rows changed since the last call (or since tracking began), each with its current
+    /// count (0 = deleted); `None` when changes were not tracked and the whole table must be
+    /// written. Tracking continues afterwards.
+    pub fn take_changes(&mut self) -> Option<Vec<(Box<[u8]>, i64)>> {
+        let dirty = self.dirty.replace(HashSet::new())?;
+        Some(
+            dirty
+                .into_iter()
+                .map(|k| {
+                    let c = self.rows.get(&k).copied().unwrap_or(0);
+                    (k, c)
+                })
+                .collect(),
+        )
+    }
+
+    /// Every distinct row's key bytes (Arrow row format) and count.
+    pub fn rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
+        self.rows.iter().map(|(k, c)| (k.as_ref(), *c))
+    }
+
+    /// Loads a row from a checkpoint (key bytes in this table's row format, count > 0),
+    /// without recording it as a change.
+    pub fn load_row(&mut self, key: &[u8], count: i64) {
+        if count > 0 {
+            self.total += count;
+            *self.rows.entry(key.into()).or_default() += count;
+        }
     }
 
     /// The row schema.
@@ -69,9 +114,15 @@ impl StateTable {
             return Ok(());
         }
         let rows = self.converter.convert_columns(change.batch.columns())?;
+        let no_columns = change.batch.num_columns() == 0;
         for (i, w) in change.weights.values().iter().enumerate() {
-            let key = rows.row(i);
-            let bytes: &[u8] = key.as_ref();
+            // Rows of a schema without columns are all the empty row.
+            let bytes: &[u8] = if no_columns { &[] } else { rows.row(i).data() };
+            if let Some(d) = &mut self.dirty
+                && !d.contains(bytes)
+            {
+                d.insert(bytes.into());
+            }
             match self.rows.get_mut(bytes) {
                 Some(c) => {
                     *c += w;
@@ -104,7 +155,14 @@ impl StateTable {
     pub fn counts(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
         let rows = self.converter.convert_columns(batch.columns())?;
         Ok((0..batch.num_rows())
-            .map(|i| self.rows.get(rows.row(i).data()).copied().unwrap_or(0))
+            .map(|i| {
+                let key: &[u8] = if batch.num_columns() == 0 {
+                    &[]
+                } else {
+                    rows.row(i).data()
+                };
+                self.rows.get(key).copied().unwrap_or(0)
+            })
             .collect())
     }
 
@@ -136,6 +194,44 @@ impl StateTable {
         let weights = self.rows.values().copied().collect::<Vec<_>>().into();
         ChangeBatch::new(batch, weights)
     }
+}
+
+/// Sums change batches of one schema into one: each distinct row once with its net weight,
+/// rows whose weights cancel left out (replaying several epochs as one).
+///
+/// # Errors
+/// Arrow errors when a batch does not fit `schema`.
+pub fn consolidate(schema: &SchemaRef, parts: &[ChangeBatch]) -> Result<ChangeBatch> {
+    let converter = row_converter(schema)?;
+    let mut net: HashMap<Box<[u8]>, i64> = HashMap::new();
+    let mut order: Vec<Box<[u8]>> = Vec::new();
+    for part in parts {
+        if part.is_empty() {
+            continue;
+        }
+        let rows = converter.convert_columns(part.batch.columns())?;
+        let no_columns = part.batch.num_columns() == 0;
+        for (i, w) in part.weights.values().iter().enumerate() {
+            let key: &[u8] = if no_columns { &[] } else { rows.row(i).data() };
+            match net.get_mut(key) {
+                Some(c) => *c += w,
+                None => {
+                    net.insert(key.into(), *w);
+                    order.push(key.into());
+                }
+            }
+        }
+    }
+    let kept: Vec<(&Box<[u8]>, i64)> = order
+        .iter()
+        .map(|k| (k, net[k]))
+        .filter(|(_, w)| *w != 0)
+        .collect();
+    let parser = converter.parser();
+    let columns = converter.convert_rows(kept.iter().map(|(k, _)| parser.parse(k)))?;
+    let batch = batch_from_columns(schema, columns, kept.len())?;
+    let weights = kept.iter().map(|(_, w)| *w).collect::<Vec<_>>().into();
+    ChangeBatch::new(batch, weights)
 }
 
 /// A row converter over every column of `schema`.

@@ -1,30 +1,67 @@
-//! A job: the running dataflow of one materialized view and its current contents.
+//! A job: the running dataflow of one materialized view, its contents, its checkpoint
+//! coordinator and its restart strategy.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
+use crate::checkpoint::storage::TableChanges;
+use crate::checkpoint::{
+    CheckpointCoordinator, JobSettings, RestartTracker, StateBackendKind, StateImage,
+};
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::stream::change::ChangeBatch;
-use crate::stream::{EpochInput, Operator, RelationId, plan};
+use crate::stream::{Epoch, EpochInput, Operator, RelationId, plan};
 
-/// Whether a job is maintaining its view.
+/// Whether a job is maintaining its view (`weir_catalog.jobs.status`).
 #[derive(Debug, Clone)]
 pub enum JobStatus {
     /// Maintaining the view.
     Running,
-    /// An epoch failed (for example a division by zero on one row). The view reports the error
-    /// until a later epoch rebuilds it successfully from its inputs' current contents.
+    /// Failed; restarts from its last checkpoint at `at`, as its restart strategy said.
+    Restarting {
+        /// When the restart happens.
+        at: Instant,
+        /// The failure that caused it.
+        message: String,
+    },
+    /// Failed for good (its restart strategy gave up, or the failure is in the data, e.g. a
+    /// division by zero on one row). Reading the view reports the error. A data error heals
+    /// when a later epoch rebuilds the view successfully from its inputs;
+    /// `ALTER MATERIALIZED VIEW name RESUME` restarts it from its last checkpoint.
     Failed {
         /// SQLSTATE of the error.
         code: &'static str,
         /// The error message.
         message: String,
     },
+}
+
+impl JobStatus {
+    /// The upper-case name shown in system tables.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JobStatus::Running => "RUNNING",
+            JobStatus::Restarting { .. } => "RESTARTING",
+            JobStatus::Failed { .. } => "FAILED",
+        }
+    }
+}
+
+/// What the last recovery of a job did.
+#[derive(Debug, Clone, Default)]
+pub struct Recovery {
+    /// The checkpoint restored (None: rebuilt from its sources' beginning).
+    pub checkpoint_id: Option<u64>,
+    /// The epoch restored.
+    pub epoch: Epoch,
+    /// Changelog rows read from the sources after that epoch.
+    pub replayed_rows: u64,
 }
 
 /// The dataflow of one materialized view: its operator tree and materialized contents.
@@ -42,8 +79,16 @@ pub struct Job {
     pub schema: SchemaRef,
     /// The view's rows (the materialize operator's state table).
     contents: StateTable,
-    /// Running or failed.
+    /// Running, restarting or failed.
     pub status: JobStatus,
+    /// The checkpoint coordinator (absent for a job compiled only for EXPLAIN).
+    pub coordinator: Option<CheckpointCoordinator>,
+    /// The restart strategy's bookkeeping.
+    pub restart: RestartTracker,
+    /// Restarts so far.
+    pub restarts: u64,
+    /// The last recovery (at start or after a failure).
+    pub last_recovery: Option<Recovery>,
 }
 
 impl Job {
@@ -56,10 +101,17 @@ impl Job {
         name: String,
         plan: LogicalPlan,
         schema: SchemaRef,
+        coordinator: Option<CheckpointCoordinator>,
     ) -> Result<Self> {
         let mut sources = BTreeSet::new();
         let root = plan::build(&plan, &mut sources)?;
         let contents = StateTable::new(schema.clone())?;
+        let restart = RestartTracker::new(
+            coordinator
+                .as_ref()
+                .map(|c| c.settings().restart.clone())
+                .unwrap_or(crate::checkpoint::RestartStrategy::None),
+        );
         Ok(Job {
             view,
             name,
@@ -69,7 +121,16 @@ impl Job {
             schema,
             contents,
             status: JobStatus::Running,
+            coordinator,
+            restart,
+            restarts: 0,
+            last_recovery: None,
         })
+    }
+
+    /// The job's settings, when it has a coordinator.
+    pub fn settings(&self) -> Option<&JobSettings> {
+        self.coordinator.as_ref().map(|c| c.settings())
     }
 
     /// EXPLAIN lines of the operator tree, materialize on top.
@@ -93,39 +154,115 @@ impl Job {
     /// Returns the view's changes (in the view's schema) for downstream jobs.
     ///
     /// # Errors
-    /// Evaluation errors; the job is then `Failed` and must be rebuilt.
+    /// Evaluation errors; the operator state is then undefined and the job must be restarted
+    /// or rebuilt (the caller decides, by the restart strategy).
     pub fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
-        let result = self.root.process(input).and_then(|out| {
-            let out = out
-                .into_iter()
-                .filter(|c| !c.is_empty())
-                .map(|c| c.with_schema(self.schema.clone()))
-                .collect::<Result<Vec<_>>>()?;
-            for c in &out {
-                self.contents.apply(c)?;
-            }
-            Ok(out)
-        });
-        if let Err(e) = &result {
-            self.status = JobStatus::Failed {
-                code: e.sqlstate(),
-                message: e.to_string(),
-            };
+        if let Some(message) = crate::failpoint::eval("job::process") {
+            return Err(Error::Internal(format!("{message} (view {})", self.name)));
         }
-        result
+        let out = self.root.process(input)?;
+        let out = out
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .map(|c| c.with_schema(self.schema.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        for c in &out {
+            self.contents.apply(c)?;
+        }
+        Ok(out)
     }
 
-    /// Rebuilds the operator tree and contents from the full contents of the inputs, given as
-    /// one epoch of inserts. Used at creation (backfill), at restart and to heal a failed job.
+    /// Empties the job: a fresh operator tree and empty contents, status `Running`.
     ///
     /// # Errors
-    /// Evaluation errors; the job is left `Failed`.
-    pub fn rebuild(&mut self, snapshot: &EpochInput) -> Result<()> {
+    /// [`Error::NotSupported`] if the plan no longer compiles.
+    pub fn reset(&mut self) -> Result<()> {
         let mut sources = BTreeSet::new();
         self.root = plan::build(&self.plan, &mut sources)?;
         self.contents = StateTable::new(self.schema.clone())?;
         self.status = JobStatus::Running;
-        self.process(snapshot)?;
+        Ok(())
+    }
+
+    /// Rebuilds the operator tree and contents from the full contents of the inputs, given as
+    /// one epoch of inserts. Used at creation (backfill) and to heal a failed job.
+    ///
+    /// # Errors
+    /// Evaluation errors; the job is left `Failed`.
+    pub fn rebuild(&mut self, snapshot: &EpochInput) -> Result<()> {
+        self.reset()?;
+        if let Err(e) = self.process(snapshot) {
+            self.status = JobStatus::Failed {
+                code: e.sqlstate(),
+                message: e.to_string(),
+            };
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+        f(&mut self.contents)?;
+        self.root.visit_state(f)
+    }
+
+    /// The sync phase's view of the state: each state table's rows changed since the previous
+    /// checkpoint (rocksdb), or all of them (memory, or a table not yet tracked).
+    ///
+    /// # Errors
+    /// None in practice; state visitors do not fail here.
+    pub fn collect_state(&mut self, backend: StateBackendKind) -> Result<Vec<TableChanges>> {
+        let mut out = Vec::new();
+        self.visit_state(&mut |t| {
+            let full = |t: &StateTable| t.rows().map(|(k, c)| (Box::from(k), c)).collect();
+            let change = match backend {
+                StateBackendKind::Memory => TableChanges::Full(full(t)),
+                StateBackendKind::RocksDb => match t.take_changes() {
+                    Some(delta) => TableChanges::Delta(delta),
+                    None => {
+                        let rows = full(t);
+                        t.track_changes();
+                        TableChanges::Full(rows)
+                    }
+                },
+            };
+            out.push(change);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Stops tracking changes: the next checkpoint writes every state table in full.
+    pub fn reset_tracking(&mut self) {
+        let _ = self.visit_state(&mut |t| {
+            t.untrack();
+            Ok(())
+        });
+    }
+
+    /// Loads a checkpoint's state into a fresh operator tree and re-derives the operators'
+    /// working structures. Changes are tracked from here on (for the next checkpoint).
+    ///
+    /// # Errors
+    /// Evaluation errors while re-deriving; the job is then left empty.
+    pub fn load(&mut self, image: StateImage, track: bool) -> Result<()> {
+        self.reset()?;
+        let mut tables = image.tables.into_iter();
+        self.visit_state(&mut |t| {
+            if let Some(rows) = tables.next() {
+                for (k, c) in rows {
+                    t.load_row(&k, c);
+                }
+            }
+            if track {
+                t.track_changes();
+            }
+            Ok(())
+        })?;
+        if let Err(e) = self.root.restore() {
+            self.reset()?;
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -140,13 +277,25 @@ impl Job {
     /// The view's rows as a change batch of inserts (to backfill a downstream view).
     ///
     /// # Errors
-    /// Arrow errors from decoding; [`Error::Execution`] when the job has failed.
+    /// Arrow errors from decoding; [`Error::Execution`] when the job is not running.
     pub fn contents_as_change(&self) -> Result<ChangeBatch> {
-        if let JobStatus::Failed { code, message } = &self.status {
-            return Err(Error::Execution {
-                view: self.name.clone(),
-                source: Box::new(Error::data(code, message.clone())),
-            });
+        match &self.status {
+            JobStatus::Failed { code, message } => {
+                return Err(Error::Execution {
+                    view: self.name.clone(),
+                    source: Box::new(Error::data(code, message.clone())),
+                });
+            }
+            JobStatus::Restarting { message, .. } => {
+                return Err(Error::Execution {
+                    view: self.name.clone(),
+                    source: Box::new(Error::data(
+                        "55000",
+                        format!("the view is restarting after: {message}"),
+                    )),
+                });
+            }
+            JobStatus::Running => {}
         }
         self.contents.to_change()
     }

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use arrow::datatypes::SchemaRef;
 
 use crate::error::Result;
+use crate::state::StateTable;
 use change::ChangeBatch;
 
 /// A monotonically increasing epoch number; epoch *e* names the slice of input acknowledged
@@ -65,4 +66,18 @@ pub trait Operator: Send {
 
     /// Appends this operator and its inputs to an EXPLAIN listing, indented by `depth`.
     fn explain(&self, depth: usize, out: &mut Vec<String>);
+
+    /// Visits the state tables of this operator, then of its inputs (pre-order). The order is
+    /// the same for every build of the same plan; checkpoints number state tables by it.
+    ///
+    /// # Errors
+    /// Whatever `f` returns.
+    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()>;
+
+    /// Rebuilds the operator's working structures from its state tables after they were
+    /// loaded from a checkpoint, inputs first; emits nothing.
+    ///
+    /// # Errors
+    /// Evaluation errors while re-deriving keys.
+    fn restore(&mut self) -> Result<()>;
 }

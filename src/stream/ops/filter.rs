@@ -7,6 +7,7 @@ use arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::{Error, Result};
+use crate::state::StateTable;
 use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
@@ -55,5 +56,13 @@ impl Operator for Filter {
             self.display
         ));
         self.input.explain(depth + 1, out);
+    }
+
+    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+        self.input.visit_state(f)
+    }
+
+    fn restore(&mut self) -> Result<()> {
+        self.input.restore()
     }
 }

@@ -10,6 +10,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
 use crate::error::{Error, Result};
+use crate::state::StateTable;
 use crate::state::table::batch_from_columns;
 use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
@@ -96,6 +97,9 @@ pub struct HashAgg {
     groups: HashMap<Box<[u8]>, Group>,
     dirty: Vec<Box<[u8]>>,
     started: bool,
+    /// The input rows seen so far (a multiset): the durable form of the groups, which are
+    /// re-derived from it on restore.
+    seen: StateTable,
 }
 
 impl HashAgg {
@@ -126,7 +130,9 @@ impl HashAgg {
                 _ => Ok(None),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let seen = StateTable::new(input.schema())?;
         Ok(HashAgg {
+            seen,
             input,
             group_exprs,
             aggs,
@@ -502,16 +508,34 @@ impl Operator for HashAgg {
         for change in self.input.process(input)? {
             if !change.is_empty() {
                 self.apply(&change)?;
+                self.seen.apply(&change)?;
             }
         }
         self.flush()
+    }
+
+    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+        f(&mut self.seen)?;
+        self.input.visit_state(f)
+    }
+
+    fn restore(&mut self) -> Result<()> {
+        self.input.restore()?;
+        let rows = self.seen.to_change()?;
+        if !rows.is_empty() {
+            self.apply(&rows)?;
+        }
+        // The groups' rows are already in the restored view contents: flush only to record
+        // them as emitted.
+        self.flush()?;
+        Ok(())
     }
 
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
         let keys: Vec<String> = self.group_exprs.iter().map(|e| e.to_string()).collect();
         let aggs: Vec<&str> = self.aggs.iter().map(|a| a.display.as_str()).collect();
         out.push(format!(
-            "{}StreamHashAgg: group_key=[{}] aggs=[{}] (state table: groups keyed by [{}])",
+            "{}StreamHashAgg: group_key=[{}] aggs=[{}] (state table: input rows; groups keyed by [{}])",
             "  ".repeat(depth),
             keys.join(", "),
             aggs.join(", "),

@@ -9,6 +9,7 @@ use arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::{Error, Result};
+use crate::state::StateTable;
 use crate::state::table::{batch_from_columns, row_converter};
 use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
@@ -62,6 +63,9 @@ pub struct HashJoin {
     right_rows: RowConverter,
     left_state: SideState,
     right_state: SideState,
+    /// Each side's rows as a multiset: the durable form of the side states.
+    left_seen: StateTable,
+    right_seen: StateTable,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -92,6 +96,8 @@ impl HashJoin {
                 .collect(),
         )?;
         let left_rows = row_converter(&left.schema())?;
+        let left_seen = StateTable::new(left.schema())?;
+        let right_seen = StateTable::new(right.schema())?;
         let right_rows = row_converter(&right.schema())?;
         Ok(HashJoin {
             left,
@@ -105,6 +111,8 @@ impl HashJoin {
             right_rows,
             left_state: SideState::default(),
             right_state: SideState::default(),
+            left_seen,
+            right_seen,
         })
     }
 
@@ -271,9 +279,11 @@ impl Operator for HashJoin {
         let mut out = Vec::new();
         for c in &left {
             self.apply(Side::Left, c, &mut out)?;
+            self.left_seen.apply(c)?;
         }
         for c in &right {
             self.apply(Side::Right, c, &mut out)?;
+            self.right_seen.apply(c)?;
         }
         if out.is_empty() {
             return Ok(vec![]);
@@ -296,5 +306,29 @@ impl Operator for HashJoin {
         ));
         self.left.explain(depth + 1, out);
         self.right.explain(depth + 1, out);
+    }
+
+    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+        f(&mut self.left_seen)?;
+        f(&mut self.right_seen)?;
+        self.left.visit_state(f)?;
+        self.right.visit_state(f)
+    }
+
+    fn restore(&mut self) -> Result<()> {
+        self.left.restore()?;
+        self.right.restore()?;
+        // Re-derive the side states; the join rows they produce are already in the view.
+        let mut discard = Vec::new();
+        let left = self.left_seen.to_change()?;
+        if !left.is_empty() {
+            self.apply(Side::Left, &left, &mut discard)?;
+        }
+        discard.clear();
+        let right = self.right_seen.to_change()?;
+        if !right.is_empty() {
+            self.apply(Side::Right, &right, &mut discard)?;
+        }
+        Ok(())
     }
 }

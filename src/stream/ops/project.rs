@@ -6,6 +6,7 @@ use arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
+use crate::state::StateTable;
 use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
@@ -60,5 +61,13 @@ impl Operator for Project {
             cols.join(", ")
         ));
         self.input.explain(depth + 1, out);
+    }
+
+    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+        self.input.visit_state(f)
+    }
+
+    fn restore(&mut self) -> Result<()> {
+        self.input.restore()
     }
 }

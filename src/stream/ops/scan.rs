@@ -3,6 +3,7 @@
 use arrow::datatypes::SchemaRef;
 
 use crate::error::Result;
+use crate::state::StateTable;
 use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator, RelationId};
 
@@ -52,5 +53,13 @@ impl Operator for Scan {
             self.name,
             cols.join(", ")
         ));
+    }
+
+    fn visit_state(&mut self, _f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+        Ok(())
+    }
+
+    fn restore(&mut self) -> Result<()> {
+        Ok(())
     }
 }

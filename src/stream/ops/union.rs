@@ -3,6 +3,7 @@
 use arrow::datatypes::SchemaRef;
 
 use crate::error::Result;
+use crate::state::StateTable;
 use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
@@ -52,5 +53,19 @@ impl Operator for Union {
         for i in &self.inputs {
             i.explain(depth + 1, out);
         }
+    }
+
+    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+        for i in &mut self.inputs {
+            i.visit_state(f)?;
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self) -> Result<()> {
+        for i in &mut self.inputs {
+            i.restore()?;
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,534 @@
+//! The per-job checkpoint coordinator: when to trigger, what is in flight, timeouts, failures.
+//!
+//! Trigger policy (Flink's `CheckpointRequestDecider`, restated): at an epoch boundary a job
+//! triggers a checkpoint when checkpointing is on, at least `checkpoint.interval` has passed
+//! since the previous trigger (or since the job started), at least `checkpoint.min_pause` has
+//! passed since the previous checkpoint *completed*, and fewer than
+//! `checkpoint.max_concurrent` are in flight. A checkpoint in flight longer than
+//! `checkpoint.timeout` is aborted (`EXPIRED`) and its files dropped; each failed or expired
+//! checkpoint counts against `checkpoint.tolerable_failures` (consecutive), a completed one
+//! resets the count.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tracing::{debug, info, warn};
+
+use super::JobSettings;
+use super::storage::{CheckpointStorage, Manifest, PendingSnapshot, StateImage, TableChanges};
+use crate::error::Result;
+use crate::stream::Epoch;
+
+/// Records kept per job for `weir_catalog.checkpoints`.
+const HISTORY: usize = 1000;
+
+/// A checkpoint's state, as `weir_catalog.checkpoints` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointStatus {
+    /// Triggered; files are being written.
+    InProgress,
+    /// Its manifest is written: recovery may use it.
+    Completed,
+    /// It failed (I/O error, or the job restarted while it ran).
+    Failed,
+    /// It outlived `checkpoint.timeout` and was aborted.
+    Expired,
+}
+
+impl CheckpointStatus {
+    /// The upper-case name shown in system tables.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CheckpointStatus::InProgress => "IN_PROGRESS",
+            CheckpointStatus::Completed => "COMPLETED",
+            CheckpointStatus::Failed => "FAILED",
+            CheckpointStatus::Expired => "EXPIRED",
+        }
+    }
+}
+
+/// One row of `weir_catalog.checkpoints`.
+#[derive(Debug, Clone)]
+pub struct CheckpointRecord {
+    /// The view's name.
+    pub job: String,
+    /// Checkpoint id (increasing per job).
+    pub checkpoint_id: u64,
+    /// The epoch it snapshots.
+    pub epoch: u64,
+    /// Its status.
+    pub status: CheckpointStatus,
+    /// Trigger time, ms since the Unix epoch.
+    pub trigger_unix_ms: i64,
+    /// End time, ms since the Unix epoch (None while in progress).
+    pub end_unix_ms: Option<i64>,
+    /// Time from trigger to end (ms).
+    pub duration_ms: Option<i64>,
+    /// Time spent aligning barriers (ms).
+    pub alignment_ms: i64,
+    /// Full size of the state (bytes).
+    pub state_bytes: Option<i64>,
+    /// Bytes this checkpoint wrote.
+    pub persisted_bytes: Option<i64>,
+    /// Why it failed or expired.
+    pub failure_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flight {
+    Running,
+    Aborted,
+    Done,
+}
+
+struct InFlight {
+    id: u64,
+    trigger: Instant,
+    state: Arc<Mutex<Flight>>,
+}
+
+/// State shared between the coordinator and its checkpoints' async phases.
+#[derive(Default)]
+struct Shared {
+    records: VecDeque<CheckpointRecord>,
+    in_flight: Vec<InFlight>,
+    last_completion: Option<Instant>,
+    consecutive_failures: u32,
+    last_completed: Option<(u64, Epoch)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Shared {
+    fn record(&mut self, id: u64) -> Option<&mut CheckpointRecord> {
+        self.records
+            .iter_mut()
+            .rev()
+            .find(|r| r.checkpoint_id == id)
+    }
+
+    fn finish(&mut self, id: u64, status: CheckpointStatus, reason: Option<String>) {
+        self.in_flight.retain(|f| f.id != id);
+        if status == CheckpointStatus::Completed {
+            self.consecutive_failures = 0;
+            self.last_completion = Some(Instant::now());
+        } else {
+            self.consecutive_failures += 1;
+        }
+        let now = unix_ms();
+        if let Some(r) = self.record(id) {
+            r.status = status;
+            r.end_unix_ms = Some(now);
+            r.duration_ms = Some(now - r.trigger_unix_ms);
+            r.failure_reason = reason;
+        }
+    }
+}
+
+/// A live view of one job's checkpoint history, readable without the dataflow lock.
+#[derive(Clone)]
+pub struct History(Arc<Mutex<Shared>>);
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("History")
+    }
+}
+
+impl History {
+    /// The records, oldest first.
+    pub fn records(&self) -> Vec<CheckpointRecord> {
+        lock(&self.0).records.iter().cloned().collect()
+    }
+
+    /// The latest completed checkpoint (id, epoch).
+    pub fn last_completed(&self) -> Option<(u64, Epoch)> {
+        lock(&self.0).last_completed
+    }
+}
+
+/// Coordinates one job's checkpoints.
+pub struct CheckpointCoordinator {
+    job: String,
+    settings: JobSettings,
+    storage: Arc<Mutex<CheckpointStorage>>,
+    shared: Arc<Mutex<Shared>>,
+    next_id: u64,
+    last_trigger: Instant,
+}
+
+impl std::fmt::Debug for CheckpointCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointCoordinator")
+            .field("job", &self.job)
+            .field("next_id", &self.next_id)
+            .finish()
+    }
+}
+
+impl CheckpointCoordinator {
+    /// A coordinator over `storage`; its history starts with the completed checkpoints found
+    /// there.
+    pub fn new(job: String, settings: JobSettings, storage: CheckpointStorage) -> Self {
+        let mut shared = Shared::default();
+        for m in storage.completed() {
+            shared.records.push_back(CheckpointRecord {
+                job: job.clone(),
+                checkpoint_id: m.id,
+                epoch: m.epoch,
+                status: CheckpointStatus::Completed,
+                trigger_unix_ms: m.trigger_unix_ms,
+                end_unix_ms: Some(m.end_unix_ms),
+                duration_ms: Some(m.end_unix_ms - m.trigger_unix_ms),
+                alignment_ms: 0,
+                state_bytes: Some(m.state_bytes as i64),
+                persisted_bytes: Some(m.persisted_bytes as i64),
+                failure_reason: None,
+            });
+            shared.last_completed = Some((m.id, Epoch(m.epoch)));
+        }
+        let next_id = storage.max_id() + 1;
+        CheckpointCoordinator {
+            job,
+            settings,
+            storage: Arc::new(Mutex::new(storage)),
+            shared: Arc::new(Mutex::new(shared)),
+            next_id,
+            last_trigger: Instant::now(),
+        }
+    }
+
+    /// The job's settings.
+    pub fn settings(&self) -> &JobSettings {
+        &self.settings
+    }
+
+    /// Replaces the settings (`ALTER MATERIALIZED VIEW ... SET`); the interval counts from now.
+    pub fn set_settings(&mut self, settings: JobSettings) {
+        self.settings = settings;
+        self.last_trigger = Instant::now();
+    }
+
+    /// The job's checkpoint storage.
+    pub fn storage(&self) -> &Arc<Mutex<CheckpointStorage>> {
+        &self.storage
+    }
+
+    /// A live handle on the checkpoint history.
+    pub fn history(&self) -> History {
+        History(self.shared.clone())
+    }
+
+    /// Applies the retention policy (see [`CheckpointStorage::retain_policy`]).
+    pub fn retain_policy(&self, bounds: &[u64]) -> Vec<u64> {
+        lock(&self.storage).retain_policy(self.settings.retained, bounds)
+    }
+
+    /// This job's checkpoint history, oldest first.
+    pub fn records(&self) -> Vec<CheckpointRecord> {
+        lock(&self.shared).records.iter().cloned().collect()
+    }
+
+    /// The latest completed checkpoint (id, epoch).
+    pub fn last_completed(&self) -> Option<(u64, Epoch)> {
+        lock(&self.shared).last_completed
+    }
+
+    /// Completed checkpoints (id, epoch), oldest first.
+    pub fn completed(&self) -> Vec<(u64, Epoch)> {
+        lock(&self.storage)
+            .completed()
+            .map(|m| (m.id, Epoch(m.epoch)))
+            .collect()
+    }
+
+    /// Consecutive failed or expired checkpoints exceed `checkpoint.tolerable_failures`.
+    pub fn failures_exceeded(&self) -> bool {
+        lock(&self.shared).consecutive_failures > self.settings.tolerable_failures
+    }
+
+    /// Starts counting failures afresh (after a restart).
+    pub fn reset_failures(&self) {
+        lock(&self.shared).consecutive_failures = 0;
+    }
+
+    /// Whether a checkpoint is due at `now` (see the module docs for the rules).
+    pub fn should_trigger(&self, now: Instant) -> bool {
+        let s = &self.settings;
+        if s.interval_ms == 0 {
+            return false;
+        }
+        if now.duration_since(self.last_trigger) < Duration::from_millis(s.interval_ms) {
+            return false;
+        }
+        let shared = lock(&self.shared);
+        if shared.in_flight.len() >= s.max_concurrent {
+            return false;
+        }
+        if let Some(done) = shared.last_completion
+            && now.duration_since(done) < Duration::from_millis(s.min_pause_ms)
+        {
+            return false;
+        }
+        true
+    }
+
+    /// Aborts checkpoints in flight longer than `checkpoint.timeout` (status `EXPIRED`).
+    pub fn expire(&self, now: Instant) {
+        let timeout = Duration::from_millis(self.settings.timeout_ms);
+        let mut shared = lock(&self.shared);
+        let expired: Vec<(u64, Arc<Mutex<Flight>>)> = shared
+            .in_flight
+            .iter()
+            .filter(|f| now.duration_since(f.trigger) > timeout)
+            .map(|f| (f.id, f.state.clone()))
+            .collect();
+        for (id, state) in expired {
+            let mut st = lock(&state);
+            if *st == Flight::Running {
+                *st = Flight::Aborted;
+                drop(st);
+                warn!(job = %self.job, checkpoint = id, "checkpoint expired");
+                shared.finish(
+                    id,
+                    CheckpointStatus::Expired,
+                    Some(format!(
+                        "checkpoint expired before completing: checkpoint.timeout is {} ms",
+                        self.settings.timeout_ms
+                    )),
+                );
+            }
+        }
+    }
+
+    /// Aborts every checkpoint in flight (status `FAILED`, with `reason`), e.g. on restart.
+    pub fn abort_all(&self, reason: &str) {
+        let mut shared = lock(&self.shared);
+        let flights: Vec<(u64, Arc<Mutex<Flight>>)> = shared
+            .in_flight
+            .iter()
+            .map(|f| (f.id, f.state.clone()))
+            .collect();
+        for (id, state) in flights {
+            let mut st = lock(&state);
+            if *st == Flight::Running {
+                *st = Flight::Aborted;
+                drop(st);
+                shared.finish(id, CheckpointStatus::Failed, Some(reason.to_string()));
+            }
+        }
+        // Aborts for restarts do not count against tolerable failures.
+        shared.consecutive_failures = 0;
+    }
+
+    /// Triggers a checkpoint of `epoch`: runs the sync phase now (the state tables' changes
+    /// into the working database and a native snapshot of it, or the full image for
+    /// `memory`) and the async phase on its own thread. `offsets` are the sources' positions.
+    ///
+    /// A failure of the sync phase is recorded as a `FAILED` checkpoint.
+    pub fn trigger(
+        &mut self,
+        epoch: Epoch,
+        changes: Vec<TableChanges>,
+        offsets: BTreeMap<u64, u64>,
+    ) {
+        let now = Instant::now();
+        self.last_trigger = now;
+        let id = self.next_id;
+        self.next_id += 1;
+        let trigger_unix_ms = unix_ms();
+        let state = Arc::new(Mutex::new(Flight::Running));
+        {
+            let mut shared = lock(&self.shared);
+            shared.records.push_back(CheckpointRecord {
+                job: self.job.clone(),
+                checkpoint_id: id,
+                epoch: epoch.0,
+                status: CheckpointStatus::InProgress,
+                trigger_unix_ms,
+                end_unix_ms: None,
+                duration_ms: None,
+                alignment_ms: 0,
+                state_bytes: None,
+                persisted_bytes: None,
+                failure_reason: None,
+            });
+            while shared.records.len() > HISTORY {
+                shared.records.pop_front();
+            }
+            shared.in_flight.push(InFlight {
+                id,
+                trigger: now,
+                state: state.clone(),
+            });
+        }
+        debug!(job = %self.job, checkpoint = id, epoch = epoch.0, "checkpoint triggered");
+        let pending = {
+            let mut storage = lock(&self.storage);
+            let image = if storage.backend() == super::StateBackendKind::Memory {
+                let mut image = StateImage::default();
+                for (i, c) in changes.into_iter().enumerate() {
+                    let rows = match c {
+                        TableChanges::Full(r) | TableChanges::Delta(r) => r,
+                    };
+                    image.tables.resize_with(i + 1, Vec::new);
+                    image.tables[i] = rows;
+                }
+                Some(image)
+            } else {
+                if let Err(e) = storage.write_changes(changes) {
+                    drop(storage);
+                    self.fail(id, &state, e.to_string());
+                    return;
+                }
+                None
+            };
+            storage.snapshot(id, image)
+        };
+        let pending = match pending {
+            Ok(p) => p,
+            Err(e) => {
+                self.fail(id, &state, e.to_string());
+                return;
+            }
+        };
+        let manifest = Manifest {
+            id,
+            epoch: epoch.0,
+            backend: String::new(),
+            files: vec![],
+            state_bytes: 0,
+            persisted_bytes: 0,
+            trigger_unix_ms,
+            end_unix_ms: 0,
+            offsets,
+        };
+        let storage = self.storage.clone();
+        let shared = self.shared.clone();
+        let job = self.job.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("checkpoint-{id}"))
+            .spawn(move || async_phase(job, storage, shared, state, manifest, pending, epoch));
+        if let Err(e) = spawned {
+            warn!(job = %self.job, error = %e, "cannot start the checkpoint's async phase");
+        }
+    }
+
+    fn fail(&self, id: u64, state: &Arc<Mutex<Flight>>, reason: String) {
+        *lock(state) = Flight::Done;
+        warn!(job = %self.job, checkpoint = id, reason = %reason, "checkpoint failed");
+        lock(&self.shared).finish(id, CheckpointStatus::Failed, Some(reason));
+    }
+
+    /// Keeps the completed checkpoints in `keep` and deletes the rest.
+    pub fn retain(&self, keep: &std::collections::BTreeSet<u64>) {
+        lock(&self.storage).retain(keep);
+    }
+
+    /// Restores checkpoint `id` into the working database and returns its rows.
+    ///
+    /// # Errors
+    /// [`crate::Error::State`] when the checkpoint cannot be read.
+    pub fn restore(&self, id: u64) -> Result<StateImage> {
+        lock(&self.storage).restore(id)
+    }
+
+    /// Deletes the job's checkpoints and working state (the view was dropped).
+    pub fn destroy(&self) {
+        lock(&self.storage).destroy();
+    }
+
+    /// Starts from empty state.
+    ///
+    /// # Errors
+    /// [`crate::Error::State`] on I/O errors.
+    pub fn reset_working(&self) -> Result<()> {
+        lock(&self.storage).reset_working()
+    }
+}
+
+/// The async phase: move files into checkpoint storage, then commit the manifest unless the
+/// checkpoint was aborted meanwhile.
+fn async_phase(
+    job: String,
+    storage: Arc<Mutex<CheckpointStorage>>,
+    shared: Arc<Mutex<Shared>>,
+    state: Arc<Mutex<Flight>>,
+    mut manifest: Manifest,
+    pending: PendingSnapshot,
+    epoch: Epoch,
+) {
+    let id = manifest.id;
+    let injected = crate::failpoint::eval("checkpoint::async_phase");
+    if let Some(reason) = injected {
+        lock(&storage).discard_pending(pending);
+        *lock(&state) = Flight::Done;
+        warn!(job = %job, checkpoint = id, reason = %reason, "checkpoint failed");
+        lock(&shared).finish(id, CheckpointStatus::Failed, Some(reason));
+        return;
+    }
+    let mut storage = lock(&storage);
+    if *lock(&state) == Flight::Aborted {
+        // Checked under the storage lock: a restore (which aborts first) cannot interleave.
+        storage.discard_pending(pending);
+        return;
+    }
+    let persisted = storage.persist(manifest.clone(), pending);
+    let persisted = match persisted {
+        Ok(m) => m,
+        Err(e) => {
+            drop(storage);
+            *lock(&state) = Flight::Done;
+            warn!(job = %job, checkpoint = id, error = %e, "checkpoint failed");
+            lock(&shared).finish(id, CheckpointStatus::Failed, Some(e.to_string()));
+            return;
+        }
+    };
+    let mut st = lock(&state);
+    if *st == Flight::Aborted {
+        storage.discard(&persisted);
+        return;
+    }
+    manifest = persisted;
+    manifest.end_unix_ms = unix_ms();
+    let (state_bytes, persisted_bytes) = (manifest.state_bytes, manifest.persisted_bytes);
+    match storage.commit(manifest) {
+        Ok(()) => {
+            *st = Flight::Done;
+            drop(st);
+            drop(storage);
+            let mut sh = lock(&shared);
+            sh.finish(id, CheckpointStatus::Completed, None);
+            sh.last_completed = Some((id, epoch));
+            if let Some(r) = sh.record(id) {
+                r.state_bytes = Some(state_bytes as i64);
+                r.persisted_bytes = Some(persisted_bytes as i64);
+            }
+            info!(
+                job = %job,
+                checkpoint = id,
+                epoch = epoch.0,
+                state_bytes,
+                persisted_bytes,
+                "checkpoint completed"
+            );
+        }
+        Err(e) => {
+            *st = Flight::Done;
+            drop(st);
+            drop(storage);
+            warn!(job = %job, checkpoint = id, error = %e, "checkpoint failed");
+            lock(&shared).finish(id, CheckpointStatus::Failed, Some(e.to_string()));
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! Checkpoints end to end, on an in-process server: incremental RocksDB checkpoints and
+//! retention, recovery that replays only what came after the checkpoint, the seed's timing
+//! rules read back from `weir_catalog.checkpoints`, timeouts, tolerable failures and restart
+//! strategies (with failpoints; this file needs `--features failpoints`).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures::SinkExt;
+
+/// Failpoints are process-wide: the tests of this file run one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn copy_rows(c: &tokio_postgres::Client, sql: &str, data: String) {
+    let sink = c.copy_in(sql).await.expect("copy");
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from(data)).await.expect("send");
+    sink.finish().await.expect("finish");
+}
+
+/// Takes the file's lock and clears every failpoint a failed test may have left.
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().await;
+    for name in ["checkpoint::async_phase", "job::process"] {
+        weir::failpoint::cfg(name, "off").unwrap();
+    }
+    guard
+}
+
+/// The server's message of a failed statement.
+fn db_message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_else(|| e.to_string())
+}
+
+fn int(s: &str) -> i64 {
+    s.parse().unwrap_or_else(|_| panic!("not an integer: {s}"))
+}
+
+/// One checkpoint record: (id, epoch, status, trigger ms, end ms, state bytes, persisted).
+#[derive(Debug, Clone)]
+struct Rec {
+    id: i64,
+    status: String,
+    trigger: i64,
+    end: Option<i64>,
+    state: Option<i64>,
+    persisted: Option<i64>,
+    reason: String,
+}
+
+async fn records(c: &tokio_postgres::Client, job: &str) -> Vec<Rec> {
+    let sql = format!(
+        "SELECT checkpoint_id, status, \
+                CAST(extract(epoch FROM trigger_time) * 1000 AS BIGINT), \
+                CAST(extract(epoch FROM end_time) * 1000 AS BIGINT), \
+                state_bytes, persisted_bytes, coalesce(failure_reason, '') \
+         FROM weir_catalog.checkpoints WHERE job = '{job}' ORDER BY checkpoint_id"
+    );
+    common::query_text(c, &sql)
+        .await
+        .into_iter()
+        .map(|r| Rec {
+            id: int(&r[0]),
+            status: r[1].clone(),
+            trigger: int(&r[2]),
+            end: (r[3] != "NULL").then(|| int(&r[3])),
+            state: (r[4] != "NULL").then(|| int(&r[4])),
+            persisted: (r[5] != "NULL").then(|| int(&r[5])),
+            reason: r[6].clone(),
+        })
+        .collect()
+}
+
+/// Waits for a COMPLETED checkpoint of `job` triggered after the call.
+async fn next_completed(c: &tokio_postgres::Client, job: &str) -> Rec {
+    let after = records(c, job).await.last().map(|r| r.id).unwrap_or(0);
+    let start = Instant::now();
+    loop {
+        if let Some(r) = records(c, job)
+            .await
+            .into_iter()
+            .find(|r| r.id > after && r.status == "COMPLETED")
+        {
+            return r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no checkpoint completed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn job_field(c: &tokio_postgres::Client, job: &str, column: &str) -> String {
+    let rows = common::query_text(
+        c,
+        &format!("SELECT {column} FROM weir_catalog.jobs WHERE name = '{job}'"),
+    )
+    .await;
+    rows[0][0].clone()
+}
+
+/// The one job directory under `<data>/checkpoints`.
+fn job_checkpoint_dir(data: &Path) -> std::path::PathBuf {
+    let mut dirs: Vec<_> = std::fs::read_dir(data.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.remove(0)
+}
+
+async fn wait_for_release(dir: &Path) {
+    for _ in 0..200 {
+        if weir::Engine::open(dir, Duration::from_millis(50)).is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("data directory still locked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_checkpoints_retention_and_recovery_from_the_checkpoint() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let n: i64 = 1_000_000;
+    let last_id;
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE big (k BIGINT, v BIGINT);
+             SET checkpoint.interval = '200ms';
+             CREATE MATERIALIZED VIEW agg AS SELECT k, count(*) AS n, sum(v) AS s FROM big GROUP BY k;",
+        )
+        .await
+        .unwrap();
+        let mut data = String::with_capacity(16 * n as usize);
+        for i in 0..n {
+            data.push_str(&format!("{}\t{}\n", i % 1000, i));
+        }
+        copy_rows(&c, "COPY big FROM STDIN", data).await;
+        c.batch_execute("FLUSH").await.unwrap();
+        let first = next_completed(&c, "agg").await;
+        let state1 = first.state.unwrap();
+        assert!(state1 > 1_000_000, "state of 1M rows is {state1} bytes");
+
+        let mut data = String::new();
+        for i in n..n + 1000 {
+            data.push_str(&format!("{}\t{}\n", i % 1000, i));
+        }
+        copy_rows(&c, "COPY big FROM STDIN", data).await;
+        c.batch_execute("FLUSH").await.unwrap();
+        let second = next_completed(&c, "agg").await;
+        let (state2, persisted2) = (second.state.unwrap(), second.persisted.unwrap());
+        assert!(
+            persisted2 * 20 < state2,
+            "incremental checkpoint wrote {persisted2} of {state2} bytes"
+        );
+        eprintln!(
+            "first checkpoint: {state1} bytes; after 1000 more rows: persisted {persisted2} of {state2} bytes ({:.3}%)",
+            100.0 * persisted2 as f64 / state2 as f64
+        );
+
+        // Stop checkpointing; retention settles on checkpoint.retained = 1.
+        c.batch_execute("ALTER MATERIALIZED VIEW agg SET (checkpoint.interval = 'off')")
+            .await
+            .unwrap();
+        assert_eq!(job_field(&c, "agg", "checkpoint_interval").await, "off");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let jobdir = job_checkpoint_dir(dir.path());
+        let chks: Vec<_> = std::fs::read_dir(&jobdir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("chk-"))
+            .collect();
+        assert_eq!(chks.len(), 1, "retained checkpoints: {chks:?}");
+        last_id = int(&job_field(&c, "agg", "last_checkpoint_id").await);
+        assert_eq!(chks[0], format!("chk-{last_id}"));
+        let meta: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(jobdir.join(&chks[0]).join("_metadata.json")).unwrap(),
+        )
+        .unwrap();
+        let referenced: BTreeSet<String> = meta["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["shared"].as_str().unwrap().to_string())
+            .collect();
+        let present: BTreeSet<String> = std::fs::read_dir(jobdir.join("shared"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert!(!referenced.is_empty());
+        assert_eq!(
+            referenced, present,
+            "shared/ must hold exactly the files the retained checkpoint references"
+        );
+
+        // 37 rows after the last checkpoint: recovery must replay exactly these.
+        let mut data = String::new();
+        for i in n + 1000..n + 1037 {
+            data.push_str(&format!("{}\t{}\n", i % 1000, i));
+        }
+        copy_rows(&c, "COPY big FROM STDIN", data).await;
+        c.batch_execute("FLUSH").await.unwrap();
+        drop(c);
+        server.stop().await;
+    }
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    assert_eq!(
+        job_field(&c, "agg", "recovered_checkpoint_id").await,
+        last_id.to_string()
+    );
+    assert_eq!(job_field(&c, "agg", "replayed_rows").await, "37");
+    // The view equals the sums computed here over the rows written.
+    let total = n + 1037;
+    let rows = common::query_text(
+        &c,
+        "SELECT k, n, s FROM agg WHERE k IN (0, 5, 999) ORDER BY k",
+    )
+    .await;
+    for r in rows {
+        let k = int(&r[0]);
+        let vals: Vec<i64> = (0..total).filter(|i| i % 1000 == k).collect();
+        assert_eq!(int(&r[1]), vals.len() as i64, "count for k={k}");
+        assert_eq!(int(&r[2]), vals.iter().sum::<i64>(), "sum for k={k}");
+    }
+    let sums = common::query_text(&c, "SELECT sum(n), sum(s) FROM agg").await;
+    assert_eq!(int(&sums[0][0]), total);
+    assert_eq!(int(&sums[0][1]), total * (total - 1) / 2);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trigger_rules_min_pause_and_max_concurrent() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE t (a INT, b INT); INSERT INTO t VALUES (1, 2)")
+        .await
+        .unwrap();
+
+    // Interval 300 ms, minimum pause 200 ms, each checkpoint slowed to 150 ms.
+    weir::failpoint::cfg("checkpoint::async_phase", "sleep(150)").unwrap();
+    c.batch_execute(
+        "SET checkpoint.interval = '300ms';
+         SET checkpoint.min_pause = '200ms';
+         CREATE MATERIALIZED VIEW p AS SELECT a, sum(b) AS s FROM t GROUP BY a;",
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    c.batch_execute("ALTER MATERIALIZED VIEW p SET (checkpoint.interval = 'off')")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let recs: Vec<Rec> = records(&c, "p")
+        .await
+        .into_iter()
+        .filter(|r| r.status == "COMPLETED")
+        .collect();
+    assert!(recs.len() >= 4, "{recs:?}");
+    for w in recs.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        // Millisecond timestamps: allow 2 ms of rounding.
+        assert!(b.trigger - a.trigger >= 298, "interval broken: {a:?} {b:?}");
+        assert!(
+            b.trigger - a.end.unwrap() >= 198,
+            "minimum pause broken: {a:?} {b:?}"
+        );
+    }
+
+    // max_concurrent = 3 without a pause: slow checkpoints overlap, never more than 3.
+    weir::failpoint::cfg("checkpoint::async_phase", "sleep(700)").unwrap();
+    c.batch_execute(
+        "RESET checkpoint.min_pause;
+         SET checkpoint.interval = '100ms';
+         SET checkpoint.max_concurrent = 3;
+         CREATE MATERIALIZED VIEW q AS SELECT a, count(*) AS n FROM t GROUP BY a;",
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    c.batch_execute("ALTER MATERIALIZED VIEW q SET (checkpoint.interval = 'off')")
+        .await
+        .unwrap();
+    weir::failpoint::cfg("checkpoint::async_phase", "off").unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let recs: Vec<Rec> = records(&c, "q").await;
+    assert!(recs.iter().all(|r| r.status == "COMPLETED"), "{recs:?}");
+    let mut max_overlap = 0;
+    for r in &recs {
+        let t = r.trigger;
+        let overlap = recs
+            .iter()
+            .filter(|o| o.trigger <= t && o.end.unwrap() > t)
+            .count();
+        max_overlap = max_overlap.max(overlap);
+    }
+    assert!(max_overlap <= 3, "more than 3 in flight: {recs:?}");
+    assert!(max_overlap >= 2, "checkpoints never overlapped: {recs:?}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_checkpoints_fail_the_job_and_the_restart_strategy_acts() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE t (a INT, b INT); INSERT INTO t VALUES (1, 2), (1, 3)")
+        .await
+        .unwrap();
+    weir::failpoint::cfg("checkpoint::async_phase", "sleep(600)").unwrap();
+    c.batch_execute(
+        "SET checkpoint.interval = '100ms';
+         SET checkpoint.timeout = '200ms';
+         SET checkpoint.tolerable_failures = 1;
+         SET restart.strategy = 'fixed-delay';
+         SET restart.attempts = 1;
+         SET restart.delay = '300ms';
+         CREATE MATERIALIZED VIEW e AS SELECT a, sum(b) AS s FROM t GROUP BY a;",
+    )
+    .await
+    .unwrap();
+    // Two expired checkpoints exceed the tolerable one: the job restarts once (fixed-delay,
+    // one attempt), then fails for good after two more.
+    let start = Instant::now();
+    loop {
+        let status = job_field(&c, "e", "status").await;
+        if status == "FAILED" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "job never failed (status {status})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(job_field(&c, "e", "restarts").await, "1");
+    let failure = job_field(&c, "e", "failure").await;
+    assert!(failure.contains("tolerable_failures"), "{failure}");
+    let recs = records(&c, "e").await;
+    let expired: Vec<&Rec> = recs.iter().filter(|r| r.status == "EXPIRED").collect();
+    assert!(expired.len() >= 4, "{recs:?}");
+    for r in &expired {
+        assert!(
+            r.end.unwrap() - r.trigger >= 199,
+            "expired too early: {r:?}"
+        );
+        assert!(r.reason.contains("timeout"), "{r:?}");
+    }
+    // Reading the view reports the failure.
+    let err = c.simple_query("SELECT * FROM e").await.unwrap_err();
+    assert!(db_message(&err).contains("tolerable_failures"), "{err:?}");
+    // Let the async phases finish: the expired checkpoints' files are dropped.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let jobdir = job_checkpoint_dir(dir.path());
+    let leftovers: Vec<String> = std::fs::read_dir(&jobdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("chk-"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "expired checkpoints left {leftovers:?}"
+    );
+
+    // RESUME after the cause is gone: the job runs and checkpoints again.
+    weir::failpoint::cfg("checkpoint::async_phase", "off").unwrap();
+    c.batch_execute("ALTER MATERIALIZED VIEW e RESUME; INSERT INTO t VALUES (2, 10); FLUSH")
+        .await
+        .unwrap();
+    assert_eq!(job_field(&c, "e", "status").await, "RUNNING");
+    assert_eq!(
+        common::query_text(&c, "SELECT a, s FROM e ORDER BY a").await,
+        vec![vec!["1", "5"], vec!["2", "10"]]
+    );
+    next_completed(&c, "e").await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_failure_restarts_from_the_checkpoint() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute(
+        "CREATE TABLE t (a INT, b INT);
+         INSERT INTO t VALUES (1, 2), (2, 3);
+         SET checkpoint.interval = '100ms';
+         SET restart.strategy = 'failure-rate';
+         SET restart.failure_rate.max_failures = 2;
+         SET restart.failure_rate.interval = '1min';
+         SET restart.delay = '100ms';
+         CREATE MATERIALIZED VIEW f AS SELECT a, sum(b) AS s FROM t GROUP BY a;",
+    )
+    .await
+    .unwrap();
+    next_completed(&c, "f").await;
+    let checkpoint = job_field(&c, "f", "last_checkpoint_id").await;
+    // The next epoch with changes fails in the job; the strategy restarts it from its
+    // checkpoint, replaying the rows written since.
+    weir::failpoint::cfg("job::process", "return(injected operator failure)").unwrap();
+    c.batch_execute("INSERT INTO t VALUES (1, 40)")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while job_field(&c, "f", "status").await == "RUNNING" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "job never failed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    weir::failpoint::cfg("job::process", "off").unwrap();
+    let start = Instant::now();
+    while job_field(&c, "f", "status").await != "RUNNING" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "job never restarted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(job_field(&c, "f", "restarts").await, "1");
+    let recovered = job_field(&c, "f", "recovered_checkpoint_id").await;
+    assert!(
+        int(&recovered) >= int(&checkpoint),
+        "{recovered} < {checkpoint}"
+    );
+    c.batch_execute("FLUSH").await.unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT a, s FROM f ORDER BY a").await,
+        vec![vec!["1", "42"], vec!["2", "3"]]
+    );
+    // Failures within the interval beyond max_failures = 2 fail the job for good: the
+    // earlier failure, this one, and the restart's replay failing again.
+    weir::failpoint::cfg("job::process", "return(injected operator failure)").unwrap();
+    c.batch_execute("INSERT INTO t VALUES (3, 3)")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while job_field(&c, "f", "status").await != "FAILED" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "job never gave up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = c.simple_query("SELECT * FROM f").await.unwrap_err();
+    assert!(
+        db_message(&err).contains("injected operator failure"),
+        "{err:?}"
+    );
+    weir::failpoint::cfg("job::process", "off").unwrap();
+    c.batch_execute("ALTER MATERIALIZED VIEW f RESUME")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while job_field(&c, "f", "status").await != "RUNNING" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "RESUME did not restart"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.batch_execute("FLUSH").await.unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT a, s FROM f ORDER BY a").await,
+        vec![vec!["1", "42"], vec!["2", "3"], vec!["3", "3"]]
+    );
+    server.stop().await;
+}
