@@ -485,7 +485,26 @@ impl Engine {
     pub fn recover_all(&self) -> Result<()> {
         let mut df = lock(&self.dataflow);
         let ids: BTreeSet<RelationId> = df.jobs.keys().copied().collect();
-        let target = self.visible().epoch;
+        // Epochs keep growing across restarts: checkpoints may have been taken at epochs after
+        // the last table write, so the clock resumes after the newest checkpoint too.
+        let newest_checkpoint = df
+            .jobs
+            .values()
+            .filter_map(|j| j.coordinator.as_ref())
+            .flat_map(|c| c.completed())
+            .map(|(_, e)| e)
+            .max()
+            .unwrap_or(Epoch(0));
+        let mut target = self.visible().epoch;
+        if newest_checkpoint > target {
+            target = newest_checkpoint;
+            lock(&self.clock).open = Epoch(target.0 + 1);
+            self.visible.send_replace(Arc::new(Visible {
+                epoch: target,
+                views: HashMap::new(),
+                jobs: Vec::new(),
+            }));
+        }
         let now = Instant::now();
         for (id, e) in self.recover_jobs(&mut df, &ids, target)? {
             self.on_failure(&mut df, id, &e, now);

@@ -482,3 +482,61 @@ async fn operator_failure_restarts_from_the_checkpoint() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn epochs_keep_growing_across_restarts_after_idle_checkpoints() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE t (a INT, b INT);
+             SET checkpoint.interval = '100ms';
+             CREATE MATERIALIZED VIEW v AS SELECT a, sum(b) AS s FROM t GROUP BY a;
+             SET state.backend = 'memory';
+             CREATE MATERIALIZED VIEW vm AS SELECT a, count(*) AS n FROM t GROUP BY a;
+             INSERT INTO t VALUES (1, 1), (2, 2);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+        // Checkpoints keep being taken at later epochs without any write.
+        next_completed(&c, "v").await;
+        next_completed(&c, "v").await;
+        next_completed(&c, "vm").await;
+        drop(c);
+        server.stop().await;
+    }
+    for round in 0..2 {
+        wait_for_release(dir.path()).await;
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        // Restored from the idle checkpoint, nothing to replay.
+        assert_ne!(job_field(&c, "v", "recovered_checkpoint_id").await, "NULL");
+        assert_ne!(job_field(&c, "vm", "recovered_checkpoint_id").await, "NULL");
+        assert_eq!(job_field(&c, "vm", "state_backend").await, "memory");
+        if round == 0 {
+            assert_eq!(job_field(&c, "v", "replayed_rows").await, "0");
+            assert_eq!(job_field(&c, "vm", "replayed_rows").await, "0");
+        }
+        // A write after the restart must land in an epoch after that checkpoint.
+        c.batch_execute(&format!("INSERT INTO t VALUES (1, {}); FLUSH", 10 + round))
+            .await
+            .unwrap();
+        drop(c);
+        server.stop().await;
+    }
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    assert_eq!(
+        common::query_text(&c, "SELECT a, s FROM v ORDER BY a").await,
+        vec![vec!["1", "22"], vec!["2", "2"]]
+    );
+    assert_eq!(
+        common::query_text(&c, "SELECT a, n FROM vm ORDER BY a").await,
+        vec![vec!["1", "3"], vec!["2", "1"]]
+    );
+    server.stop().await;
+}

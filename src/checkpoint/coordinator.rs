@@ -165,6 +165,7 @@ pub struct CheckpointCoordinator {
     shared: Arc<Mutex<Shared>>,
     next_id: u64,
     last_trigger: Instant,
+    writer: Option<std::sync::mpsc::Sender<WriteTask>>,
 }
 
 impl std::fmt::Debug for CheckpointCoordinator {
@@ -205,6 +206,7 @@ impl CheckpointCoordinator {
             shared: Arc::new(Mutex::new(shared)),
             next_id,
             last_trigger: Instant::now(),
+            writer: None,
         }
     }
 
@@ -373,54 +375,47 @@ impl CheckpointCoordinator {
             });
         }
         debug!(job = %self.job, checkpoint = id, epoch = epoch.0, "checkpoint triggered");
-        let pending = {
-            let mut storage = lock(&self.storage);
-            let image = if storage.backend() == super::StateBackendKind::Memory {
-                let mut image = StateImage::default();
-                for (i, c) in changes.into_iter().enumerate() {
-                    let rows = match c {
-                        TableChanges::Full(r) | TableChanges::Delta(r) => r,
-                    };
-                    image.tables.resize_with(i + 1, Vec::new);
-                    image.tables[i] = rows;
-                }
-                Some(image)
-            } else {
-                if let Err(e) = storage.write_changes(changes) {
-                    drop(storage);
-                    self.fail(id, &state, e.to_string());
+        let task = WriteTask {
+            id,
+            epoch,
+            changes,
+            manifest: Manifest {
+                id,
+                epoch: epoch.0,
+                backend: String::new(),
+                files: vec![],
+                state_bytes: 0,
+                persisted_bytes: 0,
+                trigger_unix_ms,
+                end_unix_ms: 0,
+                offsets,
+            },
+            state,
+            generation: lock(&self.storage).generation(),
+        };
+        if self.writer.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<WriteTask>();
+            let storage = self.storage.clone();
+            let shared = self.shared.clone();
+            let job = self.job.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("state-writer-{}", self.job))
+                .spawn(move || state_writer(job, storage, shared, rx));
+            match spawned {
+                Ok(_) => self.writer = Some(tx),
+                Err(e) => {
+                    let reason = format!("cannot start the state writer: {e}");
+                    self.fail(task.id, &task.state, reason);
                     return;
                 }
-                None
-            };
-            storage.snapshot(id, image)
-        };
-        let pending = match pending {
-            Ok(p) => p,
-            Err(e) => {
-                self.fail(id, &state, e.to_string());
-                return;
             }
-        };
-        let manifest = Manifest {
-            id,
-            epoch: epoch.0,
-            backend: String::new(),
-            files: vec![],
-            state_bytes: 0,
-            persisted_bytes: 0,
-            trigger_unix_ms,
-            end_unix_ms: 0,
-            offsets,
-        };
-        let storage = self.storage.clone();
-        let shared = self.shared.clone();
-        let job = self.job.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("checkpoint-{id}"))
-            .spawn(move || async_phase(job, storage, shared, state, manifest, pending, epoch));
-        if let Err(e) = spawned {
-            warn!(job = %self.job, error = %e, "cannot start the checkpoint's async phase");
+        }
+        if let Some(tx) = &self.writer
+            && let Err(e) = tx.send(task)
+        {
+            let task = e.0;
+            self.writer = None;
+            self.fail(task.id, &task.state, "the state writer stopped".into());
         }
     }
 
@@ -454,6 +449,85 @@ impl CheckpointCoordinator {
     /// [`crate::Error::State`] on I/O errors.
     pub fn reset_working(&self) -> Result<()> {
         lock(&self.storage).reset_working()
+    }
+}
+
+/// What the sync phase hands to the job's state writer.
+struct WriteTask {
+    id: u64,
+    epoch: Epoch,
+    changes: Vec<TableChanges>,
+    manifest: Manifest,
+    state: Arc<Mutex<Flight>>,
+    generation: u64,
+}
+
+/// The job's state writer: applies each checkpoint's captured state changes to the working
+/// database in trigger order, takes the native snapshot, and hands it to an upload thread (so
+/// that up to `max_concurrent` uploads overlap). Runs until the coordinator is dropped.
+fn state_writer(
+    job: String,
+    storage: Arc<Mutex<CheckpointStorage>>,
+    shared: Arc<Mutex<Shared>>,
+    rx: std::sync::mpsc::Receiver<WriteTask>,
+) {
+    while let Ok(task) = rx.recv() {
+        let fail = |reason: String| {
+            *lock(&task.state) = Flight::Done;
+            warn!(job = %job, checkpoint = task.id, reason = %reason, "checkpoint failed");
+            lock(&shared).finish(task.id, CheckpointStatus::Failed, Some(reason));
+        };
+        let pending = {
+            let mut st = lock(&storage);
+            if st.generation() != task.generation {
+                // The job was restored meanwhile: these changes belong to the old state.
+                drop(st);
+                if *lock(&task.state) == Flight::Running {
+                    fail("the job was restarted before the checkpoint completed".into());
+                }
+                continue;
+            }
+            if st.backend() == super::StateBackendKind::Memory {
+                let mut image = StateImage::default();
+                for (i, c) in task.changes.into_iter().enumerate() {
+                    let rows = match c {
+                        TableChanges::Full(r) | TableChanges::Delta(r) => r,
+                    };
+                    image.tables.resize_with(i + 1, Vec::new);
+                    image.tables[i] = rows;
+                }
+                st.snapshot(task.id, Some(image))
+            } else {
+                // Always applied, even if this checkpoint was aborted: the working database
+                // must hold every change up to the next checkpoint.
+                match st.write_changes(task.changes) {
+                    Ok(()) if *lock(&task.state) == Flight::Aborted => continue,
+                    Ok(()) => st.snapshot(task.id, None),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let pending = match pending {
+            Ok(p) => p,
+            Err(e) => {
+                fail(e.to_string());
+                continue;
+            }
+        };
+        let (storage, shared, job2, state, manifest, epoch) = (
+            storage.clone(),
+            shared.clone(),
+            job.clone(),
+            task.state.clone(),
+            task.manifest,
+            task.epoch,
+        );
+        let spawned = std::thread::Builder::new()
+            .name(format!("checkpoint-{}", task.id))
+            .spawn(move || async_phase(job2, storage, shared, state, manifest, pending, epoch));
+        if let Err(e) = spawned {
+            warn!(job = %job, error = %e, "cannot start a checkpoint upload");
+        }
     }
 }
 

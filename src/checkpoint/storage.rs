@@ -121,6 +121,9 @@ pub struct CheckpointStorage {
     /// Shared file to the number of completed (or committing) checkpoints using it.
     refs: HashMap<String, usize>,
     completed: BTreeMap<u64, Manifest>,
+    /// Bumped whenever the working database is replaced (reset or restore): state changes
+    /// captured before must not be written into the new one.
+    generation: u64,
 }
 
 impl std::fmt::Debug for CheckpointStorage {
@@ -197,6 +200,7 @@ impl CheckpointStorage {
             restored: HashMap::new(),
             refs: HashMap::new(),
             completed,
+            generation: 0,
         };
         for m in storage.completed.values() {
             for f in &m.files {
@@ -217,6 +221,11 @@ impl CheckpointStorage {
 
     fn db_dir(&self) -> PathBuf {
         self.work_dir.join("db")
+    }
+
+    /// The working database's generation (see the field's doc).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The backend this storage serves.
@@ -264,6 +273,7 @@ impl CheckpointStorage {
     /// # Errors
     /// [`Error::State`] on I/O or RocksDB errors.
     pub fn reset_working(&mut self) -> Result<()> {
+        self.generation += 1;
         self.db = None;
         self.restored.clear();
         self.incarnation = format!("{:x}", now_nanos());
@@ -289,6 +299,7 @@ impl CheckpointStorage {
             .cloned()
             .ok_or_else(|| Error::State(format!("checkpoint {id} is not available")))?;
         let chk = self.chk_dir(id);
+        self.generation += 1;
         self.db = None;
         self.restored.clear();
         self.incarnation = format!("{:x}", now_nanos());

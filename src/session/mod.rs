@@ -78,6 +78,18 @@ impl Session {
                 ))),
             )
             .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
+        // psql's \dm needs relkind 'm' for materialized views.
+        if let Some(pg) = catalog.schema("pg_catalog") {
+            catalog
+                .register_schema(
+                    "pg_catalog",
+                    Arc::new(crate::sql::system::PgCatalogOverlay::new(
+                        pg,
+                        Arc::clone(&engine),
+                    )),
+                )
+                .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
+        }
         let vars = engine.default_vars();
         Ok(Session {
             engine,

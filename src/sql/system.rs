@@ -221,3 +221,114 @@ impl SchemaProvider for WeirCatalogSchema {
         TABLES.contains(&name)
     }
 }
+
+/// `pg_catalog` as datafusion-pg-catalog builds it, with one correction: materialized views
+/// get `relkind = 'm'` in `pg_class` (the library knows only tables and views), so that psql's
+/// `\dm` lists them and `\d name` calls them materialized views.
+#[derive(Debug)]
+pub struct PgCatalogOverlay {
+    inner: Arc<dyn SchemaProvider>,
+    engine: Arc<Engine>,
+}
+
+impl PgCatalogOverlay {
+    /// Wraps the library's `pg_catalog` schema.
+    pub fn new(inner: Arc<dyn SchemaProvider>, engine: Arc<Engine>) -> Self {
+        PgCatalogOverlay { inner, engine }
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for PgCatalogOverlay {
+    fn table_names(&self) -> Vec<String> {
+        self.inner.table_names()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let table = self.inner.table(name).await?;
+        if name != "pg_class" {
+            return Ok(table);
+        }
+        let views: std::collections::HashSet<String> = self
+            .engine
+            .catalog()
+            .relations()
+            .filter(|r| !r.is_table())
+            .map(|r| r.name.clone())
+            .collect();
+        Ok(table
+            .map(|inner| Arc::new(PgClassWithMatViews { inner, views }) as Arc<dyn TableProvider>))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.inner.table_exist(name)
+    }
+}
+
+/// `pg_class` with `relkind` set to `'m'` for Weir's materialized views.
+#[derive(Debug)]
+struct PgClassWithMatViews {
+    inner: Arc<dyn TableProvider>,
+    views: std::collections::HashSet<String>,
+}
+
+#[async_trait]
+impl TableProvider for PgClassWithMatViews {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        self.inner.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[datafusion::logical_expr::Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        let plan = self.inner.scan(state, None, &[], None).await?;
+        let batches = datafusion::physical_plan::collect(plan, state.task_ctx()).await?;
+        let schema = self.inner.schema();
+        let (Ok(name_idx), Ok(kind_idx)) = (schema.index_of("relname"), schema.index_of("relkind"))
+        else {
+            return datafusion::datasource::memory::MemorySourceConfig::try_new_exec(
+                &[batches],
+                schema,
+                projection.cloned(),
+            )
+            .map(|p| p as Arc<dyn datafusion::physical_plan::ExecutionPlan>);
+        };
+        let mut out = Vec::with_capacity(batches.len());
+        for b in batches {
+            let names =
+                arrow::array::cast::AsArray::as_string_opt::<i32>(b.column(name_idx).as_ref());
+            let kinds =
+                arrow::array::cast::AsArray::as_string_opt::<i32>(b.column(kind_idx).as_ref());
+            let (Some(names), Some(kinds)) = (names, kinds) else {
+                out.push(b);
+                continue;
+            };
+            let fixed: StringArray = (0..b.num_rows())
+                .map(|i| {
+                    let kind = arrow::array::Array::is_valid(kinds, i).then(|| kinds.value(i));
+                    match kind {
+                        Some("v") if self.views.contains(names.value(i)) => Some("m"),
+                        k => k,
+                    }
+                })
+                .collect();
+            let mut columns = b.columns().to_vec();
+            columns[kind_idx] = Arc::new(fixed);
+            out.push(RecordBatch::try_new(b.schema(), columns)?);
+        }
+        datafusion::datasource::memory::MemorySourceConfig::try_new_exec(
+            &[out],
+            schema,
+            projection.cloned(),
+        )
+        .map(|p| p as Arc<dyn datafusion::physical_plan::ExecutionPlan>)
+    }
+}

@@ -10,6 +10,13 @@ use arrow::row::{RowConverter, SortField};
 use crate::error::{Error, Result};
 use crate::stream::change::ChangeBatch;
 
+/// Keys changed since the last checkpoint, back to back in one buffer.
+#[derive(Default)]
+struct ChangedKeys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
 /// A multiset of rows of one schema: row bytes (Arrow's row format) to a positive count.
 ///
 /// Used for a table's contents, a materialized view's contents and a join side. Reads see
@@ -20,9 +27,10 @@ pub struct StateTable {
     rows: HashMap<Box<[u8]>, i64>,
     /// Sum of all counts (the number of rows with duplicates).
     total: i64,
-    /// The epoch write buffer: keys changed since the last checkpoint. `None` when changes are
-    /// not tracked, so the next checkpoint must write the whole table.
-    dirty: Option<HashSet<Box<[u8]>>>,
+    /// The epoch write buffer: keys changed since the last checkpoint, appended back to back
+    /// (duplicates allowed; cheaper than a set on the hot path). `None` when changes are not
+    /// tracked, so the next checkpoint must write the whole table.
+    dirty: Option<ChangedKeys>,
 }
 
 impl std::fmt::Debug for StateTable {
@@ -52,7 +60,7 @@ impl StateTable {
     /// Starts recording changed keys for incremental checkpoints (the next
     /// [`StateTable::take_changes`] then returns only what changed from now on).
     pub fn track_changes(&mut self) {
-        self.dirty = Some(HashSet::new());
+        self.dirty = Some(ChangedKeys::default());
     }
 
     /// Stops recording changed keys (the next checkpoint must write the whole table).
@@ -64,16 +72,19 @@ impl StateTable {
     /// count (0 = deleted); `None` when changes were not tracked and the whole table must be
     /// written. Tracking continues afterwards.
     pub fn take_changes(&mut self) -> Option<Vec<(Box<[u8]>, i64)>> {
-        let dirty = self.dirty.replace(HashSet::new())?;
-        Some(
-            dirty
-                .into_iter()
-                .map(|k| {
-                    let c = self.rows.get(&k).copied().unwrap_or(0);
-                    (k, c)
-                })
-                .collect(),
-        )
+        let dirty = self.dirty.replace(ChangedKeys::default())?;
+        let mut seen: HashSet<&[u8]> = HashSet::with_capacity(dirty.ends.len());
+        let mut out = Vec::with_capacity(dirty.ends.len());
+        let mut start = 0;
+        for end in &dirty.ends {
+            let k = &dirty.bytes[start..*end];
+            start = *end;
+            if seen.insert(k) {
+                let c = self.rows.get(k).copied().unwrap_or(0);
+                out.push((Box::from(k), c));
+            }
+        }
+        Some(out)
     }
 
     /// Every distinct row's key bytes (Arrow row format) and count.
@@ -118,10 +129,9 @@ impl StateTable {
         for (i, w) in change.weights.values().iter().enumerate() {
             // Rows of a schema without columns are all the empty row.
             let bytes: &[u8] = if no_columns { &[] } else { rows.row(i).data() };
-            if let Some(d) = &mut self.dirty
-                && !d.contains(bytes)
-            {
-                d.insert(bytes.into());
+            if let Some(d) = &mut self.dirty {
+                d.bytes.extend_from_slice(bytes);
+                d.ends.push(d.bytes.len());
             }
             match self.rows.get_mut(bytes) {
                 Some(c) => {
