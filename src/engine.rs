@@ -542,12 +542,7 @@ impl Engine {
                 .jobs
                 .get(id)
                 .and_then(|j| j.coordinator.as_ref())
-                .and_then(|c| {
-                    c.completed()
-                        .into_iter()
-                        .filter(|(_, e)| *e <= bound)
-                        .last()
-                });
+                .and_then(|c| c.completed().into_iter().rfind(|(_, e)| *e <= bound));
             picked.insert(*id, pick);
         }
         // 2. Start epochs: the checkpoint's, or the newest upstream member's.

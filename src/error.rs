@@ -193,9 +193,8 @@ fn classify_datafusion(e: DataFusionError) -> Error {
                 || lower.contains("invalid input syntax")
                 || lower.contains("error parsing")
                 || lower.contains("cannot parse")
+                || lower.contains("cast error")
             {
-                "22P02"
-            } else if lower.contains("cast error") {
                 "22P02"
             } else if lower.contains("table") && lower.contains("not found") {
                 "42P01"

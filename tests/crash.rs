@@ -105,6 +105,9 @@ fn gen_rows(rng: &mut StdRng, n: usize, next_id: &mut i64) -> Vec<(i64, i32, Opt
         .collect()
 }
 
+/// A group of `v_agg`: count, sum, min, max.
+type Group = (i64, Option<i64>, Option<i64>, Option<i64>);
+
 /// What the client knows was acknowledged.
 #[derive(Default)]
 struct Model {
@@ -161,8 +164,7 @@ impl Model {
     /// The views' expected rows, as text, in the order the check queries use.
     fn expected(&self) -> BTreeMap<&'static str, Vec<Vec<String>>> {
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or("NULL".into());
-        let mut groups: BTreeMap<i32, (i64, Option<i64>, Option<i64>, Option<i64>)> =
-            BTreeMap::new();
+        let mut groups: BTreeMap<i32, Group> = BTreeMap::new();
         for (k, v) in self.ev.values() {
             let g = groups.entry(*k).or_insert((0, None, None, None));
             g.0 += 1;

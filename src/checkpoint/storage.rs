@@ -124,6 +124,10 @@ pub struct CheckpointStorage {
     /// Bumped whenever the working database is replaced (reset or restore): state changes
     /// captured before must not be written into the new one.
     generation: u64,
+    /// The last retention policy (`checkpoint.retained`, downstream epochs), applied again as
+    /// soon as a checkpoint commits; 0 until the first policy arrives.
+    retained: usize,
+    pins: Vec<u64>,
 }
 
 impl std::fmt::Debug for CheckpointStorage {
@@ -201,6 +205,8 @@ impl CheckpointStorage {
             refs: HashMap::new(),
             completed,
             generation: 0,
+            retained: 0,
+            pins: Vec::new(),
         };
         for m in storage.completed.values() {
             for f in &m.files {
@@ -555,6 +561,10 @@ impl CheckpointStorage {
         sync_dir(&chk);
         sync_dir(&self.dir);
         self.completed.insert(manifest.id, manifest);
+        if self.retained > 0 {
+            let (retained, pins) = (self.retained, std::mem::take(&mut self.pins));
+            self.retain_policy(retained, &pins);
+        }
         Ok(())
     }
 
@@ -611,6 +621,8 @@ impl CheckpointStorage {
     /// `bounds` (checkpoints kept by downstream views), the newest checkpoint at or before it,
     /// so that a view over this one can be recovered consistently. Returns the kept epochs.
     pub fn retain_policy(&mut self, retained: usize, bounds: &[u64]) -> Vec<u64> {
+        self.retained = retained;
+        self.pins = bounds.to_vec();
         let mut keep: BTreeSet<u64> = self
             .completed
             .keys()

@@ -157,7 +157,7 @@ fn pg_text_columns(
             DataType::Float32 => Some(
                 col.as_primitive::<Float32Type>()
                     .iter()
-                    .map(|v| v.map(|f| pg_float32(f)))
+                    .map(|v| v.map(pg_float32))
                     .collect(),
             ),
             DataType::Timestamp(_, tz) => {

@@ -375,7 +375,7 @@ pub fn parse_duration_ms(text: &str) -> std::result::Result<u64, String> {
         }
     };
     let ms = n * factor;
-    if !ms.is_finite() || ms < 0.0 || ms > 1e15 {
+    if !ms.is_finite() || !(0.0..=1e15).contains(&ms) {
         return Err("duration out of range".into());
     }
     Ok(ms.round() as u64)
@@ -385,11 +385,11 @@ pub fn parse_duration_ms(text: &str) -> std::result::Result<u64, String> {
 pub fn format_duration_ms(ms: u64) -> String {
     if ms == 0 {
         "0".into()
-    } else if ms % 3_600_000 == 0 {
+    } else if ms.is_multiple_of(3_600_000) {
         format!("{}h", ms / 3_600_000)
-    } else if ms % 60_000 == 0 {
+    } else if ms.is_multiple_of(60_000) {
         format!("{}min", ms / 60_000)
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
@@ -583,7 +583,7 @@ fn normalize(s: &Spec, value: &str) -> Result<String> {
     };
     match s.kind {
         Kind::Duration { min_ms, off_ok } => {
-            let ms = parse_duration_ms(v).map_err(|m| bad(m))?;
+            let ms = parse_duration_ms(v).map_err(bad)?;
             if ms == 0 {
                 if off_ok {
                     return Ok(if s.name == "checkpoint.interval" {

@@ -251,7 +251,7 @@ pub fn parse(
         let strings: ArrayRef = Arc::new(b.finish());
         let typed = convert(&strings, field.data_type())?;
         if typed.null_count() > strings.null_count() {
-            for i in 0..n {
+            for (i, line) in lines.iter().enumerate().take(n) {
                 if typed.is_null(i) && !strings.is_null(i) {
                     let value = strings
                         .as_any()
@@ -265,7 +265,7 @@ pub fn parse(
                             pg_type_name(field.data_type()),
                             value,
                             table,
-                            lines[i],
+                            line,
                             field.name()
                         ),
                     ));

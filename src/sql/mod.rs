@@ -260,10 +260,10 @@ impl Session {
                 self.run_query(plan).await
             }
             Statement::Explain { ref statement, .. } => {
-                if let Statement::CreateView(cv) = statement.as_ref() {
-                    if cv.materialized {
-                        return self.explain_view(cv).await;
-                    }
+                if let Statement::CreateView(cv) = statement.as_ref()
+                    && cv.materialized
+                {
+                    return self.explain_view(cv).await;
                 }
                 let plan = self.plan_statement(stmt).await?;
                 self.run_query(plan).await
@@ -379,6 +379,11 @@ impl Session {
                 "syntax error: ALTER MATERIALIZED VIEW needs a name".into(),
             ));
         }
+        // Views live in schema public.
+        let name = name
+            .strip_prefix("public.")
+            .map(str::to_string)
+            .unwrap_or(name);
         let lower = tail.to_ascii_lowercase();
         let engine = Arc::clone(&self.engine);
         if lower == "resume" {
@@ -393,6 +398,12 @@ impl Session {
             .and_then(|t| t.strip_prefix('('))
             .and_then(|t| t.strip_suffix(')'))
         else {
+            if lower.starts_with("set") {
+                return Err(Error::Parse(
+                    "syntax error: expected ALTER MATERIALIZED VIEW name SET (setting = value, ...)"
+                        .into(),
+                ));
+            }
             let what = tail.split_whitespace().next().unwrap_or("").to_uppercase();
             return Err(Error::NotSupported(format!(
                 "ALTER MATERIALIZED VIEW ... {what} is not supported; use SET (setting = value, ...) or RESUME"
@@ -469,7 +480,7 @@ impl Session {
                     return Err(Error::Parse(format!("syntax error in SET: {sql}")));
                 };
                 let name = unquote(&name);
-                if value.to_ascii_lowercase() == "default" {
+                if value.eq_ignore_ascii_case("default") {
                     self.vars.reset(&name)?;
                 } else {
                     self.vars.set(&name, &unquote(&value))?;

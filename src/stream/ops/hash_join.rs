@@ -202,22 +202,20 @@ impl HashJoin {
             if after == 0 {
                 this.buckets.remove(key);
             }
-            if other_preserved {
-                if let Some(b) = other_bucket {
-                    // The other side's rows with this key were padded while this side had none.
-                    let sign = match (before == 0, after == 0) {
-                        (true, false) => -1,
-                        (false, true) => 1,
-                        _ => 0,
-                    };
-                    if sign != 0 {
-                        for (orow, c) in &b.rows {
-                            let padded = match side {
-                                Side::Left => (None, Some(orow.clone()), sign * c),
-                                Side::Right => (Some(orow.clone()), None, sign * c),
-                            };
-                            out.push(padded);
-                        }
+            if other_preserved && let Some(b) = other_bucket {
+                // The other side's rows with this key were padded while this side had none.
+                let sign = match (before == 0, after == 0) {
+                    (true, false) => -1,
+                    (false, true) => 1,
+                    _ => 0,
+                };
+                if sign != 0 {
+                    for (orow, c) in &b.rows {
+                        let padded = match side {
+                            Side::Left => (None, Some(orow.clone()), sign * c),
+                            Side::Right => (Some(orow.clone()), None, sign * c),
+                        };
+                        out.push(padded);
                     }
                 }
             }
