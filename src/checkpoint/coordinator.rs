@@ -236,16 +236,6 @@ impl CheckpointCoordinator {
         lock(&self.storage).retain_policy(self.settings.retained, bounds)
     }
 
-    /// This job's checkpoint history, oldest first.
-    pub fn records(&self) -> Vec<CheckpointRecord> {
-        lock(&self.shared).records.iter().cloned().collect()
-    }
-
-    /// The latest completed checkpoint (id, epoch).
-    pub fn last_completed(&self) -> Option<(u64, Epoch)> {
-        lock(&self.shared).last_completed
-    }
-
     /// Completed checkpoints (id, epoch), oldest first.
     pub fn completed(&self) -> Vec<(u64, Epoch)> {
         lock(&self.storage)

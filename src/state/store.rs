@@ -130,29 +130,8 @@ impl Store {
     /// # Errors
     /// [`Error::State`] on a RocksDB failure or a corrupt entry.
     pub fn read_changelog(&self, table_id: u64) -> Result<Vec<ChangelogEntry>> {
-        let prefix = changelog_prefix(table_id);
-        let mut out = Vec::new();
-        for item in self
-            .db
-            .iterator(IteratorMode::From(&prefix, Direction::Forward))
-        {
-            let (key, value) = item?;
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            let seq = u64::from_be_bytes(key[prefix.len()..].try_into().map_err(|_| {
-                Error::State(format!("corrupt changelog key for table {table_id}"))
-            })?);
-            if value.len() < 8 {
-                return Err(Error::State(format!(
-                    "corrupt changelog entry {seq} of table {table_id}"
-                )));
-            }
-            let epoch = Epoch(u64::from_be_bytes(value[..8].try_into().unwrap_or([0; 8])));
-            let change = decode_change(&value[8..])?;
-            out.push(ChangelogEntry { seq, epoch, change });
-        }
-        Ok(out)
+        // Epochs start at 1, so (0, max] is the whole changelog.
+        self.read_changelog_range(table_id, Epoch(0), Epoch(u64::MAX))
     }
 
     /// Reads the changelog entries of epochs in `(after, upto]`, in order (a job's source
