@@ -8,6 +8,11 @@
 //! ```
 //!
 //! Lock order: `dataflow` → `clock` → a table's data. Writers take `clock` then the table.
+//!
+//! Threads: the barrier clock is a tokio task owned by the engine (it runs each tick on the
+//! blocking pool); each job's checkpoint coordinator owns a state-writer thread, which owns
+//! its checkpoints' upload threads. [`Engine::shutdown`] stops and joins all of them, and so
+//! does dropping the engine.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -23,7 +28,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::catalog::{Catalog, RelationDef, RelationKind};
 use crate::checkpoint::{
-    CheckpointCoordinator, CheckpointStorage, History, JobSettings, StateBackendKind,
+    CheckpointCoordinator, CheckpointStorage, History, JobSettings, StateBackendKind, StoppedWriter,
 };
 use crate::error::{Error, Result};
 use crate::session::vars::SessionVars;
@@ -328,7 +333,13 @@ pub struct Engine {
     clock: Mutex<Clock>,
     dataflow: Mutex<Dataflow>,
     visible: watch::Sender<Arc<Visible>>,
-    tick_request: Notify,
+    /// Wakes the barrier clock at once (`FLUSH`, `RESUME`); shared with the clock task.
+    tick_request: Arc<Notify>,
+    /// Becomes `true` when the engine shuts down (or is dropped): the barrier clock stops,
+    /// `FLUSH` returns, and changes are refused.
+    stopping: watch::Sender<bool>,
+    /// The barrier clock task, once started.
+    clock_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     barrier_interval: Duration,
     data_dir: PathBuf,
     checkpoint_dir: PathBuf,
@@ -346,6 +357,47 @@ impl std::fmt::Debug for Engine {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a lock is a bug; the data it guards is still the best we have.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Joins stopped state writers, all of them even when one fails; the first error is returned.
+fn join_writers(writers: Vec<StoppedWriter>) -> Result<()> {
+    let mut result = Ok(());
+    for w in writers {
+        if let Err(e) = w.join() {
+            error!(error = %e, "state writer failed");
+            if result.is_ok() {
+                result = Err(e);
+            }
+        }
+    }
+    result
+}
+
+impl Drop for Engine {
+    /// Stops the barrier clock and every job's state writer, joining the writers (and so their
+    /// upload threads) before the store and the jobs' databases are closed. No tick can be in
+    /// progress here: a tick holds a strong reference to the engine.
+    fn drop(&mut self) {
+        self.stopping.send_replace(true);
+        let clock = self
+            .clock_task
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(clock) = clock {
+            // Between ticks the clock holds no reference to the engine: ending it is enough.
+            clock.abort();
+        }
+        let df = self.dataflow.get_mut().unwrap_or_else(|e| e.into_inner());
+        let writers: Vec<StoppedWriter> = df
+            .jobs
+            .values_mut()
+            .filter_map(|j| j.coordinator.as_mut())
+            .filter_map(|c| c.stop())
+            .collect();
+        // Errors are logged by join_writers; a destructor cannot report them otherwise.
+        let _ = join_writers(writers);
+    }
 }
 
 impl Engine {
@@ -414,7 +466,9 @@ impl Engine {
             }),
             dataflow: Mutex::new(Dataflow::default()),
             visible,
-            tick_request: Notify::new(),
+            tick_request: Arc::new(Notify::new()),
+            stopping: watch::Sender::new(false),
+            clock_task: Mutex::new(None),
             barrier_interval: config.barrier_interval,
             data_dir: dir.to_path_buf(),
             checkpoint_dir,
@@ -751,26 +805,124 @@ impl Engine {
         Ok(())
     }
 
-    /// Starts the barrier clock: an epoch closes every barrier interval, or at once on `FLUSH`.
-    pub fn start_barrier_clock(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
-        let engine = Arc::clone(self);
-        tokio::spawn(async move {
+    /// Starts the barrier clock on the current tokio runtime: an epoch closes every barrier
+    /// interval, or at once on `FLUSH`. Does nothing if the clock runs already or the engine
+    /// is shutting down.
+    ///
+    /// The clock is a task owned by the engine. Between ticks it holds only a weak reference,
+    /// so dropping the last `Arc<Engine>` drops the engine (which stops the clock); during a
+    /// tick it holds a strong one, so the engine is never dropped in the middle of a tick
+    /// (if the tick's reference is the last, the engine is dropped on the blocking thread
+    /// after it). [`Engine::shutdown`] stops the clock and waits for a tick in progress.
+    pub fn start_barrier_clock(self: &Arc<Self>) {
+        let mut slot = lock(&self.clock_task);
+        if slot.as_ref().is_some_and(|h| !h.is_finished()) || self.is_stopping() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let tick_request = Arc::clone(&self.tick_request);
+        let mut stopping = self.stopping.subscribe();
+        let interval = self.barrier_interval;
+        *slot = Some(tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    _ = tokio::time::sleep(engine.barrier_interval) => {}
-                    _ = engine.tick_request.notified() => {}
+                    _ = tokio::time::sleep(interval) => {}
+                    _ = tick_request.notified() => {}
+                    changed = stopping.changed() => {
+                        if changed.is_err() {
+                            // The engine was dropped.
+                            break;
+                        }
+                    }
                 }
-                let e = Arc::clone(&engine);
-                match tokio::task::spawn_blocking(move || e.tick()).await {
+                if *stopping.borrow() {
+                    break;
+                }
+                let Some(engine) = weak.upgrade() else {
+                    break;
+                };
+                match tokio::task::spawn_blocking(move || engine.tick()).await {
                     Ok(Ok(())) => {}
                     Ok(Err(err)) => error!(error = %err, "barrier failed"),
                     Err(err) => error!(error = %err, "barrier task panicked"),
                 }
-                if Arc::strong_count(&engine) == 1 {
-                    break;
-                }
             }
-        })
+            debug!("barrier clock stopped");
+        }));
+    }
+
+    /// Whether [`Engine::shutdown`] has begun.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// `57P01` once the engine is shutting down.
+    fn check_running(&self) -> Result<()> {
+        if self.is_stopping() {
+            return Err(Error::data("57P01", "the server is shutting down"));
+        }
+        Ok(())
+    }
+
+    /// Shuts the engine down, in this order:
+    ///
+    /// 1. marks it stopping: the barrier clock ends at its next wake-up, `FLUSH` returns at
+    ///    once, and later writes, DDL and ticks are refused (`57P01`);
+    /// 2. waits for the barrier clock task to end, so that a tick in progress completes (the
+    ///    checkpoints it triggers are handed to their jobs' state writers);
+    /// 3. stops every job's checkpoint coordinator and joins its state-writer thread, which
+    ///    first finishes the checkpoints already triggered and joins their upload threads.
+    ///
+    /// Afterwards no thread of the engine runs, and the store's and the jobs' RocksDB
+    /// databases are only held by the engine: they close when the last `Arc<Engine>` is
+    /// dropped. The waits never block a tokio worker thread (threads are joined on the
+    /// blocking pool). Calling it again does nothing more.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the barrier clock or a state writer panicked; the other steps
+    /// are still carried out.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.stopping.send_replace(true);
+        let mut result = Ok(());
+        let clock = lock(&self.clock_task).take();
+        if let Some(clock) = clock
+            && let Err(e) = clock.await
+            && e.is_panic()
+        {
+            result = Err(Error::Internal("the barrier clock panicked".into()));
+        }
+        // A statement may hold the dataflow lock for a while: poll it rather than block.
+        let writers = loop {
+            if let Some(writers) = self.try_stop_jobs() {
+                break writers;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        if !writers.is_empty() {
+            let joined = tokio::task::spawn_blocking(move || join_writers(writers))
+                .await
+                .unwrap_or_else(|e| Err(Error::Internal(format!("joining state writers: {e}"))));
+            result = result.and(joined);
+        }
+        info!("engine stopped");
+        result
+    }
+
+    /// Stops every job's coordinator and returns their state writers to join, or `None` when
+    /// the dataflow lock is taken.
+    fn try_stop_jobs(&self) -> Option<Vec<StoppedWriter>> {
+        let mut df = match self.dataflow.try_lock() {
+            Ok(df) => df,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(
+            df.jobs
+                .values_mut()
+                .filter_map(|j| j.coordinator.as_mut())
+                .filter_map(|c| c.stop())
+                .collect(),
+        )
     }
 
     /// The catalog (a copy).
@@ -810,7 +962,9 @@ impl Engine {
     ///
     /// # Errors
     /// Constraint violations (`23502`, `23505`) and store errors; nothing is written then.
+    /// `57P01` once the engine is shutting down.
     pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<()> {
+        self.check_running()?;
         if change.is_empty() {
             return Ok(());
         }
@@ -842,12 +996,17 @@ impl Engine {
         Ok(())
     }
 
-    /// Waits until every write acknowledged before the call is visible in every view.
+    /// Waits until every write acknowledged before the call is visible in every view, or
+    /// until the engine shuts down.
     pub async fn flush(&self) {
         let target = lock(&self.clock).open;
         let mut rx = self.visible.subscribe();
+        let mut stopping = self.stopping.subscribe();
         self.tick_request.notify_one();
-        let _ = rx.wait_for(|v| v.epoch >= target).await;
+        tokio::select! {
+            _ = rx.wait_for(|v| v.epoch >= target) => {}
+            _ = stopping.wait_for(|s| *s) => {}
+        }
     }
 
     /// A job failed at run time: it and the views over it stop; its restart strategy decides
@@ -902,12 +1061,16 @@ impl Engine {
     }
 
     /// Closes the open epoch and runs it through every job, then publishes the new snapshot.
-    /// Restarts that are due happen first; checkpoints are triggered after the epoch.
+    /// Restarts that are due happen first; checkpoints are triggered after the epoch. Does
+    /// nothing once the engine is shutting down.
     ///
     /// # Errors
     /// Internal errors only; a failing view is handled by its restart strategy.
     pub fn tick(&self) -> Result<()> {
         let mut df = lock(&self.dataflow);
+        if self.is_stopping() {
+            return Ok(());
+        }
         let now = Instant::now();
         let mut touched: HashSet<RelationId> = HashSet::new();
         // Restarts that are due: recover their groups to the last processed epoch.
@@ -1150,7 +1313,8 @@ impl Engine {
     /// Creates a table.
     ///
     /// # Errors
-    /// `42P07` when the name is taken (unless `if_not_exists`); store errors.
+    /// `42P07` when the name is taken (unless `if_not_exists`); store errors; `57P01` once the
+    /// engine is shutting down.
     pub fn create_table(
         &self,
         name: &str,
@@ -1159,6 +1323,7 @@ impl Engine {
         if_not_exists: bool,
     ) -> Result<bool> {
         let _df = lock(&self.dataflow);
+        self.check_running()?;
         let mut catalog = lock(&self.catalog);
         if let Some(existing) = catalog.by_name(name) {
             if if_not_exists {
@@ -1194,7 +1359,7 @@ impl Engine {
     /// # Errors
     /// `42P07` when the name is taken (unless `if_not_exists`), `0A000` for unsupported
     /// constructs, `22023` for settings breaking a rule, and any error evaluating the query on
-    /// the existing data.
+    /// the existing data; `57P01` once the engine is shutting down.
     pub fn create_view(
         &self,
         name: &str,
@@ -1205,6 +1370,7 @@ impl Engine {
     ) -> Result<bool> {
         let settings = SessionVars::validate_job_settings(&settings, &[])?;
         let mut df = lock(&self.dataflow);
+        self.check_running()?;
         if let Some(existing) = lock(&self.catalog).by_name(name) {
             if if_not_exists {
                 return Ok(false);
@@ -1254,9 +1420,11 @@ impl Engine {
     /// job. A new `state.backend` takes effect with the next checkpoint (a full one).
     ///
     /// # Errors
-    /// `42P01` unknown view, `42704` unknown setting, `22023` bad value or broken rule.
+    /// `42P01` unknown view, `42704` unknown setting, `22023` bad value or broken rule;
+    /// `57P01` once the engine is shutting down.
     pub fn alter_view_settings(&self, name: &str, changes: &[(String, String)]) -> Result<()> {
         let mut df = lock(&self.dataflow);
+        self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
         let def = self.view_def(&catalog, name)?;
         let RelationKind::MaterializedView { query, settings } = &def.kind else {
@@ -1282,8 +1450,11 @@ impl Engine {
             .ok_or_else(|| Error::Internal("view without a job".into()))?;
         let old_backend = job.settings().map(|s| s.backend);
         if old_backend != Some(parsed.backend) {
-            if let Some(c) = &job.coordinator {
+            if let Some(c) = job.coordinator.as_mut() {
                 c.abort_all("state.backend changed");
+                if let Err(e) = c.shutdown() {
+                    warn!(view = name, error = %e, "state writer stopped abnormally");
+                }
             }
             let coordinator = self.coordinator(def.id, name, &next)?;
             job.coordinator = Some(coordinator);
@@ -1310,9 +1481,11 @@ impl Engine {
     /// next barrier from its last checkpoint, with its restart strategy's count reset.
     ///
     /// # Errors
-    /// `42P01` unknown view; `55000` when the view is running.
+    /// `42P01` unknown view; `55000` when the view is running; `57P01` once the engine is
+    /// shutting down.
     pub fn resume_view(&self, name: &str) -> Result<()> {
         let mut df = lock(&self.dataflow);
+        self.check_running()?;
         let catalog = lock(&self.catalog).clone();
         let def = self.view_def(&catalog, name)?;
         let affected = df.downstream_closure(def.id);
@@ -1372,7 +1545,8 @@ impl Engine {
     ///
     /// # Errors
     /// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other
-    /// kind, `2BP01` when views depend on it and `cascade` is false.
+    /// kind, `2BP01` when views depend on it and `cascade` is false; `57P01` once the engine
+    /// is shutting down.
     pub fn drop_relation(
         &self,
         name: &str,
@@ -1381,6 +1555,7 @@ impl Engine {
         cascade: bool,
     ) -> Result<bool> {
         let mut df = lock(&self.dataflow);
+        self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
         let Some(def) = catalog.by_name(name).cloned() else {
             if if_exists {
@@ -1427,9 +1602,13 @@ impl Engine {
         self.persist_catalog(&catalog)?;
         for id in &doomed {
             if let Some(job) = df.jobs.remove(id)
-                && let Some(c) = job.coordinator
+                && let Some(mut c) = job.coordinator
             {
                 c.abort_all("the view was dropped");
+                // The writer only finishes the aborted checkpoints' sync phase; its files go.
+                if let Err(e) = c.shutdown() {
+                    warn!(view = %job.name, error = %e, "state writer stopped abnormally");
+                }
                 c.destroy();
             }
             if lock(&self.tables).remove(id).is_some() {

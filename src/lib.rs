@@ -56,10 +56,11 @@ pub async fn open_with(config: engine::EngineConfig) -> Result<Arc<Engine>> {
     Ok(engine)
 }
 
-/// Runs a server on `listen` over `data_dir` until `shutdown` resolves.
+/// Runs a server on `listen` over `data_dir` until `shutdown` resolves, then closes the
+/// connections and shuts the engine down ([`Engine::shutdown`]).
 ///
 /// # Errors
-/// Startup errors (data directory locked, address in use).
+/// Startup errors (data directory locked, address in use); errors of the shutdown.
 pub async fn serve(
     listen: SocketAddr,
     data_dir: &Path,
@@ -70,6 +71,16 @@ pub async fn serve(
         Duration::from_millis(engine::DEFAULT_BARRIER_INTERVAL_MS),
     )
     .await?;
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    server::run(listener, engine, shutdown).await
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            if let Err(stop) = engine.shutdown().await {
+                tracing::warn!(error = %stop, "engine shutdown failed");
+            }
+            return Err(e.into());
+        }
+    };
+    let served = server::run(listener, Arc::clone(&engine), shutdown).await;
+    let stopped = engine.shutdown().await;
+    served.and(stopped)
 }

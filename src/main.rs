@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -35,6 +36,46 @@ fn parse_setting(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected NAME=VALUE, got \"{s}\""))
 }
 
+/// The signals that stop the server: SIGTERM and SIGINT (Ctrl-C).
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; from now on these signals no longer kill the process.
+    fn new() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// Waits for the first of them; returns its name.
+    async fn recv(mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -55,21 +96,44 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
+        // Signals are caught from here on: one arriving while the data directory is opened
+        // shuts the server down as soon as it is up.
+        let signals = Signals::new()?;
         let mut config = weir::engine::EngineConfig::new(&args.data_dir);
         config.barrier_interval = Duration::from_millis(args.barrier_interval_ms.max(1));
         config.checkpoint_dir = args.checkpoint_dir.clone();
         config.defaults = args.settings.clone();
         let engine = weir::open_with(config).await?;
-        let listener = tokio::net::TcpListener::bind(args.listen).await?;
+        let listener = match tokio::net::TcpListener::bind(args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                if let Err(stop) = engine.shutdown().await {
+                    tracing::warn!(error = %stop, "engine shutdown failed");
+                }
+                return Err(e.into());
+            }
+        };
         tracing::info!(listen = %args.listen, data_dir = %args.data_dir.display(), "weir started");
         let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down");
+            let signal = signals.recv().await;
+            tracing::info!(signal, "shutting down");
         };
-        weir::server::run(listener, engine, shutdown).await
+        // Stops accepting and closes every connection once a signal arrives.
+        let served = weir::server::run(listener, Arc::clone(&engine), shutdown).await;
+        let stopped = engine.shutdown().await;
+        // Normally the last reference: the store and the jobs' databases close here (else when
+        // the statement still holding one ends, before the runtime is gone).
+        drop(engine);
+        served.and(stopped)
     });
+    // Waits for blocking tasks still running (a statement whose connection was closed), so
+    // that nothing uses the databases when the process exits.
+    drop(runtime);
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(()) => {
+            tracing::info!("stopped");
+            std::process::ExitCode::SUCCESS
+        }
         Err(e) => {
             tracing::error!(error = %e, "weir stopped");
             eprintln!("weir: {e}");

@@ -9,24 +9,16 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{connect_child as connect, free_port};
 use futures::SinkExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const KEYS: i32 = 20;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn start(dir: &Path, port: u16, mode: &str) -> Child {
     let log = std::fs::OpenOptions::new()
@@ -54,32 +46,6 @@ fn start(dir: &Path, port: u16, mode: &str) -> Child {
         .stderr(log)
         .spawn()
         .expect("start weir")
-}
-
-async fn connect(port: u16, child: &mut Child) -> tokio_postgres::Client {
-    let start = Instant::now();
-    loop {
-        let mut config = tokio_postgres::Config::new();
-        config
-            .host("127.0.0.1")
-            .port(port)
-            .user("weir")
-            .dbname("weir");
-        if let Ok((client, conn)) = config.connect(tokio_postgres::NoTls).await {
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            return client;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("server exited during start: {status}");
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "server never came up"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[derive(Debug, Clone)]

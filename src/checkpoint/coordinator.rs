@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::JobSettings;
 use super::storage::{CheckpointStorage, Manifest, PendingSnapshot, StateImage, TableChanges};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stream::Epoch;
 
 /// Records kept per job for `weir_catalog.checkpoints`.
@@ -157,7 +157,46 @@ impl History {
     }
 }
 
+/// The job's state-writer thread and the channel that feeds it.
+struct Writer {
+    tx: std::sync::mpsc::Sender<WriteTask>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// The state-writer thread of a stopped coordinator, to be joined outside any lock the thread
+/// needs ([`CheckpointCoordinator::stop`]).
+#[must_use = "the thread is only waited for by `join`"]
+pub struct StoppedWriter {
+    job: String,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for StoppedWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoppedWriter")
+            .field("job", &self.job)
+            .finish()
+    }
+}
+
+impl StoppedWriter {
+    /// Waits until the state writer has written every checkpoint handed to it and its upload
+    /// threads have finished.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the thread panicked.
+    pub fn join(self) -> Result<()> {
+        self.thread
+            .join()
+            .map_err(|_| Error::Internal(format!("the state writer of job {} panicked", self.job)))
+    }
+}
+
 /// Coordinates one job's checkpoints.
+///
+/// It owns the job's state-writer thread (started with the first checkpoint), which owns the
+/// checkpoints' upload threads. [`CheckpointCoordinator::stop`] or dropping the coordinator
+/// stops the writer after the checkpoints already handed to it and joins it.
 pub struct CheckpointCoordinator {
     job: String,
     settings: JobSettings,
@@ -165,7 +204,9 @@ pub struct CheckpointCoordinator {
     shared: Arc<Mutex<Shared>>,
     next_id: u64,
     last_trigger: Instant,
-    writer: Option<std::sync::mpsc::Sender<WriteTask>>,
+    writer: Option<Writer>,
+    /// Set by [`CheckpointCoordinator::stop`]: no checkpoint is triggered any more.
+    stopped: bool,
 }
 
 impl std::fmt::Debug for CheckpointCoordinator {
@@ -207,6 +248,34 @@ impl CheckpointCoordinator {
             next_id,
             last_trigger: Instant::now(),
             writer: None,
+            stopped: false,
+        }
+    }
+
+    /// Stops checkpointing: no checkpoint is triggered afterwards, and the state writer's
+    /// channel is closed, so the writer ends once it has handled the checkpoints already
+    /// triggered (their uploads included). Returns the writer thread, if one was started, for
+    /// the caller to join once it holds no lock the thread needs (the coordinator's storage
+    /// and history locks). Idempotent.
+    pub fn stop(&mut self) -> Option<StoppedWriter> {
+        self.stopped = true;
+        self.writer.take().map(|w| {
+            drop(w.tx);
+            StoppedWriter {
+                job: self.job.clone(),
+                thread: w.thread,
+            }
+        })
+    }
+
+    /// [`CheckpointCoordinator::stop`], then waits for the state writer to finish.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the state writer panicked.
+    pub fn shutdown(&mut self) -> Result<()> {
+        match self.stop() {
+            Some(w) => w.join(),
+            None => Ok(()),
         }
     }
 
@@ -257,7 +326,7 @@ impl CheckpointCoordinator {
     /// Whether a checkpoint is due at `now` (see the module docs for the rules).
     pub fn should_trigger(&self, now: Instant) -> bool {
         let s = &self.settings;
-        if s.interval_ms == 0 {
+        if s.interval_ms == 0 || self.stopped {
             return false;
         }
         if now.duration_since(self.last_trigger) < Duration::from_millis(s.interval_ms) {
@@ -383,6 +452,10 @@ impl CheckpointCoordinator {
             state,
             generation: lock(&self.storage).generation(),
         };
+        if self.stopped {
+            self.fail(task.id, &task.state, "checkpointing was stopped".into());
+            return;
+        }
         if self.writer.is_none() {
             let (tx, rx) = std::sync::mpsc::channel::<WriteTask>();
             let storage = self.storage.clone();
@@ -392,7 +465,7 @@ impl CheckpointCoordinator {
                 .name(format!("state-writer-{}", self.job))
                 .spawn(move || state_writer(job, storage, shared, rx));
             match spawned {
-                Ok(_) => self.writer = Some(tx),
+                Ok(thread) => self.writer = Some(Writer { tx, thread }),
                 Err(e) => {
                     let reason = format!("cannot start the state writer: {e}");
                     self.fail(task.id, &task.state, reason);
@@ -400,11 +473,17 @@ impl CheckpointCoordinator {
                 }
             }
         }
-        if let Some(tx) = &self.writer
-            && let Err(e) = tx.send(task)
+        if let Some(w) = &self.writer
+            && let Err(e) = w.tx.send(task)
         {
             let task = e.0;
-            self.writer = None;
+            // The writer is gone (it panicked): reap it; the next checkpoint starts a new one.
+            if let Some(w) = self.writer.take() {
+                drop(w.tx);
+                if w.thread.join().is_err() {
+                    warn!(job = %self.job, "the state writer panicked");
+                }
+            }
             self.fail(task.id, &task.state, "the state writer stopped".into());
         }
     }
@@ -442,6 +521,15 @@ impl CheckpointCoordinator {
     }
 }
 
+impl Drop for CheckpointCoordinator {
+    /// Stops the state writer and joins it (see [`CheckpointCoordinator::stop`]).
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            warn!(job = %self.job, error = %e, "state writer stopped abnormally");
+        }
+    }
+}
+
 /// What the sync phase hands to the job's state writer.
 struct WriteTask {
     id: u64,
@@ -452,16 +540,34 @@ struct WriteTask {
     generation: u64,
 }
 
+/// Joins the upload threads that have finished (all of them with `all`), logging panics.
+fn reap_uploads(job: &str, uploads: &mut Vec<std::thread::JoinHandle<()>>, all: bool) {
+    let mut running = Vec::with_capacity(uploads.len());
+    for handle in uploads.drain(..) {
+        if all || handle.is_finished() {
+            if handle.join().is_err() {
+                warn!(job = %job, "a checkpoint upload panicked");
+            }
+        } else {
+            running.push(handle);
+        }
+    }
+    *uploads = running;
+}
+
 /// The job's state writer: applies each checkpoint's captured state changes to the working
 /// database in trigger order, takes the native snapshot, and hands it to an upload thread (so
-/// that up to `max_concurrent` uploads overlap). Runs until the coordinator is dropped.
+/// that up to `max_concurrent` uploads overlap). Runs until the coordinator closes the channel
+/// (it is stopped or dropped), then joins the upload threads still running.
 fn state_writer(
     job: String,
     storage: Arc<Mutex<CheckpointStorage>>,
     shared: Arc<Mutex<Shared>>,
     rx: std::sync::mpsc::Receiver<WriteTask>,
 ) {
+    let mut uploads: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while let Ok(task) = rx.recv() {
+        reap_uploads(&job, &mut uploads, false);
         let fail = |reason: String| {
             *lock(&task.state) = Flight::Done;
             warn!(job = %job, checkpoint = task.id, reason = %reason, "checkpoint failed");
@@ -504,7 +610,7 @@ fn state_writer(
                 continue;
             }
         };
-        let (storage, shared, job2, state, manifest, epoch) = (
+        let (storage2, shared2, job2, state, manifest, epoch) = (
             storage.clone(),
             shared.clone(),
             job.clone(),
@@ -512,13 +618,22 @@ fn state_writer(
             task.manifest,
             task.epoch,
         );
+        let id = task.id;
         let spawned = std::thread::Builder::new()
-            .name(format!("checkpoint-{}", task.id))
-            .spawn(move || async_phase(job2, storage, shared, state, manifest, pending, epoch));
-        if let Err(e) = spawned {
-            warn!(job = %job, error = %e, "cannot start a checkpoint upload");
+            .name(format!("checkpoint-{id}"))
+            .spawn(move || async_phase(job2, storage2, shared2, state, manifest, pending, epoch));
+        match spawned {
+            Ok(handle) => uploads.push(handle),
+            Err(e) => {
+                // The snapshot went with the closure; the checkpoint is marked failed here.
+                let reason = format!("cannot start a checkpoint upload: {e}");
+                *lock(&task.state) = Flight::Done;
+                warn!(job = %job, checkpoint = id, reason = %reason, "checkpoint failed");
+                lock(&shared).finish(id, CheckpointStatus::Failed, Some(reason));
+            }
         }
     }
+    reap_uploads(&job, &mut uploads, true);
 }
 
 /// The async phase: move files into checkpoint storage, then commit the manifest unless the

@@ -21,7 +21,9 @@ pub mod storage;
 
 use std::collections::BTreeMap;
 
-pub use coordinator::{CheckpointCoordinator, CheckpointRecord, CheckpointStatus, History};
+pub use coordinator::{
+    CheckpointCoordinator, CheckpointRecord, CheckpointStatus, History, StoppedWriter,
+};
 pub use restart::{RestartStrategy, RestartTracker};
 pub use storage::{CheckpointStorage, Manifest, StateImage};
 

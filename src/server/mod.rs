@@ -20,7 +20,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 
 /// Accepts connections on `listener` until `shutdown` resolves; each connection runs in its
-/// own task with its own session.
+/// own task with its own session. Then it stops listening, closes every connection and waits
+/// for their tasks to end; the engine is left running (see [`Engine::shutdown`]).
 ///
 /// # Errors
 /// I/O errors of the listener.
@@ -51,7 +52,10 @@ pub async fn run(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
+    drop(listener);
+    let open = connections.len();
     connections.shutdown().await;
+    info!(%addr, closed = open, "stopped listening; connections closed");
     Ok(())
 }
 
