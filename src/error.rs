@@ -164,10 +164,24 @@ fn classify_datafusion(e: DataFusionError) -> Error {
     };
     let e = e.find_root();
     let message = strip_df_prefix(&e.to_string());
+    if message.contains("subquery returned more than one row") {
+        return Error::data(
+            "21000",
+            "more than one row returned by a subquery used as an expression",
+        );
+    }
+    if message.contains("does not support logical expression ScalarSubquery") {
+        // DataFusion decorrelates a correlated scalar subquery only when its correlation is an
+        // equality (`x.k = t.k`).
+        return Error::not_supported(
+            "a correlated scalar subquery whose correlation is not an equality (such as x.b < t.b) is not supported",
+        );
+    }
     let lower = message.to_ascii_lowercase();
     match e {
         DataFusionError::SQL(..) => Error::Parse(message),
         DataFusionError::NotImplemented(_) => Error::NotSupported(message),
+        DataFusionError::ResourcesExhausted(_) => Error::data("53200", message),
         DataFusionError::SchemaError(..) => {
             if lower.contains("no field named") || lower.contains("column") {
                 Error::plan("42703", message)
@@ -242,6 +256,7 @@ fn strip_df_prefix(s: &str) -> String {
         "This feature is not implemented: ",
         "Optimizer rule 'simplify_expressions' failed\ncaused by\n",
         "Compute error: ",
+        "Resources exhausted: ",
         "Divide by zero error",
     ] {
         if prefix == "Divide by zero error" {

@@ -4,7 +4,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
-use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, into_pg_type};
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
@@ -115,7 +115,7 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
             rows.reserve(count);
             for b in batches {
                 let b = pg_text_columns(b, format).map_err(|e| pg_error(&e))?;
-                rows.extend(encode_recordbatch(fields.clone(), b));
+                encode_rows(&fields, &b, &mut rows)?;
             }
             Response::Query(QueryResponse::new(fields, futures::stream::iter(rows)))
         }
@@ -127,6 +127,49 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
         }
         Output::Empty => Response::EmptyQuery,
     })
+}
+
+/// Encodes `batch` as data rows of `fields`, stopping at the first value that cannot be
+/// encoded. An unconstrained `numeric` (38 digits) sent in binary drops its trailing
+/// fractional zeros, as its text form does (see [`pg_numeric`]).
+fn encode_rows(
+    fields: &Arc<Vec<pgwire::api::results::FieldInfo>>,
+    batch: &arrow::array::RecordBatch,
+    rows: &mut Vec<PgWireResult<pgwire::messages::data::DataRow>>,
+) -> PgWireResult<()> {
+    use arrow::array::{Array, AsArray};
+    use arrow_pg::encoder::Encoder;
+    let schema = batch.schema();
+    let mut encoder = pgwire::api::results::DataRowEncoder::new(fields.clone());
+    for r in 0..batch.num_rows() {
+        for (c, col) in batch.columns().iter().enumerate() {
+            let field = schema.field(c);
+            match col.data_type() {
+                DataType::Decimal128(p, scale)
+                    if *p == crate::sql::semantics::NUMERIC_MAX_PRECISION =>
+                {
+                    let value = (!col.is_null(r)).then(|| {
+                        let v = col
+                            .as_primitive::<arrow::datatypes::Decimal128Type>()
+                            .value(r);
+                        rust_decimal::Decimal::try_from_i128_with_scale(v, *scale as u32)
+                            .map(|d| d.normalize())
+                    });
+                    let value = value.transpose().map_err(|e| {
+                        PgWireError::UserError(Box::new(ErrorInfo::new(
+                            "ERROR".into(),
+                            "22003".into(),
+                            format!("numeric value out of range: {e}"),
+                        )))
+                    })?;
+                    Encoder::encode_field(&mut encoder, &value, &fields[c])?;
+                }
+                _ => arrow_pg::encoder::encode_value(&mut encoder, col, r, field, &fields[c])?,
+            }
+        }
+        rows.push(Ok(encoder.take_row()));
+    }
+    Ok(())
 }
 
 /// Renders the text-format columns whose PostgreSQL text form differs from arrow-pg's:
@@ -145,6 +188,14 @@ fn pg_text_columns(
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     for (i, col) in batch.columns().iter().enumerate() {
         if format.format_for(i) != pgwire::api::results::FieldFormat::Text {
+            // The binary numeric encoder holds at most 28 decimals: round to them.
+            if let DataType::Decimal128(p, s) = col.data_type()
+                && *s > 28
+            {
+                columns[i] = arrow::compute::cast(col, &DataType::Decimal128(*p, 28))?;
+                fields[i] = Field::new(fields[i].name(), DataType::Decimal128(*p, 28), true);
+                changed = true;
+            }
             continue;
         }
         let text: Option<StringArray> = match col.data_type() {
@@ -160,6 +211,15 @@ fn pg_text_columns(
                     .map(|v| v.map(pg_float32))
                     .collect(),
             ),
+            DataType::Decimal128(p, scale) => {
+                let unconstrained = *p == crate::sql::semantics::NUMERIC_MAX_PRECISION;
+                Some(
+                    col.as_primitive::<arrow::datatypes::Decimal128Type>()
+                        .iter()
+                        .map(|v| v.map(|v| pg_numeric(v, *scale, unconstrained)))
+                        .collect(),
+                )
+            }
             DataType::Timestamp(_, tz) => {
                 let micros =
                     arrow::compute::cast(col, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
@@ -209,6 +269,44 @@ fn pg_text_columns(
         columns,
         &options,
     )?)
+}
+
+/// The text of a `numeric` value `v`·10^-`scale`. An unconstrained `numeric` (38 digits)
+/// does not know the scale each value was written with, so its trailing fractional zeros
+/// are dropped (`13.125`, not `13.125000…`); `numeric(p,s)` prints `s` decimals as
+/// PostgreSQL does.
+fn pg_numeric(v: i128, scale: i8, trim: bool) -> String {
+    let negative = v < 0;
+    let digits = v.unsigned_abs().to_string();
+    let mut s = if scale <= 0 {
+        let mut d = digits;
+        if d != "0" {
+            d.extend(std::iter::repeat_n('0', usize::from(scale.unsigned_abs())));
+        }
+        d
+    } else {
+        let scale = usize::from(scale.unsigned_abs());
+        let padded = if digits.len() <= scale {
+            format!("{}{digits}", "0".repeat(scale + 1 - digits.len()))
+        } else {
+            digits
+        };
+        let (int, frac) = padded.split_at(padded.len() - scale);
+        let frac = if trim {
+            frac.trim_end_matches('0')
+        } else {
+            frac
+        };
+        if frac.is_empty() {
+            int.to_string()
+        } else {
+            format!("{int}.{frac}")
+        }
+    };
+    if negative && s.bytes().any(|b| b != b'0' && b != b'.') {
+        s.insert(0, '-');
+    }
+    s
 }
 
 /// PostgreSQL's spelling of a non-finite float, if `f` is one.
@@ -416,5 +514,22 @@ impl CopyHandler for Conn {
             "57014".to_owned(),
             format!("COPY from stdin failed: {}", fail.message),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pg_numeric;
+
+    #[test]
+    fn numeric_text() {
+        assert_eq!(pg_numeric(13_125, 3, false), "13.125");
+        assert_eq!(pg_numeric(131_250_000, 7, true), "13.125");
+        assert_eq!(pg_numeric(150, 2, false), "1.50");
+        assert_eq!(pg_numeric(-5, 2, false), "-0.05");
+        assert_eq!(pg_numeric(100_000, 5, true), "1");
+        assert_eq!(pg_numeric(0, 10, true), "0");
+        assert_eq!(pg_numeric(0, 2, false), "0.00");
+        assert_eq!(pg_numeric(-12, 0, false), "-12");
     }
 }

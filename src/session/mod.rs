@@ -1,5 +1,6 @@
 //! One connection's state: its variables, its DataFusion context and an open COPY.
 
+pub mod memory;
 pub mod vars;
 
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub struct Session {
     pub schema: Arc<PublicSchema>,
     /// A COPY in progress.
     pub copy: Option<PendingCopy>,
+    /// The memory pool of this session's queries (`query.memory_limit_mb`).
+    pub memory: Arc<memory::QueryMemoryPool>,
 }
 
 impl Session {
@@ -60,7 +63,23 @@ impl Session {
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
         // TIMESTAMPTZ columns carry UTC; timestamps are stored and shown in UTC.
         config.options_mut().execution.time_zone = Some("+00:00".to_string());
-        let ctx = SessionContext::new_with_config(config);
+        let vars = engine.default_vars();
+        let memory = Arc::new(memory::QueryMemoryPool::new(
+            vars.query_memory_limit_bytes(),
+        ));
+        let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_memory_pool(memory.clone())
+            .build_arc()
+            .map_err(|e| Error::Internal(format!("runtime setup: {e}")))?;
+        let state = datafusion::execution::session_state::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_analyzer_rules(crate::sql::semantics::analyzer_rules())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        crate::sql::semantics::register(&ctx);
+        crate::sql::functions::register(&ctx);
         let schema = Arc::new(PublicSchema::new(Arc::clone(&engine)));
         let catalog = ctx
             .catalog(DATABASE)
@@ -90,13 +109,13 @@ impl Session {
                 )
                 .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
         }
-        let vars = engine.default_vars();
         Ok(Session {
             engine,
             vars,
             ctx,
             schema,
             copy: None,
+            memory,
         })
     }
 }

@@ -177,6 +177,15 @@ const SPECS: &[Spec] = &[
         description: "exponential-delay: random fraction added to each pause.",
     },
     Spec {
+        name: "query.memory_limit_mb",
+        kind: Kind::Int {
+            min: 16,
+            max: 1_048_576,
+        },
+        default: "2048",
+        description: "Memory one query may hold in its operators (sorts, hash tables), in MiB; past it the query fails with 53200.",
+    },
+    Spec {
         name: "application_name",
         kind: Kind::Text,
         default: "",
@@ -451,6 +460,13 @@ impl SessionVars {
         spec(name)
             .and_then(|s| self.value(s).parse().ok())
             .unwrap_or(0)
+    }
+
+    /// `query.memory_limit_mb` in bytes.
+    pub fn query_memory_limit_bytes(&self) -> usize {
+        usize::try_from(self.int("query.memory_limit_mb"))
+            .unwrap_or(2048)
+            .saturating_mul(1024 * 1024)
     }
 
     /// `checkpoint.interval` in ms (0 = off).

@@ -10,7 +10,11 @@
 //! ```
 
 pub mod copy;
+pub mod functions;
+mod names;
+pub mod parse;
 pub mod provider;
+pub mod semantics;
 pub mod system;
 
 use std::sync::Arc;
@@ -23,7 +27,7 @@ use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp}
 use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, Statement};
-use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use parse::parse_one;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -198,27 +202,25 @@ impl Session {
                         "CREATE VIEW is not supported; use CREATE MATERIALIZED VIEW",
                     ));
                 }
-                if !cv.columns.is_empty() {
-                    return Err(Error::not_supported(
-                        "a column list in CREATE MATERIALIZED VIEW is not supported; alias the columns in the query",
-                    ));
-                }
                 if cv.or_replace {
                     return Err(Error::not_supported(
                         "CREATE OR REPLACE MATERIALIZED VIEW is not supported",
                     ));
                 }
                 let name = object_name(&cv.name)?;
-                let query = cv.query.to_string();
+                let columns: Vec<String> = cv.columns.iter().map(|c| ident(&c.name)).collect();
+                // The query as written: printing the parsed tree back is not always SQL that
+                // parses to the same tree.
+                let query = parse::view_query_text(trimmed)?;
                 // Every write acknowledged before the CREATE is in the backfill.
                 self.engine.flush().await;
+                let query = self.view_query_with_columns(&query, &columns).await?;
                 let plan = self.plan_query(&query).await?;
                 let settings = self.vars.job_settings();
                 let engine = Arc::clone(&self.engine);
                 let if_not_exists = cv.if_not_exists;
-                let q = query.clone();
                 tokio::task::spawn_blocking(move || {
-                    engine.create_view(&name, &q, plan, settings, if_not_exists)
+                    engine.create_view(&name, &query, plan, settings, if_not_exists)
                 })
                 .await
                 .map_err(|e| Error::Internal(e.to_string()))??;
@@ -255,18 +257,38 @@ impl Session {
                 self.dml(stmt, params).await
             }
             Statement::Query(_) => {
-                let plan = self.plan_statement(stmt).await?;
-                let plan = bind(plan, params)?;
-                self.run_query(plan).await
+                let catalog = parse::mentions_catalog(&stmt);
+                let result = match self.plan_select(trimmed, stmt).await {
+                    Ok((plan, names)) => match bind(plan, params.clone()) {
+                        Ok(plan) => self.run_query(plan, names).await,
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                match result {
+                    // A client's catalog query DataFusion cannot run as written (correlated
+                    // subqueries psql sends) gets the whole compatibility layer.
+                    Err(e) if catalog => match parse::parse_one_compat(trimmed) {
+                        Ok(compat) => match self.plan_statement(compat).await {
+                            Ok(plan) => match bind(plan, params) {
+                                Ok(plan) => self.run_query(plan, None).await.map_err(|_| e),
+                                Err(_) => Err(e),
+                            },
+                            Err(_) => Err(e),
+                        },
+                        Err(_) => Err(e),
+                    },
+                    other => other,
+                }
             }
             Statement::Explain { ref statement, .. } => {
                 if let Statement::CreateView(cv) = statement.as_ref()
                     && cv.materialized
                 {
-                    return self.explain_view(cv).await;
+                    return self.explain_view(cv, trimmed).await;
                 }
-                let plan = self.plan_statement(stmt).await?;
-                self.run_query(plan).await
+                let plan = self.plan_with_fallback(trimmed, stmt).await?;
+                self.run_query(plan, None).await
             }
             Statement::Copy {
                 source,
@@ -485,6 +507,7 @@ impl Session {
                 } else {
                     self.vars.set(&name, &unquote(&value))?;
                 }
+                self.memory.set_limit(self.vars.query_memory_limit_bytes());
                 Output::Command("SET".into())
             }
             "reset" if w.len() == 2 => {
@@ -493,6 +516,7 @@ impl Session {
                 } else {
                     self.vars.reset(&w[1])?;
                 }
+                self.memory.set_limit(self.vars.query_memory_limit_bytes());
                 Output::Command("RESET".into())
             }
             "show" if w.len() >= 2 => {
@@ -561,15 +585,78 @@ impl Session {
             ));
         }
         let plan = self.plan_statement(stmt).await?;
-        Ok(self.ctx.state().optimize(&plan)?)
+        let plan = self.ctx.state().optimize(&plan)?;
+        self.materialize_table_functions(plan).await
+    }
+
+    /// Replaces each scan of a table function (`generate_series`, `range`) in a view's plan by
+    /// its rows (a constant relation), evaluated once under the session's memory limit.
+    async fn materialize_table_functions(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        let mut scans = Vec::new();
+        plan.apply(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && is_table_function_scan(scan)
+            {
+                scans.push(node.clone());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        })?;
+        if scans.is_empty() {
+            return Ok(plan);
+        }
+        let mut rows = Vec::with_capacity(scans.len());
+        for scan in &scans {
+            let df = self.ctx.execute_logical_plan(scan.clone()).await?;
+            let batches = df.collect().await?;
+            let mut values = Vec::new();
+            for b in &batches {
+                for r in 0..b.num_rows() {
+                    let row = b
+                        .columns()
+                        .iter()
+                        .map(|c| {
+                            Ok(Expr::Literal(
+                                datafusion::common::ScalarValue::try_from_array(c, r)?,
+                                None,
+                            ))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    values.push(row);
+                }
+            }
+            rows.push((scan.clone(), values));
+        }
+        let replaced = plan.transform_up(|node| {
+            for (scan, values) in &rows {
+                if &node == scan {
+                    let schema = node.schema().clone();
+                    let replacement = if values.is_empty() {
+                        LogicalPlan::EmptyRelation(datafusion::logical_expr::EmptyRelation {
+                            produce_one_row: false,
+                            schema,
+                        })
+                    } else {
+                        LogicalPlan::Values(datafusion::logical_expr::Values {
+                            schema,
+                            values: values.clone(),
+                        })
+                    };
+                    return Ok(Transformed::yes(replacement));
+                }
+            }
+            Ok(Transformed::no(node))
+        })?;
+        Ok(replaced.data)
     }
 
     async fn explain_view(
         &mut self,
         cv: &datafusion::sql::sqlparser::ast::CreateView,
+        sql: &str,
     ) -> Result<Output> {
         let name = object_name(&cv.name)?;
-        let plan = self.plan_query(&cv.query.to_string()).await?;
+        let plan = self.plan_query(&parse::view_query_text(sql)?).await?;
         let mut lines = self.engine.explain_view(&name, plan)?;
         let settings: Vec<String> = self
             .vars
@@ -584,11 +671,115 @@ impl Session {
         )
     }
 
-    async fn run_query(&self, plan: LogicalPlan) -> Result<Output> {
+    /// Runs a query; `names` are the output column names when they differ from the plan's
+    /// (a SELECT list may repeat a name, which a DataFusion plan may not).
+    async fn run_query(&self, plan: LogicalPlan, names: Option<Vec<String>>) -> Result<Output> {
         let df = self.ctx.execute_logical_plan(plan).await?;
-        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
+        let task = Arc::new(df.task_ctx());
+        let physical = df.create_physical_plan().await?;
+        // The executed plan's types (after Weir's rewrites), under the names to show.
+        let schema = output_schema(physical.schema().as_ref(), names.as_deref());
+        let batches = datafusion::physical_plan::collect(physical, task).await?;
+        let batches = batches
+            .into_iter()
+            .map(|b| {
+                let options =
+                    arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                Ok(RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    b.columns().to_vec(),
+                    &options,
+                )?)
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Output::Rows { schema, batches })
+    }
+
+    /// Plans a statement; a client's catalog query that does not plan is tried again through
+    /// datafusion-pg-catalog's whole compatibility layer (see [`parse`]).
+    async fn plan_with_fallback(&self, sql: &str, stmt: Statement) -> Result<LogicalPlan> {
+        let catalog = parse::mentions_catalog(&stmt);
+        match self.plan_statement(stmt).await {
+            Ok(plan) => Ok(plan),
+            Err(e) if catalog => match parse::parse_one_compat(sql) {
+                Ok(compat) => self.plan_statement(compat).await.map_err(|_| e),
+                Err(_) => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Plans a SELECT; when its output names repeat (legal in PostgreSQL: `SELECT 1, 1`), plans
+    /// it with unique internal names and returns the names to show.
+    async fn plan_select(
+        &self,
+        sql: &str,
+        stmt: Statement,
+    ) -> Result<(LogicalPlan, Option<Vec<String>>)> {
+        match self.plan_with_fallback(sql, stmt.clone()).await {
+            Ok(plan) => Ok((plan, None)),
+            Err(e) if is_duplicate_name_error(&e) => match names::unique_output_names(&stmt) {
+                Some((renamed, shown)) => {
+                    let plan = self.plan_statement(renamed).await?;
+                    Ok((plan, Some(shown)))
+                }
+                None => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The view query to store for `CREATE MATERIALIZED VIEW name (columns) AS query`: the
+    /// query itself, or, with a column list, the query renamed by it (PostgreSQL: the list
+    /// names the first columns; the rest keep their names).
+    ///
+    /// # Errors
+    /// `42601` more names than columns; `42701` a column name repeated.
+    async fn view_query_with_columns(&self, query: &str, columns: &[String]) -> Result<String> {
+        let stmt = parse_one(query)?;
+        if !matches!(stmt, Statement::Query(_)) {
+            return Err(Error::Parse(
+                "a materialized view needs a SELECT query".into(),
+            ));
+        }
+        let (plan, shown) = self.plan_select(query, stmt).await?;
+        let own: Vec<String> = match shown {
+            Some(names) => names,
+            None => plan
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+        };
+        if columns.len() > own.len() {
+            return Err(Error::plan(
+                "42601",
+                "CREATE MATERIALIZED VIEW specifies more column names than columns",
+            ));
+        }
+        let mut all: Vec<String> = columns.to_vec();
+        all.extend(own[columns.len()..].iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        for n in &all {
+            if !seen.insert(n.as_str()) {
+                return Err(Error::plan(
+                    "42701",
+                    format!("column \"{n}\" specified more than once"),
+                ));
+            }
+        }
+        if columns.is_empty() {
+            return Ok(query.to_string());
+        }
+        let list: Vec<String> = all
+            .iter()
+            .map(|n| format!("\"{}\"", n.replace('"', "\"\"")))
+            .collect();
+        Ok(format!(
+            "SELECT * FROM ({query}) AS weir_view_columns({})",
+            list.join(", ")
+        ))
     }
 
     async fn create_table(&mut self, stmt: Statement) -> Result<Output> {
@@ -823,7 +1014,7 @@ impl Session {
                 )]));
                 return Ok((vec![], Some(schema)));
             }
-            let plan = self.plan_statement(stmt).await?;
+            let plan = self.plan_with_fallback(trimmed, stmt).await?;
             return Ok((vec![], Some(Arc::new(plan.schema().as_arrow().clone()))));
         }
         let is_query = matches!(stmt, Statement::Query(_));
@@ -835,9 +1026,13 @@ impl Session {
             return Ok((vec![], None));
         }
         self.schema.pin(Some(self.engine.visible()));
-        let plan = self.plan_statement(stmt).await;
+        let plan = if is_query {
+            self.plan_select(trimmed, stmt).await
+        } else {
+            self.plan_statement(stmt).await.map(|p| (p, None))
+        };
         self.schema.pin(None);
-        let plan = plan?;
+        let (plan, names) = plan?;
         let types = plan.get_parameter_types()?;
         let mut params: Vec<(usize, Option<DataType>)> = types
             .into_iter()
@@ -855,7 +1050,7 @@ impl Session {
             out[i - 1] = t;
         }
         let schema = if is_query {
-            Some(Arc::new(plan.schema().as_arrow().clone()))
+            Some(output_schema(plan.schema().as_arrow(), names.as_deref()))
         } else {
             None
         };
@@ -891,21 +1086,6 @@ fn bind(plan: LogicalPlan, params: Option<ParamValues>) -> Result<LogicalPlan> {
     match params {
         Some(p) => Ok(plan.with_param_values(p)?),
         None => Ok(plan),
-    }
-}
-
-fn parse_one(sql: &str) -> Result<Statement> {
-    let parser = PostgresCompatibilityParser::new();
-    let mut stmts = parser.parse(sql).map_err(|e| {
-        Error::Parse(
-            e.to_string()
-                .replace("sql parser error: ", "syntax error: "),
-        )
-    })?;
-    match stmts.len() {
-        0 => Err(Error::Parse("empty statement".into())),
-        1 => Ok(stmts.remove(0)),
-        _ => Err(Error::Parse("expected one statement".into())),
     }
 }
 
@@ -982,4 +1162,39 @@ fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch>
         )?);
     }
     Ok(arrow::compute::concat_batches(schema, &parts)?)
+}
+
+/// True when planning failed because two output columns have the same name.
+fn is_duplicate_name_error(e: &Error) -> bool {
+    let m = e.to_string().to_ascii_lowercase();
+    m.contains("unique expression names") || m.contains("duplicate")
+}
+
+/// `schema` with its fields renamed to `names` (when given and of the same length).
+fn output_schema(schema: &Schema, names: Option<&[String]>) -> SchemaRef {
+    match names {
+        Some(names) if names.len() == schema.fields().len() => Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .zip(names)
+                .map(|(f, n)| f.as_ref().clone().with_name(n))
+                .collect::<Vec<_>>(),
+        )),
+        _ => Arc::new(schema.clone()),
+    }
+}
+
+/// True for a scan of a table function (`generate_series`, `range`): a constant relation.
+fn is_table_function_scan(scan: &datafusion::logical_expr::TableScan) -> bool {
+    let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source) else {
+        return false;
+    };
+    provider
+        .as_ref()
+        .downcast_ref::<provider::RelationProvider>()
+        .is_none()
+        && scan.table_name.schema().is_none()
+        && (scan.table_name.table().starts_with("generate_series")
+            || scan.table_name.table().starts_with("range"))
 }

@@ -6,6 +6,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
 use datafusion::common::{DFSchema, JoinType};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -21,6 +23,7 @@ use crate::stream::ops::nullable_schema;
 use crate::stream::ops::project::Project;
 use crate::stream::ops::scan::Scan;
 use crate::stream::ops::union::Union;
+use crate::stream::ops::values::Values;
 use crate::stream::{Operator, RelationId};
 
 /// Builds the operator tree for `plan`, recording the relations it reads in `sources`.
@@ -231,12 +234,38 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
         LogicalPlan::Window(_) => Err(Error::not_supported(
             "window functions in a materialized view are not supported",
         )),
-        LogicalPlan::Values(_) => Err(Error::not_supported(
-            "VALUES in a materialized view is not supported",
-        )),
-        LogicalPlan::EmptyRelation(_) => Err(Error::not_supported(
-            "a materialized view must read at least one table or view (a query without FROM is not supported)",
-        )),
+        LogicalPlan::Values(v) => {
+            let schema = nullable_schema(v.schema.as_arrow());
+            let rows = values_batch(&schema, &v.values)?;
+            Ok(Box::new(Values {
+                rows,
+                emitted: false,
+                display: "VALUES".into(),
+            }))
+        }
+        LogicalPlan::EmptyRelation(e) => {
+            // No FROM (one row of no columns) or a WHERE that is always false (no rows).
+            let schema = nullable_schema(e.schema.as_arrow());
+            let n = usize::from(e.produce_one_row);
+            let rows = if schema.fields().is_empty() {
+                let options = RecordBatchOptions::new().with_row_count(Some(n));
+                RecordBatch::try_new_with_options(schema, vec![], &options)?
+            } else if n == 0 {
+                RecordBatch::new_empty(schema)
+            } else {
+                let columns = schema
+                    .fields()
+                    .iter()
+                    .map(|f| arrow::array::new_null_array(f.data_type(), n))
+                    .collect();
+                RecordBatch::try_new(schema, columns)?
+            };
+            Ok(Box::new(Values {
+                rows,
+                emitted: false,
+                display: if n == 0 { "empty" } else { "one row" }.into(),
+            }))
+        }
         LogicalPlan::RecursiveQuery(_) => Err(Error::not_supported(
             "WITH RECURSIVE in a materialized view is not supported",
         )),
@@ -256,6 +285,49 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                 .unwrap_or("this construct")
         ))),
     }
+}
+
+/// Evaluates the constant rows of a `VALUES` list into one batch of `schema`.
+fn values_batch(schema: &SchemaRef, rows: &[Vec<Expr>]) -> Result<RecordBatch> {
+    let empty = DFSchema::empty();
+    let one_row = RecordBatch::try_new_with_options(
+        Arc::new(arrow::datatypes::Schema::empty()),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    let mut columns: Vec<Vec<ArrayRef>> =
+        vec![Vec::with_capacity(rows.len()); schema.fields().len()];
+    for row in rows {
+        for (i, e) in row.iter().enumerate() {
+            let value = physical(e, &empty)?.evaluate(&one_row)?.into_array(1)?;
+            let target = schema.field(i).data_type();
+            let value = if value.data_type() == target {
+                value
+            } else {
+                arrow::compute::cast(&value, target)?
+            };
+            columns[i].push(value);
+        }
+    }
+    let columns = columns
+        .iter()
+        .zip(schema.fields())
+        .map(|(parts, f)| {
+            if parts.is_empty() {
+                Ok(arrow::array::new_empty_array(f.data_type()))
+            } else {
+                let refs: Vec<&dyn arrow::array::Array> =
+                    parts.iter().map(|a| a.as_ref()).collect();
+                Ok(arrow::compute::concat(&refs)?)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?)
 }
 
 fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {

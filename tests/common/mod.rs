@@ -1,11 +1,16 @@
-//! Test support: an in-process Weir server on an ephemeral port, and a tokio-postgres client.
+//! Test support: an in-process Weir server on an ephemeral port, a tokio-postgres client, and
+//! helpers for tests that run the `weir` binary.
 
 #![allow(dead_code)]
 
+pub mod pg;
+pub mod slt;
+
 use std::net::SocketAddr;
 use std::path::Path;
+use std::process::Child;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -44,7 +49,7 @@ impl TestServer {
         }
     }
 
-    /// Stops the server and waits for it.
+    /// Stops the server, waits for it and shuts the engine down (its threads are joined).
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
@@ -52,6 +57,7 @@ impl TestServer {
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
+        self.engine.shutdown().await.expect("engine shutdown");
     }
 
     /// A connected client.
@@ -76,6 +82,43 @@ pub async fn connect(addr: SocketAddr) -> tokio_postgres::Client {
         let _ = conn.await;
     });
     client
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Connects to a `weir` binary starting on `port`, retrying until it accepts; panics if the
+/// process exits meanwhile or does not come up within 60 s.
+pub async fn connect_child(port: u16, child: &mut Child) -> tokio_postgres::Client {
+    let start = Instant::now();
+    loop {
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host("127.0.0.1")
+            .port(port)
+            .user("weir")
+            .dbname("weir");
+        if let Ok((client, conn)) = config.connect(tokio_postgres::NoTls).await {
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            return client;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("server exited during start: {status}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "server never came up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Runs a simple-protocol query and returns rows of text (NULL as "NULL").

@@ -6,6 +6,7 @@ pub mod hash_join;
 pub mod project;
 pub mod scan;
 pub mod union;
+pub mod values;
 
 use std::sync::Arc;
 

@@ -1,0 +1,58 @@
+//! SQL functions that follow PostgreSQL where DataFusion's built-in of the same name does not.
+//!
+//! ```text
+//!  to_char(timestamp | timestamptz | date | interval | time, text)  PostgreSQL template patterns
+//!  to_char(smallint | integer | bigint | numeric | real | double precision, text)
+//! ```
+//!
+//! [`register`] installs them in a DataFusion context, replacing the built-ins.
+
+pub mod to_char;
+
+use datafusion::logical_expr::ScalarUDF;
+use datafusion::prelude::SessionContext;
+
+/// Registers Weir's SQL functions in `ctx`, replacing DataFusion's functions of the same name.
+///
+/// A replaced built-in is deregistered first, with its aliases (`to_char`'s `date_format`):
+/// an alias left behind would still hold the built-in, and a context state rebuilt from its
+/// function list (as the `pg_catalog` setup does) could then put it back under the name.
+pub fn register(ctx: &SessionContext) {
+    ctx.deregister_udf("to_char");
+    ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::AsArray;
+    use datafusion::execution::session_state::SessionStateBuilder;
+
+    #[tokio::test]
+    async fn to_char_stays_replaced_when_the_state_is_rebuilt() {
+        // The state's function map has a random order per context: try several.
+        for _ in 0..16 {
+            let ctx = SessionContext::new();
+            register(&ctx);
+            let state = ctx.state_ref();
+            let existing = state.read().clone();
+            *state.write() = SessionStateBuilder::new_from_existing(existing).build();
+            let functions = ctx.state().scalar_functions().clone();
+            assert!(functions["to_char"].inner().is::<to_char::ToChar>());
+            assert!(!functions.contains_key("date_format"));
+        }
+        let ctx = SessionContext::new();
+        register(&ctx);
+        let batches = ctx
+            .sql("SELECT to_char(TIMESTAMP '2023-11-05 13:40:07', 'YYYY-MM-DD HH:MI PM')")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            batches[0].column(0).as_string::<i32>().value(0),
+            "2023-11-05 01:40 PM"
+        );
+    }
+}

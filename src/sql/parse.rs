@@ -1,0 +1,331 @@
+//! SQL text to sqlparser statements, with only the PostgreSQL-compatibility rewrites that keep
+//! a query's meaning.
+//!
+//! ```text
+//!  text ─► sqlparser (PostgreSQL dialect) ─► meaning-preserving rewrites ─► Statement
+//!                                              (pg_catalog names, operators, casts, ANY)
+//!  client catalog queries that fail to plan ─► datafusion-pg-catalog's full compatibility layer
+//! ```
+//!
+//! datafusion-pg-catalog's parser applies rewrites meant for the catalog queries of client
+//! tools, two of which change the answer of ordinary queries: it replaces a correlated
+//! subquery in a SELECT list with `NULL` and stamps `LIMIT 1` on the others (hiding
+//! PostgreSQL's error 21000 "more than one row returned by a subquery used as an
+//! expression"), and it lowers `x = ANY(array)` to a containment test that loses SQL's NULL
+//! rule. User queries therefore get only the rewrites listed in [`Parser::new`]; the full
+//! layer is a fallback for queries over `pg_catalog` or `information_schema` that do not plan
+//! otherwise (see [`mentions_catalog`]).
+
+use std::ops::ControlFlow;
+use std::sync::{Arc, LazyLock};
+
+use datafusion::sql::sqlparser::ast::{
+    Array, BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+    FunctionArguments, Ident, ObjectName, Statement, Value, ValueWithSpan, Visit, VisitMut,
+    Visitor, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::Parser as SqlParser;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use datafusion_pg_catalog::sql::rules::{
+    CurrentUserVariableToSessionUserFunctionCall, FixArrayLiteral, FixVersionColumnName,
+    PrependUnqualifiedPgTableName, RewritePgCatalogOperator, RewriteRegCastToSubquery,
+    SqlStatementRewriteRule, StripCallableQualifier, StripCollate,
+};
+
+use crate::error::{Error, Result};
+
+/// Name of the scalar function that evaluates `x op ANY(array)` with PostgreSQL's NULL rule
+/// (see [`crate::sql::semantics`]).
+pub const ANY_OP_FUNCTION: &str = "weir_any_op";
+
+/// The statement parser: sqlparser's PostgreSQL dialect plus the rewrites that keep meaning.
+struct Parser {
+    rules: Vec<Arc<dyn SqlStatementRewriteRule>>,
+    compat: PostgresCompatibilityParser,
+}
+
+impl Parser {
+    fn new() -> Self {
+        Parser {
+            rules: vec![
+                // `pg_class` means `pg_catalog.pg_class`, as PostgreSQL's search_path has it.
+                Arc::new(PrependUnqualifiedPgTableName),
+                // `pg_catalog.pg_get_userbyid(...)` names the same function unqualified.
+                Arc::new(StripCallableQualifier),
+                // `'{a,b}'::text[]` array literals.
+                Arc::new(FixArrayLiteral),
+                // `current_user` is a session-user function call.
+                Arc::new(CurrentUserVariableToSessionUserFunctionCall),
+                // `COLLATE` clauses (Weir has one collation).
+                Arc::new(StripCollate),
+                // `OPERATOR(pg_catalog.~)` is the plain operator.
+                Arc::new(RewritePgCatalogOperator),
+                // `'name'::regclass` looks the oid up.
+                Arc::new(RewriteRegCastToSubquery::new()),
+                // `SELECT version()` names its column `version`.
+                Arc::new(FixVersionColumnName),
+                // `x op ANY(array)` with PostgreSQL's NULL rule.
+                Arc::new(AnyOpRule),
+            ],
+            compat: PostgresCompatibilityParser::new(),
+        }
+    }
+}
+
+static PARSER: LazyLock<Parser> = LazyLock::new(Parser::new);
+
+fn parse_error(e: impl std::fmt::Display) -> Error {
+    Error::Parse(
+        e.to_string()
+            .replace("sql parser error: ", "syntax error: "),
+    )
+}
+
+fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
+    match stmts.len() {
+        0 => Err(Error::Parse("empty statement".into())),
+        1 => Ok(stmts.remove(0)),
+        _ => Err(Error::Parse("expected one statement".into())),
+    }
+}
+
+/// Parses one statement with the meaning-preserving rewrites.
+///
+/// # Errors
+/// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement.
+pub fn parse_one(sql: &str) -> Result<Statement> {
+    let mut stmt =
+        exactly_one(SqlParser::parse_sql(&PostgreSqlDialect {}, sql).map_err(parse_error)?)?;
+    for rule in &PARSER.rules {
+        stmt = rule.rewrite(stmt);
+    }
+    Ok(stmt)
+}
+
+/// Parses one statement with datafusion-pg-catalog's whole compatibility layer, including
+/// its substitutions of known client catalog queries. Only for queries that read the system
+/// catalogs, where it is the better approximation than an error.
+///
+/// # Errors
+/// [`Error::Parse`] (`42601`).
+pub fn parse_one_compat(sql: &str) -> Result<Statement> {
+    exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)
+}
+
+/// True when `stmt` reads a relation of `pg_catalog` or `information_schema` (or calls a
+/// `pg_catalog` function): a client's catalog query.
+pub fn mentions_catalog(stmt: &Statement) -> bool {
+    struct Finder(bool);
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_relation(&mut self, name: &ObjectName) -> ControlFlow<()> {
+            let text = name.to_string().to_ascii_lowercase();
+            if text.starts_with("pg_catalog.")
+                || text.starts_with("information_schema.")
+                || text.starts_with("pg_")
+            {
+                self.0 = true;
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            if let Expr::Function(f) = expr {
+                let text = f.name.to_string().to_ascii_lowercase();
+                if text.starts_with("pg_") || text.starts_with("pg_catalog.") {
+                    self.0 = true;
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut f = Finder(false);
+    let _ = stmt.visit(&mut f);
+    f.0
+}
+
+/// The text of the query of `CREATE MATERIALIZED VIEW name [(columns)] AS query`, exactly as
+/// the user wrote it (so it is planned again from the same text at restart, not from a
+/// printed tree that may not parse back the same: sqlparser prints `- -x` as a comment).
+///
+/// # Errors
+/// [`Error::Parse`] when no top-level `AS` follows the view's name.
+pub fn view_query_text(sql: &str) -> Result<String> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(parse_error)?;
+    let mut depth = 0i32;
+    let mut seen_view = false;
+    // Byte offset of each line start, to turn (line, column) locations into offsets.
+    let mut line_starts = vec![0usize];
+    for (i, c) in sql.char_indices() {
+        if c == '\n' {
+            line_starts.push(i + 1);
+        }
+    }
+    let offset = |line: u64, column: u64| -> Option<usize> {
+        let start = *line_starts.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
+        let col = usize::try_from(column).ok()?.checked_sub(1)?;
+        sql[start..]
+            .char_indices()
+            .nth(col)
+            .map(|(i, _)| start + i)
+            .or(Some(sql.len()))
+    };
+    for t in &tokens {
+        match &t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Word(w) if w.keyword == Keyword::VIEW => seen_view = true,
+            Token::Word(w) if w.keyword == Keyword::AS && depth == 0 && seen_view => {
+                let end = offset(t.span.end.line, t.span.end.column)
+                    .ok_or_else(|| Error::Parse("syntax error at AS".into()))?;
+                let text = sql[end..].trim().trim_end_matches(';').trim();
+                return Ok(text.to_string());
+            }
+            _ => {}
+        }
+    }
+    Err(Error::Parse(
+        "syntax error: expected AS query in CREATE MATERIALIZED VIEW".into(),
+    ))
+}
+
+/// Rewrites `x op ANY(array)` and `x op SOME(array)` (an array, not a subquery) into
+/// [`ANY_OP_FUNCTION`]`(x, array, 'op')`, which follows PostgreSQL: true if some element
+/// compares true, else NULL if some comparison is NULL, else false (PostgreSQL docs, 9.24.3
+/// "ANY/SOME (array)"). A string literal `'{a,b}'` as the array is read as an array of text,
+/// as clients send it.
+#[derive(Debug)]
+struct AnyOpRule;
+
+impl SqlStatementRewriteRule for AnyOpRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut AnyOpVisitor);
+        s
+    }
+}
+
+struct AnyOpVisitor;
+
+fn array_literal(e: &Expr) -> Expr {
+    if let Expr::Value(ValueWithSpan {
+        value: Value::SingleQuotedString(text),
+        ..
+    }) = e
+    {
+        let t = text.trim();
+        if t.starts_with('{') && t.ends_with('}') {
+            let elem = t[1..t.len() - 1]
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    Expr::Value(
+                        Value::SingleQuotedString(s.trim_matches('"').to_string())
+                            .with_empty_span(),
+                    )
+                })
+                .collect();
+            return Expr::Array(Array { elem, named: true });
+        }
+    }
+    e.clone()
+}
+
+impl VisitorMut for AnyOpVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        match expr {
+            Expr::AnyOp {
+                left,
+                compare_op,
+                right,
+                ..
+            } if !matches!(right.as_ref(), Expr::Subquery(_)) => {
+                let op = match compare_op {
+                    BinaryOperator::Eq => "=",
+                    BinaryOperator::NotEq => "<>",
+                    BinaryOperator::Lt => "<",
+                    BinaryOperator::LtEq => "<=",
+                    BinaryOperator::Gt => ">",
+                    BinaryOperator::GtEq => ">=",
+                    _ => return ControlFlow::Continue(()),
+                };
+                let args = vec![
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(left.as_ref().clone())),
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(array_literal(right))),
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(
+                        Value::SingleQuotedString(op.to_string()).with_empty_span(),
+                    ))),
+                ];
+                *expr = Expr::Function(Function {
+                    name: ObjectName::from(vec![Ident::new(ANY_OP_FUNCTION)]),
+                    uses_odbc_syntax: false,
+                    parameters: FunctionArguments::None,
+                    args: FunctionArguments::List(FunctionArgumentList {
+                        duplicate_treatment: None,
+                        args,
+                        clauses: vec![],
+                    }),
+                    filter: None,
+                    null_treatment: None,
+                    over: None,
+                    within_group: vec![],
+                });
+            }
+            Expr::AllOp { right, .. } if !matches!(right.as_ref(), Expr::Subquery(_)) => {
+                **right = array_literal(right);
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn view_text_is_kept_verbatim() {
+        let sql = "CREATE MATERIALIZED VIEW v (a, b) AS SELECT - - x AS y, (1) AS z FROM t;";
+        assert_eq!(
+            view_query_text(sql).unwrap(),
+            "SELECT - - x AS y, (1) AS z FROM t"
+        );
+        let sql = "create materialized view if not exists \"As\"\nas\n  select 1 as a";
+        assert_eq!(view_query_text(sql).unwrap(), "select 1 as a");
+    }
+
+    #[test]
+    fn correlated_subquery_is_not_replaced() {
+        let stmt =
+            parse_one("SELECT (SELECT count(*) FROM t AS x WHERE x.b < t.b) AS n FROM t").unwrap();
+        let text = stmt.to_string();
+        assert!(text.contains("x.b < t.b"), "{text}");
+        assert!(!text.contains("LIMIT"), "{text}");
+    }
+
+    #[test]
+    fn any_becomes_the_null_aware_function() {
+        let stmt = parse_one("SELECT 2 < ANY(ARRAY[1, NULL])").unwrap();
+        assert_eq!(
+            stmt.to_string(),
+            format!("SELECT {ANY_OP_FUNCTION}(2, ARRAY[1, NULL], '<')")
+        );
+    }
+
+    #[test]
+    fn catalog_queries_are_recognised() {
+        assert!(mentions_catalog(
+            &parse_one("SELECT relname FROM pg_catalog.pg_class").unwrap()
+        ));
+        assert!(!mentions_catalog(&parse_one("SELECT a FROM t").unwrap()));
+    }
+}

@@ -1,0 +1,854 @@
+//! PostgreSQL's evaluation rules where DataFusion's defaults differ: integer overflow is an
+//! error, `numeric` arithmetic has bounded cost and PostgreSQL's result scales, intervals
+//! compare after normalising units, `x op ANY(array)` follows SQL's NULL rule, and
+//! `sum(bigint)` is `numeric`.
+//!
+//! ```text
+//!  LogicalPlan ─► DataFusion analyzer (type coercion, ...) ─► PgSemantics (this module)
+//!     a + b    (integers)          ─► int_add(a, b)        checked: 22003 "integer out of range"
+//!     a * b    (numeric, 38 digits) ─► numeric_mul(a, b)    exact in 256 bits, rounded to scale
+//!     a / b    (numeric)            ─► numeric_div(a, b)    rounded to PostgreSQL's 20 decimals
+//!     i1 < i2  (intervals)          ─► interval_cmp_key(i1) < interval_cmp_key(i2)
+//!     ORDER BY i (interval)         ─► ORDER BY interval_cmp_key(i)
+//! ```
+//!
+//! The rewrites run after DataFusion's type coercion (so operand types are final) in every
+//! plan a session executes or compiles into a materialized view, so `SELECT` and views agree.
+//! Output names are kept (`a + b` stays the column's name).
+//!
+//! `numeric` (PostgreSQL docs, 8.1.2 "Arbitrary Precision Numbers"): Weir stores a `numeric`
+//! as a 128-bit decimal of at most 38 digits; unconstrained `numeric` has scale 10. PostgreSQL
+//! keeps every digit of a product; here a product whose exact scale does not fit is rounded
+//! to [`NUMERIC_MAX_SCALE`] decimals (never fewer than its operands have), and a quotient has
+//! at least [`NUMERIC_MAX_SCALE`] decimals, as PostgreSQL's `select_div_scale` gives for
+//! quotients below 1. A result beyond 38 digits is error 22003, never a wrap or a runaway.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Scalar};
+use arrow::datatypes::{DataType, Decimal128Type, IntervalMonthDayNanoType, IntervalUnit, i256};
+use arrow::error::ArrowError;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, DataFusionError, ScalarValue};
+use datafusion::functions_aggregate::sum::Sum;
+use datafusion::logical_expr::expr::{ScalarFunction, Sort};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, Expr, ExprSchemable,
+    GroupsAccumulator, LogicalPlan, Operator, ReversedUDAF, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::prelude::SessionContext;
+
+use crate::error::Error;
+
+/// The most decimals a `numeric` product keeps when its exact scale does not fit in 38
+/// digits, and the least a `numeric` quotient has.
+pub const NUMERIC_MAX_SCALE: i8 = 20;
+
+/// The most digits of a `numeric` (a 128-bit decimal).
+pub const NUMERIC_MAX_PRECISION: u8 = 38;
+
+/// Registers the functions and the analyzer rule of this module in `ctx`.
+pub fn register(ctx: &SessionContext) {
+    for op in [IntOp::Add, IntOp::Sub, IntOp::Mul, IntOp::Neg] {
+        ctx.register_udf(ScalarUDF::new_from_impl(CheckedInt::new(op)));
+    }
+    ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul)));
+    ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div)));
+    ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
+    ctx.register_udaf(AggregateUDF::new_from_impl(PgSum::new()));
+}
+
+/// The analyzer rules of a session: DataFusion's, then [`PgSemantics`] on the coerced types.
+pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Analyzer::new().rules;
+    rules.push(Arc::new(PgSemantics));
+    rules
+}
+
+/// Wraps one of Weir's errors so it crosses DataFusion with its SQLSTATE.
+fn ours(e: Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+fn out_of_range(t: &DataType) -> DataFusionError {
+    let name = match t {
+        DataType::Int16 => "smallint",
+        DataType::Int32 => "integer",
+        DataType::Int64 => "bigint",
+        _ => "numeric",
+    };
+    ours(Error::data("22003", format!("{name} out of range")))
+}
+
+/// Returns a scalar when every argument was one (constant folding keeps constants small).
+fn shape_result(
+    args: &[ColumnarValue],
+    out: ArrayRef,
+) -> datafusion::common::Result<ColumnarValue> {
+    if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) && out.len() == 1 {
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+    } else {
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checked integer arithmetic
+
+/// An integer operator whose overflow is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum IntOp {
+    Add,
+    Sub,
+    Mul,
+    Neg,
+}
+
+/// `int_add`, `int_sub`, `int_mul` (two integers of one type) and `int_neg` (one): integer
+/// arithmetic that raises 22003 `integer out of range` (`smallint`/`bigint`) on overflow, as
+/// PostgreSQL's `int4pl` and friends do, where DataFusion's operators wrap.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CheckedInt {
+    op: IntOp,
+    signature: Signature,
+}
+
+impl CheckedInt {
+    fn new(op: IntOp) -> Self {
+        let arity = if op == IntOp::Neg { 1 } else { 2 };
+        CheckedInt {
+            op,
+            signature: Signature::any(arity, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for CheckedInt {
+    fn name(&self) -> &str {
+        match self.op {
+            IntOp::Add => "int_add",
+            IntOp::Sub => "int_sub",
+            IntOp::Mul => "int_mul",
+            IntOp::Neg => "int_neg",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let t = arrays[0].data_type().clone();
+        let result = match self.op {
+            IntOp::Add => arrow::compute::kernels::numeric::add(&arrays[0], &arrays[1]),
+            IntOp::Sub => arrow::compute::kernels::numeric::sub(&arrays[0], &arrays[1]),
+            IntOp::Mul => arrow::compute::kernels::numeric::mul(&arrays[0], &arrays[1]),
+            IntOp::Neg => arrow::compute::kernels::numeric::neg(&arrays[0]),
+        };
+        let out = result.map_err(|e| match e {
+            ArrowError::ArithmeticOverflow(_) => out_of_range(&t),
+            other => DataFusionError::ArrowError(Box::new(other), None),
+        })?;
+        shape_result(&args.args, out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// numeric multiplication and division
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum NumOp {
+    Mul,
+    Div,
+}
+
+/// `numeric_mul(a, b)` and `numeric_div(a, b)` over 128-bit decimals: computed exactly in 256
+/// bits, then rounded half away from zero (PostgreSQL's rounding) to the result scale of
+/// [`numeric_result_scale`]. A result beyond 38 digits is 22003; a zero divisor 22012.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct NumericArith {
+    op: NumOp,
+    signature: Signature,
+}
+
+impl NumericArith {
+    fn new(op: NumOp) -> Self {
+        NumericArith {
+            op,
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+/// The result scale of a `numeric` product or quotient of operands of scales `s1` and `s2`
+/// (see the module docs).
+pub fn numeric_result_scale(div: bool, s1: i8, s2: i8) -> i8 {
+    let widest = s1.max(s2).max(NUMERIC_MAX_SCALE);
+    if div {
+        widest.min(NUMERIC_MAX_PRECISION as i8)
+    } else {
+        (s1.saturating_add(s2)).min(widest)
+    }
+}
+
+fn pow10(n: u32) -> Option<i256> {
+    i256::from_i128(10).checked_pow(n)
+}
+
+/// `n / d` rounded half away from zero; `None` when `d` is zero.
+fn div_round(n: i256, d: i256) -> Option<i256> {
+    let q = n.checked_div(d)?;
+    let r = n.checked_rem(d)?;
+    let twice = r.checked_mul(i256::from_i128(2))?;
+    if twice.wrapping_abs() >= d.wrapping_abs() {
+        let negative = (n < i256::ZERO) != (d < i256::ZERO);
+        Some(if negative {
+            q.checked_sub(i256::ONE)?
+        } else {
+            q.checked_add(i256::ONE)?
+        })
+    } else {
+        Some(q)
+    }
+}
+
+impl ScalarUDFImpl for NumericArith {
+    fn name(&self) -> &str {
+        match self.op {
+            NumOp::Mul => "numeric_mul",
+            NumOp::Div => "numeric_div",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        match (&arg_types[0], &arg_types[1]) {
+            (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2)) => Ok(DataType::Decimal128(
+                NUMERIC_MAX_PRECISION,
+                numeric_result_scale(self.op == NumOp::Div, *s1, *s2),
+            )),
+            (a, b) => Err(DataFusionError::Plan(format!(
+                "{} expects two numeric arguments, got {a} and {b}",
+                self.name()
+            ))),
+        }
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2)) =
+            (arrays[0].data_type(), arrays[1].data_type())
+        else {
+            return Err(DataFusionError::Internal(format!(
+                "{} called on non-decimal arguments",
+                self.name()
+            )));
+        };
+        let (s1, s2) = (*s1, *s2);
+        let scale = numeric_result_scale(self.op == NumOp::Div, s1, s2);
+        let a = arrays[0].as_primitive::<Decimal128Type>();
+        let b = arrays[1].as_primitive::<Decimal128Type>();
+        let limit = pow10(u32::from(NUMERIC_MAX_PRECISION)).unwrap_or(i256::MAX);
+        let overflow = || ours(Error::data("22003", "numeric field overflow"));
+        let mut out = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            if a.is_null(i) || b.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let x = i256::from_i128(a.value(i));
+            let y = i256::from_i128(b.value(i));
+            let v = match self.op {
+                NumOp::Mul => {
+                    // x·y has scale s1+s2 (< 10^76, fits); round it to `scale`.
+                    let shift = i32::from(s1) + i32::from(s2) - i32::from(scale);
+                    let p = x.checked_mul(y).ok_or_else(overflow)?;
+                    if shift > 0 {
+                        div_round(p, pow10(shift as u32).ok_or_else(overflow)?)
+                            .ok_or_else(overflow)?
+                    } else {
+                        p
+                    }
+                }
+                NumOp::Div => {
+                    if y == i256::ZERO {
+                        return Err(ours(Error::data("22012", "division by zero")));
+                    }
+                    // x/y at `scale`: x·10^(scale+s2-s1) / y.
+                    let k = i32::from(scale) + i32::from(s2) - i32::from(s1);
+                    let (n, d) = if k >= 0 {
+                        let f = pow10(k as u32).ok_or_else(overflow)?;
+                        (x.checked_mul(f).ok_or_else(overflow)?, y)
+                    } else {
+                        let f = pow10((-k) as u32).ok_or_else(overflow)?;
+                        (x, y.checked_mul(f).ok_or_else(overflow)?)
+                    };
+                    div_round(n, d).ok_or_else(overflow)?
+                }
+            };
+            if v.wrapping_abs() >= limit {
+                return Err(overflow());
+            }
+            out.push(Some(v.to_i128().ok_or_else(overflow)?));
+        }
+        let array = Decimal128Array::from(out)
+            .with_precision_and_scale(NUMERIC_MAX_PRECISION, scale)
+            .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?;
+        shape_result(&args.args, Arc::new(array))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interval comparison
+
+/// Nanoseconds in PostgreSQL's normalised interval day (24 hours) and month (30 days), the
+/// units `interval_cmp` uses (PostgreSQL's `interval_cmp_value`).
+const NANOS_PER_DAY: i128 = 86_400_000_000_000;
+const DAYS_PER_MONTH: i128 = 30;
+
+/// `interval_cmp_key(interval) -> numeric(38,0)`: the interval as nanoseconds with a month
+/// of 30 days and a day of 24 hours, so `INTERVAL '48 hours' > INTERVAL '1 day'` holds and
+/// `ORDER BY` an interval sorts as PostgreSQL does.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct IntervalCmpKey {
+    signature: Signature,
+}
+
+impl IntervalCmpKey {
+    fn new() -> Self {
+        IntervalCmpKey {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for IntervalCmpKey {
+    fn name(&self) -> &str {
+        "interval_cmp_key"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Decimal128(NUMERIC_MAX_PRECISION, 0))
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mdn =
+            arrow::compute::cast(&arrays[0], &DataType::Interval(IntervalUnit::MonthDayNano))?;
+        let mdn = mdn.as_primitive::<IntervalMonthDayNanoType>();
+        let keys: Decimal128Array = mdn
+            .iter()
+            .map(|v| {
+                v.map(|v| {
+                    (i128::from(v.months) * DAYS_PER_MONTH + i128::from(v.days)) * NANOS_PER_DAY
+                        + i128::from(v.nanoseconds)
+                })
+            })
+            .collect();
+        let keys = keys
+            .with_precision_and_scale(NUMERIC_MAX_PRECISION, 0)
+            .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?;
+        shape_result(&args.args, Arc::new(keys))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// x op ANY(array)
+
+/// `weir_any_op(x, array, op)`: `x op ANY(array)` by PostgreSQL's rule (docs 9.24.3): NULL for
+/// a NULL array; true if some element compares true; else NULL if `x` or some element is
+/// NULL; else false (so an empty array gives false).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct AnyOp {
+    signature: Signature,
+}
+
+impl AnyOp {
+    fn new() -> Self {
+        AnyOp {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+fn list_element_type(t: &DataType) -> Option<&DataType> {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            Some(f.data_type())
+        }
+        _ => None,
+    }
+}
+
+impl ScalarUDFImpl for AnyOp {
+    fn name(&self) -> &str {
+        crate::sql::parse::ANY_OP_FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> datafusion::common::Result<Vec<DataType>> {
+        let [needle, haystack, _] = arg_types else {
+            return Err(DataFusionError::Plan(
+                "ANY expects a value and an array".into(),
+            ));
+        };
+        let elem = list_element_type(haystack).ok_or_else(|| {
+            ours(Error::plan(
+                "42809",
+                format!("op ANY/ALL (array) requires array on right side, got {haystack}"),
+            ))
+        })?;
+        let common = if elem == &DataType::Null {
+            needle.clone()
+        } else if needle == &DataType::Null {
+            elem.clone()
+        } else {
+            datafusion::logical_expr::type_coercion::binary::comparison_coercion(needle, elem)
+                .ok_or_else(|| {
+                    ours(Error::plan(
+                        "42883",
+                        format!("operator does not exist: {needle} = ANY ({haystack})"),
+                    ))
+                })?
+        };
+        let list = DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
+            common.clone(),
+            true,
+        )));
+        Ok(vec![common, list, DataType::Utf8])
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        use arrow::compute::kernels::cmp;
+        let op = match &args.args[2] {
+            ColumnarValue::Scalar(s) => s.to_string(),
+            ColumnarValue::Array(_) => {
+                return Err(DataFusionError::Plan(
+                    "the operator of ANY must be a constant".into(),
+                ));
+            }
+        };
+        let arrays = ColumnarValue::values_to_arrays(&args.args[..2])?;
+        let needle = &arrays[0];
+        let lists = arrays[1].as_list::<i32>();
+        let mut out = Vec::with_capacity(needle.len());
+        for i in 0..needle.len() {
+            if lists.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let elems = lists.value(i);
+            if elems.is_empty() {
+                out.push(Some(false));
+                continue;
+            }
+            if needle.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let x = Scalar::new(needle.slice(i, 1));
+            // `x op e` for every element e (written as `e op' x`).
+            let r: BooleanArray = match op.as_str() {
+                "=" => cmp::eq(&elems, &x),
+                "<>" => cmp::neq(&elems, &x),
+                "<" => cmp::gt(&elems, &x),
+                "<=" => cmp::gt_eq(&elems, &x),
+                ">" => cmp::lt(&elems, &x),
+                ">=" => cmp::lt_eq(&elems, &x),
+                other => {
+                    return Err(DataFusionError::Plan(format!(
+                        "operator {other} is not supported with ANY"
+                    )));
+                }
+            }?;
+            let any_true = r.iter().any(|v| v == Some(true));
+            let any_null = r.null_count() > 0;
+            out.push(if any_true {
+                Some(true)
+            } else if any_null {
+                None
+            } else {
+                Some(false)
+            });
+        }
+        shape_result(&args.args[..2], Arc::new(BooleanArray::from(out)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// sum
+
+/// `sum` with PostgreSQL's result types (docs, 9.21 "Aggregate Functions"): `sum(smallint)`
+/// and `sum(integer)` are `bigint`, `sum(bigint)` is `numeric` (so it never overflows),
+/// `sum(real)` is `double precision` here as DataFusion has it; otherwise DataFusion's `sum`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgSum {
+    inner: Sum,
+    signature: Signature,
+}
+
+impl PgSum {
+    fn new() -> Self {
+        PgSum {
+            inner: Sum::new(),
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl AggregateUDFImpl for PgSum {
+    fn name(&self) -> &str {
+        "sum"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> datafusion::common::Result<Vec<DataType>> {
+        let [t] = arg_types else {
+            return Err(ours(Error::plan(
+                "42883",
+                format!(
+                    "function sum with {} arguments does not exist",
+                    arg_types.len()
+                ),
+            )));
+        };
+        let coerced = match t {
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Null => DataType::Int64,
+            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => DataType::Int64,
+            DataType::Int64 | DataType::UInt64 => DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
+            DataType::Float16 | DataType::Float32 | DataType::Float64 => DataType::Float64,
+            DataType::Decimal128(..)
+            | DataType::Decimal256(..)
+            | DataType::Interval(_)
+            | DataType::Duration(_) => t.clone(),
+            other => {
+                return Err(ours(Error::plan(
+                    "42883",
+                    format!("function sum({other}) does not exist"),
+                )));
+            }
+        };
+        Ok(vec![coerced])
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn accumulator(
+        &self,
+        acc_args: AccumulatorArgs<'_>,
+    ) -> datafusion::common::Result<Box<dyn Accumulator>> {
+        self.inner.accumulator(acc_args)
+    }
+
+    fn state_fields(
+        &self,
+        args: StateFieldsArgs<'_>,
+    ) -> datafusion::common::Result<Vec<arrow::datatypes::FieldRef>> {
+        self.inner.state_fields(args)
+    }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs<'_>) -> bool {
+        self.inner.groups_accumulator_supported(args)
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs<'_>,
+    ) -> datafusion::common::Result<Box<dyn GroupsAccumulator>> {
+        self.inner.create_groups_accumulator(args)
+    }
+
+    fn create_sliding_accumulator(
+        &self,
+        args: AccumulatorArgs<'_>,
+    ) -> datafusion::common::Result<Box<dyn Accumulator>> {
+        self.inner.create_sliding_accumulator(args)
+    }
+
+    fn reverse_expr(&self) -> ReversedUDAF {
+        ReversedUDAF::Identical
+    }
+
+    fn order_sensitivity(&self) -> datafusion::logical_expr::utils::AggregateOrderSensitivity {
+        self.inner.order_sensitivity()
+    }
+
+    fn set_monotonicity(&self, data_type: &DataType) -> datafusion::logical_expr::SetMonotonicity {
+        self.inner.set_monotonicity(data_type)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The analyzer rule
+
+/// The analyzer rule that applies this module's rewrites (see the module docs).
+#[derive(Debug)]
+pub struct PgSemantics;
+
+impl AnalyzerRule for PgSemantics {
+    fn name(&self) -> &str {
+        "weir_pg_semantics"
+    }
+
+    fn analyze(
+        &self,
+        plan: LogicalPlan,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        Ok(plan.transform_up_with_subqueries(rewrite_plan)?.data)
+    }
+}
+
+fn rewrite_plan(plan: LogicalPlan) -> datafusion::common::Result<Transformed<LogicalPlan>> {
+    let mut schema = merge_schema(&plan.inputs());
+    if let LogicalPlan::TableScan(ts) = &plan {
+        let source =
+            DFSchema::try_from_qualified_schema(ts.table_name.clone(), &ts.source.schema())?;
+        schema.merge(&source);
+    }
+    if matches!(plan, LogicalPlan::Sort(_)) {
+        let LogicalPlan::Sort(mut sort) = plan else {
+            return Ok(Transformed::no(plan));
+        };
+        // ORDER BY an interval sorts by its normalised value.
+        let mut changed = false;
+        for s in &mut sort.expr {
+            let (e, c) = rewrite_tree(s.expr.clone(), &schema)?;
+            let e = if is_interval(&e.get_type(&schema)?) {
+                interval_key(e)
+            } else {
+                e
+            };
+            changed |= c || e != s.expr;
+            *s = Sort::new(e, s.asc, s.nulls_first);
+        }
+        let plan = LogicalPlan::Sort(sort);
+        return Ok(if changed {
+            Transformed::yes(plan)
+        } else {
+            Transformed::no(plan)
+        });
+    }
+    let preserver = NamePreserver::new(&plan);
+    let transformed = plan.map_expressions(|e| {
+        let saved = preserver.save(&e);
+        let (e, changed) = rewrite_tree(e, &schema)?;
+        Ok(if changed {
+            Transformed::yes(saved.restore(e))
+        } else {
+            Transformed::no(e)
+        })
+    })?;
+    if transformed.transformed {
+        transformed.map_data(|p| p.recompute_schema())
+    } else {
+        Ok(transformed)
+    }
+}
+
+fn is_interval(t: &DataType) -> bool {
+    matches!(t, DataType::Interval(_))
+}
+
+fn is_int(t: &DataType) -> bool {
+    matches!(t, DataType::Int16 | DataType::Int32 | DataType::Int64)
+}
+
+fn call(name: &str, args: Vec<Expr>) -> Expr {
+    let udf: Arc<ScalarUDF> = match name {
+        "int_add" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Add))),
+        "int_sub" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Sub))),
+        "int_mul" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Mul))),
+        "int_neg" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Neg))),
+        "numeric_mul" => Arc::new(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul))),
+        _ => Arc::new(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div))),
+    };
+    Expr::ScalarFunction(ScalarFunction::new_udf(udf, args))
+}
+
+fn interval_key(e: Expr) -> Expr {
+    Expr::ScalarFunction(ScalarFunction::new_udf(
+        Arc::new(ScalarUDF::new_from_impl(IntervalCmpKey::new())),
+        vec![e],
+    ))
+}
+
+/// Rewrites one expression tree bottom-up; returns whether anything changed.
+fn rewrite_tree(e: Expr, schema: &DFSchema) -> datafusion::common::Result<(Expr, bool)> {
+    let t = e.transform_up(|e| rewrite_expr(e, schema))?;
+    Ok((t.data, t.transformed))
+}
+
+/// `e` as an `integer` expression when it is an `integer`/`smallint` widened to `bigint`, or a
+/// `bigint` literal within `integer`'s range (how PostgreSQL types an integer literal).
+fn as_int32(e: &Expr, schema: &DFSchema) -> Option<Expr> {
+    match e {
+        Expr::Cast(c) => match c.expr.get_type(schema).ok()? {
+            DataType::Int32 => Some(c.expr.as_ref().clone()),
+            DataType::Int16 => Some(
+                c.expr
+                    .as_ref()
+                    .clone()
+                    .cast_to(&DataType::Int32, schema)
+                    .ok()?,
+            ),
+            _ => None,
+        },
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v)
+            .ok()
+            .map(|v| Expr::Literal(ScalarValue::Int32(Some(v)), None)),
+        // `-2147483647` is a negated literal until constant folding.
+        Expr::Negative(inner) => match inner.as_ref() {
+            Expr::Literal(ScalarValue::Int64(Some(v)), _) => v
+                .checked_neg()
+                .and_then(|n| i32::try_from(n).ok())
+                .map(|n| Expr::Literal(ScalarValue::Int32(Some(n)), None)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let lt = left.get_type(schema)?;
+            let rt = right.get_type(schema)?;
+            let name = match op {
+                Operator::Plus | Operator::Minus | Operator::Multiply
+                    if is_int(&lt) && lt == rt =>
+                {
+                    Some(match op {
+                        Operator::Plus => "int_add",
+                        Operator::Minus => "int_sub",
+                        _ => "int_mul",
+                    })
+                }
+                Operator::Multiply => match (&lt, &rt) {
+                    (DataType::Decimal128(p1, _), DataType::Decimal128(p2, _))
+                        if u16::from(*p1) + u16::from(*p2) + 1
+                            > u16::from(NUMERIC_MAX_PRECISION) =>
+                    {
+                        Some("numeric_mul")
+                    }
+                    _ => None,
+                },
+                Operator::Divide => match (&lt, &rt) {
+                    (DataType::Decimal128(..), DataType::Decimal128(..)) => Some("numeric_div"),
+                    _ => None,
+                },
+                Operator::Eq
+                | Operator::NotEq
+                | Operator::Lt
+                | Operator::LtEq
+                | Operator::Gt
+                | Operator::GtEq
+                | Operator::IsDistinctFrom
+                | Operator::IsNotDistinctFrom
+                    if is_interval(&lt) && is_interval(&rt) =>
+                {
+                    return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                        left: Box::new(interval_key(*left)),
+                        op,
+                        right: Box::new(interval_key(*right)),
+                    })));
+                }
+                _ => None,
+            };
+            Ok(match name {
+                Some(n) if n.starts_with("int_") && lt == DataType::Int64 => {
+                    // `int_col + 1`: DataFusion widens both to bigint; PostgreSQL adds two
+                    // integers (an integer literal is an `integer`) and overflows as one.
+                    match (as_int32(&left, schema), as_int32(&right, schema)) {
+                        (Some(l), Some(r)) => {
+                            Transformed::yes(Expr::Cast(datafusion::logical_expr::Cast::new(
+                                Box::new(call(n, vec![l, r])),
+                                DataType::Int64,
+                            )))
+                        }
+                        _ => Transformed::yes(call(n, vec![*left, *right])),
+                    }
+                }
+                Some(n) => Transformed::yes(call(n, vec![*left, *right])),
+                None => Transformed::no(Expr::BinaryExpr(BinaryExpr { left, op, right })),
+            })
+        }
+        // A negated literal stays as it is (constant folding computes it; `-2147483647` is an
+        // `integer` literal for `as_int32`).
+        Expr::Negative(inner)
+            if !matches!(inner.as_ref(), Expr::Literal(..)) && is_int(&inner.get_type(schema)?) =>
+        {
+            Ok(Transformed::yes(call("int_neg", vec![*inner])))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_scales() {
+        assert_eq!(numeric_result_scale(false, 10, 10), 20);
+        assert_eq!(numeric_result_scale(false, 20, 10), 20);
+        assert_eq!(numeric_result_scale(false, 2, 2), 4);
+        assert_eq!(numeric_result_scale(false, 30, 2), 30);
+        assert_eq!(numeric_result_scale(true, 2, 2), 20);
+        assert_eq!(numeric_result_scale(true, 25, 2), 25);
+    }
+
+    #[test]
+    fn rounding_is_half_away_from_zero() {
+        let r = |n: i128, d: i128| div_round(i256::from_i128(n), i256::from_i128(d)).unwrap();
+        assert_eq!(r(15, 10), i256::from_i128(2));
+        assert_eq!(r(-15, 10), i256::from_i128(-2));
+        assert_eq!(r(14, 10), i256::from_i128(1));
+        assert_eq!(r(-14, 10), i256::from_i128(-1));
+        assert_eq!(r(15, -10), i256::from_i128(-2));
+        assert!(div_round(i256::ONE, i256::ZERO).is_none());
+    }
+}

@@ -1,0 +1,222 @@
+//! The sqllogictest engine the SQL test suites share: a pgwire client that runs each record
+//! with the simple or the extended query protocol and renders values as PostgreSQL's text form
+//! (NULL as `NULL`, the empty string as `(empty)`).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType};
+use tokio_postgres::types::{FromSql, Type};
+
+/// The pgwire protocol a [`Pg`] sends each record with.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Protocol {
+    /// One `Query` message; every value arrives as text.
+    Simple,
+    /// `Parse`/`Bind`/`Execute`; values arrive in binary and are decoded by [`Raw`].
+    Extended,
+}
+
+/// A sqllogictest connection to a pgwire server.
+pub struct Pg {
+    /// The connected client.
+    pub client: tokio_postgres::Client,
+    /// How records are sent.
+    pub protocol: Protocol,
+}
+
+/// A failed record: the server's error (displayed as its message alone) or a client error.
+#[derive(Debug)]
+pub struct PgError(pub tokio_postgres::Error);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_db_error() {
+            Some(db) => write!(f, "{}", db.message()),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::error::Error for PgError {}
+
+/// Any value as raw bytes plus its type, decoded to PostgreSQL's text form by hand.
+pub struct Raw(pub String);
+
+impl<'a> FromSql<'a> for Raw {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let s = match *ty {
+            Type::BOOL => {
+                if raw[0] != 0 {
+                    "t".into()
+                } else {
+                    "f".into()
+                }
+            }
+            Type::INT2 => i16::from_sql(ty, raw)?.to_string(),
+            Type::INT4 => i32::from_sql(ty, raw)?.to_string(),
+            Type::INT8 => i64::from_sql(ty, raw)?.to_string(),
+            Type::FLOAT4 => f32::from_sql(ty, raw)?.to_string(),
+            Type::FLOAT8 => f64::from_sql(ty, raw)?.to_string(),
+            Type::NUMERIC => decode_numeric(raw),
+            Type::DATE => {
+                let days = i32::from_sql(&Type::INT4, raw)?;
+                let d = chrono::NaiveDate::from_ymd_opt(2000, 1, 1).unwrap()
+                    + chrono::Duration::days(days as i64);
+                d.to_string()
+            }
+            Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+                let us = i64::from_sql(&Type::INT8, raw)?;
+                let base = chrono::NaiveDate::from_ymd_opt(2000, 1, 1)
+                    .unwrap()
+                    .and_hms_opt(0, 0, 0)
+                    .unwrap();
+                let t = base + chrono::Duration::microseconds(us);
+                let mut s = t.format("%Y-%m-%d %H:%M:%S%.f").to_string();
+                if *ty == Type::TIMESTAMPTZ {
+                    s.push_str("+00");
+                }
+                s
+            }
+            _ => String::from_utf8_lossy(raw).to_string(),
+        };
+        Ok(Raw(s))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// Decodes PostgreSQL's binary numeric (base-10000 digits) to its text form.
+fn decode_numeric(raw: &[u8]) -> String {
+    let n = |i: usize| i16::from_be_bytes([raw[i], raw[i + 1]]);
+    let ndigits = n(0) as usize;
+    let weight = n(2) as i32;
+    let sign = n(4) as u16;
+    let dscale = n(6) as usize;
+    if sign == 0xC000 {
+        return "NaN".into();
+    }
+    let digits: Vec<i32> = (0..ndigits).map(|i| n(8 + 2 * i) as i32).collect();
+    let mut int = String::new();
+    for w in 0..=weight.max(0) {
+        let d = if w <= weight {
+            digits.get(w as usize).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        if int.is_empty() {
+            int = d.to_string()
+        } else {
+            int.push_str(&format!("{d:04}"))
+        }
+    }
+    if weight < 0 {
+        int = "0".into();
+    }
+    let mut frac = String::new();
+    let mut idx = weight + 1;
+    while frac.len() < dscale {
+        let d = if idx >= 0 {
+            digits.get(idx as usize).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        frac.push_str(&format!("{d:04}"));
+        idx += 1;
+    }
+    frac.truncate(dscale);
+    let mut s = if sign == 0x4000 {
+        format!("-{int}")
+    } else {
+        int
+    };
+    if dscale > 0 {
+        s.push('.');
+        s.push_str(&frac);
+    }
+    s
+}
+
+#[async_trait]
+impl AsyncDB for Pg {
+    type Error = PgError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, PgError> {
+        let lower = sql.trim_start().to_ascii_lowercase();
+        let is_query = ["select", "show", "with", "values", "explain", "table"]
+            .iter()
+            .any(|k| lower.starts_with(k));
+        if self.protocol == Protocol::Extended && is_query {
+            let rows = self.client.query(sql, &[]).await.map_err(PgError)?;
+            let mut out = Vec::new();
+            let mut width = 0;
+            for r in &rows {
+                width = r.len();
+                let mut row = Vec::new();
+                for i in 0..r.len() {
+                    let v: Option<Raw> = r.try_get(i).map_err(PgError)?;
+                    row.push(match v {
+                        None => "NULL".into(),
+                        Some(Raw(s)) if s.is_empty() => "(empty)".into(),
+                        Some(Raw(s)) => s,
+                    });
+                }
+                out.push(row);
+            }
+            return Ok(DBOutput::Rows {
+                types: vec![DefaultColumnType::Any; width],
+                rows: out,
+            });
+        }
+        if self.protocol == Protocol::Extended && !lower.starts_with("copy") {
+            let n = self.client.execute(sql, &[]).await.map_err(PgError)?;
+            return Ok(DBOutput::StatementComplete(n));
+        }
+        let msgs = self.client.simple_query(sql).await.map_err(PgError)?;
+        let mut rows = Vec::new();
+        let mut width = None;
+        let mut affected = 0;
+        for m in msgs {
+            match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => {
+                    width = Some(r.len());
+                    rows.push(
+                        (0..r.len())
+                            .map(|i| match r.get(i) {
+                                None => "NULL".to_string(),
+                                Some("") => "(empty)".to_string(),
+                                Some(s) => s.to_string(),
+                            })
+                            .collect(),
+                    );
+                }
+                tokio_postgres::SimpleQueryMessage::RowDescription(d) => width = Some(d.len()),
+                tokio_postgres::SimpleQueryMessage::CommandComplete(n) => affected = n,
+                _ => {}
+            }
+        }
+        match width {
+            Some(w) => Ok(DBOutput::Rows {
+                types: vec![DefaultColumnType::Any; w],
+                rows,
+            }),
+            None => Ok(DBOutput::StatementComplete(affected)),
+        }
+    }
+
+    async fn shutdown(&mut self) {}
+
+    async fn sleep(dur: Duration) {
+        tokio::time::sleep(dur).await;
+    }
+
+    fn error_sql_state(err: &Self::Error) -> Option<String> {
+        err.0.code().map(|c| c.code().to_string())
+    }
+}
