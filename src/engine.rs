@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use datafusion::logical_expr::LogicalPlan;
@@ -32,8 +31,8 @@ use crate::checkpoint::{
 };
 use crate::error::{Error, Result};
 use crate::session::vars::SessionVars;
-use crate::state::table::consolidate;
-use crate::state::{StateTable, Store};
+use crate::state::table::{KeyLayout, consolidate};
+use crate::state::{StateSnapshot, StateTable, Store};
 use crate::stream::change::ChangeBatch;
 use crate::stream::job::{Job, JobStatus, Recovery};
 use crate::stream::{Epoch, EpochInput, RelationId};
@@ -58,8 +57,8 @@ pub struct Visible {
 /// A view's readable state.
 #[derive(Debug, Clone)]
 pub enum ViewState {
-    /// The view's rows.
-    Ready(Arc<RecordBatch>),
+    /// The view's rows at the published epoch (an O(1) snapshot of its state table).
+    Ready(StateSnapshot),
     /// The job failed; reading the view reports this error.
     Failed {
         /// The view's name.
@@ -71,55 +70,57 @@ pub enum ViewState {
     },
 }
 
-/// A table's in-memory contents (rebuilt from its changelog at start) and unprocessed changes.
+/// A table's contents (rebuilt from its changelog at start), ordered by its primary key,
+/// and its unprocessed changes.
 struct TableData {
     name: String,
     schema: SchemaRef,
+    /// The rows, keyed by the primary key columns first (so a key lookup is a prefix scan).
     contents: StateTable,
     primary_key: Option<PrimaryKey>,
-    /// Cached batch of `contents`, cleared by every write.
-    cached: Option<Arc<RecordBatch>>,
     /// Changes written but not yet processed by the jobs, with their epochs.
     pending: Vec<(Epoch, ChangeBatch)>,
     /// Next changelog sequence number (source offset).
     next_seq: u64,
 }
 
+/// Encodes a primary key's columns as the leading key prefix of the table's rows.
 struct PrimaryKey {
     columns: Vec<usize>,
     converter: RowConverter,
-    keys: HashMap<Box<[u8]>, i64>,
 }
 
 impl TableData {
     fn new(def: &RelationDef) -> Result<Self> {
         let schema = def.schema_ref();
-        let primary_key = match &def.kind {
+        let (primary_key, key_columns) = match &def.kind {
             RelationKind::Table { primary_key } if !primary_key.is_empty() => {
                 let fields = primary_key
                     .iter()
                     .map(|i| SortField::new(schema.field(*i).data_type().clone()))
                     .collect();
-                Some(PrimaryKey {
-                    columns: primary_key.clone(),
-                    converter: RowConverter::new(fields)?,
-                    keys: HashMap::new(),
-                })
+                (
+                    Some(PrimaryKey {
+                        columns: primary_key.clone(),
+                        converter: RowConverter::new(fields)?,
+                    }),
+                    primary_key.clone(),
+                )
             }
-            _ => None,
+            _ => (None, Vec::new()),
         };
         Ok(TableData {
             name: def.name.clone(),
-            contents: StateTable::new(schema.clone())?,
+            contents: StateTable::with_key(schema.clone(), &key_columns)?,
             schema,
             primary_key,
-            cached: None,
             pending: Vec::new(),
             next_seq: 1,
         })
     }
 
     /// Checks NOT NULL and PRIMARY KEY constraints for `change` against the current contents.
+    /// O(rows of the change × log n).
     fn validate(&self, change: &ChangeBatch) -> Result<()> {
         for (i, f) in self.schema.fields().iter().enumerate() {
             if !f.is_nullable() && change.batch.column(i).null_count() > 0 {
@@ -161,7 +162,7 @@ impl TableData {
             }
             for (i, w) in change.weights.values().iter().enumerate() {
                 let key = rows.row(i).data();
-                let now = pk.keys.get(key).copied().unwrap_or(0);
+                let now = self.contents.count_prefix(key);
                 if *w > 0 && now + delta[key] > 1 {
                     let names: Vec<&str> = pk
                         .columns
@@ -192,34 +193,7 @@ impl TableData {
     }
 
     fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
-        self.contents.apply(change)?;
-        if let Some(pk) = &mut self.primary_key {
-            let cols: Vec<_> = pk
-                .columns
-                .iter()
-                .map(|i| change.batch.column(*i).clone())
-                .collect();
-            let rows = pk.converter.convert_columns(&cols)?;
-            for (i, w) in change.weights.values().iter().enumerate() {
-                let key = rows.row(i).data();
-                let c = pk.keys.entry(key.into()).or_default();
-                *c += w;
-                if *c == 0 {
-                    pk.keys.remove(key);
-                }
-            }
-        }
-        self.cached = None;
-        Ok(())
-    }
-
-    fn snapshot(&mut self) -> Result<Arc<RecordBatch>> {
-        if let Some(b) = &self.cached {
-            return Ok(b.clone());
-        }
-        let b = Arc::new(self.contents.to_batch()?);
-        self.cached = Some(b.clone());
-        Ok(b)
+        self.contents.apply(change)
     }
 
     /// The contents as of the last processed epoch: current contents minus pending changes.
@@ -940,14 +914,29 @@ impl Engine {
         self.visible.borrow().clone()
     }
 
-    /// The latest acknowledged contents of a table.
+    /// The latest acknowledged contents of a table (read-your-writes), frozen in O(1).
     ///
     /// # Errors
     /// [`Error::Catalog`] when the table does not exist.
-    pub fn table_snapshot(&self, id: RelationId) -> Result<Arc<RecordBatch>> {
+    pub fn table_snapshot(&self, id: RelationId) -> Result<StateSnapshot> {
         let t = self.table(id)?;
-        let mut t = lock(&t);
-        t.snapshot()
+        let t = lock(&t);
+        Ok(t.contents.snapshot())
+    }
+
+    /// How a relation's rows are ordered: a table's (primary key first), or a view's as last
+    /// published; rows in schema order when the relation is unknown or its view failed.
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn key_layout(&self, id: RelationId, schema: SchemaRef) -> Result<Arc<KeyLayout>> {
+        if let Ok(t) = self.table(id) {
+            return Ok(lock(&t).contents.layout().clone());
+        }
+        if let Some(ViewState::Ready(s)) = self.visible().views.get(&id) {
+            return Ok(s.layout().clone());
+        }
+        Ok(Arc::new(KeyLayout::new(schema, &[])?))
     }
 
     fn table(&self, id: RelationId) -> Result<Arc<Mutex<TableData>>> {
@@ -1283,7 +1272,7 @@ impl Engine {
                 (JobStatus::Running, Some(ViewState::Ready(b))) if !changed => {
                     ViewState::Ready(b.clone())
                 }
-                (JobStatus::Running, _) => ViewState::Ready(job.snapshot()?),
+                (JobStatus::Running, _) => ViewState::Ready(job.snapshot()),
             };
             views.insert(*id, state);
             jobs.push(JobInfo {

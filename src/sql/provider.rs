@@ -8,10 +8,12 @@ use datafusion::catalog::{SchemaProvider, Session, TableProvider};
 use datafusion::datasource::TableType;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::engine::{Engine, ViewState, Visible};
+use crate::state::StateSnapshot;
+use crate::state::table::KeyLayout;
 use crate::stream::RelationId;
 
 /// The `public` schema: every table and materialized view of the catalog.
@@ -49,16 +51,22 @@ impl SchemaProvider for PublicSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        Ok(self.engine.relation(name).map(|def| {
-            Arc::new(RelationProvider {
-                id: def.id,
-                name: def.name.clone(),
-                schema: def.schema_ref(),
-                is_table: def.is_table(),
-                engine: Arc::downgrade(&self.engine),
-                pinned: Arc::clone(&self.pinned),
-            }) as Arc<dyn TableProvider>
-        }))
+        let Some(def) = self.engine.relation(name) else {
+            return Ok(None);
+        };
+        let layout = self
+            .engine
+            .key_layout(def.id, def.schema_ref())
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Ok(Some(Arc::new(RelationProvider {
+            id: def.id,
+            name: def.name.clone(),
+            schema: def.schema_ref(),
+            layout,
+            is_table: def.is_table(),
+            engine: Arc::downgrade(&self.engine),
+            pinned: Arc::clone(&self.pinned),
+        }) as Arc<dyn TableProvider>))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -74,6 +82,8 @@ pub struct RelationProvider {
     /// Name.
     pub name: String,
     schema: SchemaRef,
+    /// How the relation's rows are ordered (for filter pushdown).
+    layout: Arc<KeyLayout>,
     is_table: bool,
     /// Weak: a job's plan keeps its providers, and the engine keeps the jobs.
     engine: Weak<Engine>,
@@ -94,18 +104,39 @@ impl TableProvider for RelationProvider {
         }
     }
 
+    /// Filters `column op literal` on a leading key column (a table's primary key, else its
+    /// first columns; a view's first columns) narrow the scan to a key range; DataFusion
+    /// still applies them to the rows read (`Inexact`).
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if StateSnapshot::can_narrow(&self.layout, f) {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    /// Reads the relation's snapshot (a table's latest acknowledged rows, a view's rows at
+    /// the statement's pinned epoch): O(log n + rows in the filters' key range).
     async fn scan(
         &self,
         _state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
+        filters: &[Expr],
+        limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let engine = self
             .engine
             .upgrade()
             .ok_or_else(|| DataFusionError::Execution("the server is shutting down".into()))?;
-        let batch = if self.is_table {
+        let snapshot = if self.is_table {
             engine
                 .table_snapshot(self.id)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?
@@ -117,7 +148,7 @@ impl TableProvider for RelationProvider {
                 .clone();
             let visible = pinned.unwrap_or_else(|| engine.visible());
             match visible.views.get(&self.id) {
-                Some(ViewState::Ready(b)) => b.clone(),
+                Some(ViewState::Ready(s)) => s.clone(),
                 Some(ViewState::Failed {
                     view,
                     code,
@@ -138,13 +169,22 @@ impl TableProvider for RelationProvider {
                 }
             }
         };
-        let batch = if batch.schema() != self.schema {
-            arrow::array::RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())?
-        } else {
-            batch.as_ref().clone()
-        };
+        let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
+        let range = snapshot.key_range(filters).map_err(external)?;
+        // A limit reaches the scan only when no filter remains above it.
+        let batches = snapshot.scan(&range, limit).map_err(external)?;
+        let batches = batches
+            .into_iter()
+            .map(|b| {
+                if b.schema() != self.schema {
+                    arrow::array::RecordBatch::try_new(self.schema.clone(), b.columns().to_vec())
+                } else {
+                    Ok(b)
+                }
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
+            &[batches],
             self.schema.clone(),
             projection.cloned(),
         )?)

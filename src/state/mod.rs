@@ -1,4 +1,5 @@
-//! State: the durable store under `--data-dir` and the in-memory state tables of operators.
+//! State: the durable store under `--data-dir` and the ordered in-memory state tables of
+//! tables, views and operators (persistent B+-trees: a reader's snapshot costs O(1)).
 //!
 //! ```text
 //!   tables' changelogs ──► RocksDB (WAL on, synced writes)   key: c/<table id>/<seq>
@@ -10,4 +11,4 @@ pub mod store;
 pub mod table;
 
 pub use store::Store;
-pub use table::StateTable;
+pub use table::{KeyRange, StateSnapshot, StateTable};

@@ -1,14 +1,36 @@
-//! `StateTable`: a multiset of rows keyed by their order-preserving byte encoding.
+//! `StateTable`: a multiset of rows kept in key order, with O(1) snapshots for readers.
+//!
+//! Rows are keyed by their memcomparable encoding in Arrow's row format
+//! (`arrow::row`, whose byte order equals the rows' sort order), with the table's key columns
+//! encoded first. Because Arrow's row encoding of several columns is the concatenation of the
+//! columns' encodings, the encoding of the first `j` key columns is a byte prefix of every
+//! row's key: an equality on leading key columns is a prefix scan, a comparison on the next
+//! key column a range scan.
+//!
+//! The map is a persistent B+-tree (`imbl::OrdMap`): a [`StateSnapshot`] shares every node
+//! with the live table and costs O(1) to take; a later write copies only the nodes on its
+//! path (O(log n)). Publishing an epoch to readers is therefore independent of the table's
+//! size, and a reader at an epoch never sees a later write.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::row::{RowConverter, Rows, SortField};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
+use imbl::OrdMap;
 
 use crate::error::{Error, Result};
 use crate::stream::change::ChangeBatch;
+
+/// A row's key: its columns in key order, in Arrow's row format.
+pub type RowKey = Arc<[u8]>;
+
+/// Rows per batch when a snapshot is decoded for a reader.
+const SCAN_BATCH_ROWS: usize = 65_536;
 
 /// Keys changed since the last checkpoint, back to back in one buffer.
 #[derive(Default)]
@@ -17,14 +39,160 @@ struct ChangedKeys {
     ends: Vec<usize>,
 }
 
-/// A multiset of rows of one schema: row bytes (Arrow's row format) to a positive count.
-///
-/// Used for a table's contents, a materialized view's contents and a join side. Reads see
-/// every applied change; the owner decides when a snapshot is published.
-pub struct StateTable {
+/// How a state table orders its rows: the declared key columns first, then the others in
+/// schema order; every column takes part in the key (the table is a multiset of rows).
+#[derive(Debug)]
+pub struct KeyLayout {
     schema: SchemaRef,
+    /// Column indexes of `schema` in key order (a permutation of `0..schema.len()`).
+    order: Vec<usize>,
+    /// How many leading columns of `order` were declared as the key (primary key, group key).
+    key_len: usize,
     converter: RowConverter,
-    rows: HashMap<Box<[u8]>, i64>,
+}
+
+impl KeyLayout {
+    /// The layout of rows of `schema` keyed by the columns `key` (indexes into `schema`).
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn new(schema: SchemaRef, key: &[usize]) -> Result<Self> {
+        let mut order: Vec<usize> = key.to_vec();
+        order.extend((0..schema.fields().len()).filter(|i| !key.contains(i)));
+        let converter = converter_for(&schema, &order)?;
+        Ok(KeyLayout {
+            schema,
+            order,
+            key_len: key.len(),
+            converter,
+        })
+    }
+
+    /// The row schema.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Column indexes of the declared key, in key order.
+    pub fn key_columns(&self) -> &[usize] {
+        &self.order[..self.key_len]
+    }
+
+    /// Encodes the rows of `batch` (of this layout's schema).
+    fn encode(&self, batch: &RecordBatch) -> Result<Rows> {
+        let columns: Vec<ArrayRef> = self
+            .order
+            .iter()
+            .map(|i| batch.column(*i).clone())
+            .collect();
+        Ok(self.converter.convert_columns(&columns)?)
+    }
+
+    /// Decodes keys into columns in schema order.
+    fn decode<'a>(&self, keys: impl Iterator<Item = &'a [u8]>, rows: usize) -> Result<RecordBatch> {
+        if self.order.is_empty() {
+            return batch_from_columns(&self.schema, Vec::new(), rows);
+        }
+        let parser = self.converter.parser();
+        let in_key_order = self.converter.convert_rows(keys.map(|k| parser.parse(k)))?;
+        let mut columns: Vec<Option<ArrayRef>> = vec![None; self.order.len()];
+        for (pos, col) in in_key_order.into_iter().enumerate() {
+            columns[self.order[pos]] = Some(col);
+        }
+        let columns = columns
+            .into_iter()
+            .map(|c| c.expect("permutation"))
+            .collect();
+        batch_from_columns(&self.schema, columns, rows)
+    }
+
+    /// The key prefix of the first `values.len()` columns in key order holding `values`
+    /// (each already of its column's type).
+    fn prefix(&self, values: &[ScalarValue]) -> Result<Vec<u8>> {
+        let converter = converter_for(&self.schema, &self.order[..values.len()])?;
+        let arrays = values
+            .iter()
+            .map(|v| v.to_array())
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let rows = converter.convert_columns(&arrays)?;
+        Ok(rows.row(0).data().to_vec())
+    }
+}
+
+/// A byte range of keys to read: what a filter on leading key columns leaves of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    /// Lower bound.
+    pub lower: Bound<Vec<u8>>,
+    /// Upper bound.
+    pub upper: Bound<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub fn all() -> Self {
+        KeyRange {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+        }
+    }
+
+    /// Every key that starts with `prefix`.
+    pub fn prefix(prefix: Vec<u8>) -> Self {
+        let upper = match prefix_successor(&prefix) {
+            Some(s) => Bound::Excluded(s),
+            None => Bound::Unbounded,
+        };
+        KeyRange {
+            lower: Bound::Included(prefix),
+            upper,
+        }
+    }
+
+    fn as_refs(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
+        fn b(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+            match b {
+                Bound::Included(v) => Bound::Included(v.as_slice()),
+                Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            }
+        }
+        (b(&self.lower), b(&self.upper))
+    }
+
+    /// True when no key can lie in the range.
+    fn is_empty(&self) -> bool {
+        match (&self.lower, &self.upper) {
+            (Bound::Included(l), Bound::Included(u)) => l > u,
+            (Bound::Included(l), Bound::Excluded(u))
+            | (Bound::Excluded(l), Bound::Included(u))
+            | (Bound::Excluded(l), Bound::Excluded(u)) => l >= u,
+            _ => false,
+        }
+    }
+}
+
+/// The smallest byte string greater than every string that starts with `prefix` (`None`:
+/// there is none, every longer string qualifies).
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < u8::MAX {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// A multiset of rows of one schema: row keys (see [`KeyLayout`]) to a positive count.
+///
+/// Used for a table's contents, a materialized view's contents and an operator's input.
+/// Reads see every applied change; [`StateTable::snapshot`] freezes the current rows for a
+/// reader in O(1).
+pub struct StateTable {
+    layout: Arc<KeyLayout>,
+    rows: OrdMap<RowKey, i64>,
     /// Sum of all counts (the number of rows with duplicates).
     total: i64,
     /// The epoch write buffer: keys changed since the last checkpoint, appended back to back
@@ -42,19 +210,31 @@ impl std::fmt::Debug for StateTable {
 }
 
 impl StateTable {
-    /// An empty state table for rows of `schema`.
+    /// An empty state table for rows of `schema`, ordered by all columns in schema order.
     ///
     /// # Errors
     /// Arrow errors when a column type has no row encoding.
     pub fn new(schema: SchemaRef) -> Result<Self> {
-        let converter = row_converter(&schema)?;
+        Self::with_key(schema, &[])
+    }
+
+    /// An empty state table for rows of `schema` ordered by the columns `key` first (indexes
+    /// into `schema`: a primary key, a group key), then by the remaining columns.
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn with_key(schema: SchemaRef, key: &[usize]) -> Result<Self> {
         Ok(StateTable {
-            schema,
-            converter,
-            rows: HashMap::new(),
+            layout: Arc::new(KeyLayout::new(schema, key)?),
+            rows: OrdMap::new(),
             total: 0,
             dirty: None,
         })
+    }
+
+    /// The key layout.
+    pub fn layout(&self) -> &Arc<KeyLayout> {
+        &self.layout
     }
 
     /// Starts recording changed keys for incremental checkpoints (the next
@@ -87,23 +267,28 @@ impl StateTable {
         Some(out)
     }
 
-    /// Every distinct row's key bytes (Arrow row format) and count.
+    /// Every distinct row's key bytes and count, in key order.
     pub fn rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
         self.rows.iter().map(|(k, c)| (k.as_ref(), *c))
     }
 
-    /// Loads a row from a checkpoint (key bytes in this table's row format, count > 0),
-    /// without recording it as a change.
+    /// Loads a row from a checkpoint (key bytes in this table's layout, count > 0), without
+    /// recording it as a change.
     pub fn load_row(&mut self, key: &[u8], count: i64) {
         if count > 0 {
             self.total += count;
-            *self.rows.entry(key.into()).or_default() += count;
+            match self.rows.get_mut(key) {
+                Some(c) => *c += count,
+                None => {
+                    self.rows.insert(Arc::from(key), count);
+                }
+            }
         }
     }
 
     /// The row schema.
     pub fn schema(&self) -> &SchemaRef {
-        &self.schema
+        &self.layout.schema
     }
 
     /// Number of rows, duplicates counted.
@@ -116,7 +301,7 @@ impl StateTable {
         self.total == 0
     }
 
-    /// Applies a change batch: each row's count moves by its weight.
+    /// Applies a change batch: each row's count moves by its weight. O(rows × log n).
     ///
     /// # Errors
     /// [`Error::Internal`] if a count would become negative (a retraction of a missing row).
@@ -124,11 +309,18 @@ impl StateTable {
         if change.is_empty() {
             return Ok(());
         }
-        let rows = self.converter.convert_columns(change.batch.columns())?;
         let no_columns = change.batch.num_columns() == 0;
+        let rows = if no_columns {
+            None
+        } else {
+            Some(self.layout.encode(&change.batch)?)
+        };
         for (i, w) in change.weights.values().iter().enumerate() {
             // Rows of a schema without columns are all the empty row.
-            let bytes: &[u8] = if no_columns { &[] } else { rows.row(i).data() };
+            let bytes: &[u8] = match &rows {
+                Some(r) => r.row(i).data(),
+                None => &[],
+            };
             if let Some(d) = &mut self.dirty {
                 d.bytes.extend_from_slice(bytes);
                 d.ends.push(d.bytes.len());
@@ -149,7 +341,7 @@ impl StateTable {
                         ));
                     }
                     if *w > 0 {
-                        self.rows.insert(bytes.into(), *w);
+                        self.rows.insert(Arc::from(bytes), *w);
                     }
                 }
             }
@@ -158,37 +350,41 @@ impl StateTable {
         Ok(())
     }
 
-    /// The count of each row of `batch` (0 when absent), in order.
+    /// The count of each row of `batch` (0 when absent), in order. O(rows × log n).
     ///
     /// # Errors
     /// Arrow errors when `batch` has another schema.
     pub fn counts(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
-        let rows = self.converter.convert_columns(batch.columns())?;
+        if batch.num_columns() == 0 {
+            let c = self.rows.get([].as_slice()).copied().unwrap_or(0);
+            return Ok(vec![c; batch.num_rows()]);
+        }
+        let rows = self.layout.encode(batch)?;
         Ok((0..batch.num_rows())
-            .map(|i| {
-                let key: &[u8] = if batch.num_columns() == 0 {
-                    &[]
-                } else {
-                    rows.row(i).data()
-                };
-                self.rows.get(key).copied().unwrap_or(0)
-            })
+            .map(|i| self.rows.get(rows.row(i).data()).copied().unwrap_or(0))
             .collect())
     }
 
-    /// All rows (each repeated by its count) as one batch.
+    /// The number of rows (duplicates counted) whose key starts with `prefix` (a key prefix
+    /// as encoded by [`KeyLayout`] for the leading key columns). O(log n + matches).
+    pub fn count_prefix(&self, prefix: &[u8]) -> i64 {
+        let range = KeyRange::prefix(prefix.to_vec());
+        self.rows
+            .range::<_, [u8]>(range.as_refs())
+            .map(|(_, c)| *c)
+            .sum()
+    }
+
+    /// All rows (each repeated by its count) as one batch, in key order. O(n).
     ///
     /// # Errors
     /// Arrow errors from decoding.
     pub fn to_batch(&self) -> Result<RecordBatch> {
-        let parser = self.converter.parser();
         let iter = self
             .rows
             .iter()
-            .flat_map(|(k, c)| std::iter::repeat_n(k, *c as usize))
-            .map(|k| parser.parse(k));
-        let columns = self.converter.convert_rows(iter)?;
-        batch_from_columns(&self.schema, columns, self.total as usize)
+            .flat_map(|(k, c)| std::iter::repeat_n(k.as_ref(), *c as usize));
+        self.layout.decode(iter, self.total as usize)
     }
 
     /// The contents as a change batch of inserts, each distinct row once with its count.
@@ -196,14 +392,264 @@ impl StateTable {
     /// # Errors
     /// Arrow errors from decoding.
     pub fn to_change(&self) -> Result<ChangeBatch> {
-        let parser = self.converter.parser();
-        let columns = self
-            .converter
-            .convert_rows(self.rows.keys().map(|k| parser.parse(k)))?;
-        let batch = batch_from_columns(&self.schema, columns, self.rows.len())?;
+        let batch = self
+            .layout
+            .decode(self.rows.keys().map(|k| k.as_ref()), self.rows.len())?;
         let weights = self.rows.values().copied().collect::<Vec<_>>().into();
         ChangeBatch::new(batch, weights)
     }
+
+    /// The current rows, frozen for a reader. O(1): the snapshot shares the table's nodes.
+    pub fn snapshot(&self) -> StateSnapshot {
+        StateSnapshot {
+            layout: Arc::clone(&self.layout),
+            rows: self.rows.clone(),
+            total: self.total,
+        }
+    }
+}
+
+/// The rows of a [`StateTable`] as of one moment (an epoch for a view, an acknowledged write
+/// for a table): what a `SELECT` reads. Later writes to the table do not show.
+#[derive(Clone)]
+pub struct StateSnapshot {
+    layout: Arc<KeyLayout>,
+    rows: OrdMap<RowKey, i64>,
+    total: i64,
+}
+
+impl std::fmt::Debug for StateSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateSnapshot")
+            .field("rows", &self.total)
+            .finish()
+    }
+}
+
+impl StateSnapshot {
+    /// The key layout.
+    pub fn layout(&self) -> &Arc<KeyLayout> {
+        &self.layout
+    }
+
+    /// The row schema.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.layout.schema
+    }
+
+    /// Number of rows, duplicates counted.
+    pub fn len(&self) -> i64 {
+        self.total
+    }
+
+    /// True when no row is present.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// The rows whose keys lie in `range` (each repeated by its count), in key order, as
+    /// batches of at most 65,536 rows, stopping after `limit` rows. O(log n + rows read).
+    ///
+    /// # Errors
+    /// Arrow errors from decoding.
+    pub fn scan(&self, range: &KeyRange, limit: Option<usize>) -> Result<Vec<RecordBatch>> {
+        let mut out = Vec::new();
+        if range.is_empty() {
+            return Ok(out);
+        }
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut taken = 0usize;
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for (k, c) in self.rows.range::<_, [u8]>(range.as_refs()) {
+            for _ in 0..*c {
+                if taken == limit {
+                    break;
+                }
+                keys.push(k.as_ref());
+                taken += 1;
+            }
+            if keys.len() >= SCAN_BATCH_ROWS {
+                let n = keys.len();
+                out.push(self.layout.decode(keys.drain(..), n)?);
+            }
+            if taken == limit {
+                break;
+            }
+        }
+        if !keys.is_empty() || out.is_empty() {
+            let n = keys.len();
+            out.push(self.layout.decode(keys.into_iter(), n)?);
+        }
+        Ok(out)
+    }
+
+    /// Whether `filter` can narrow a scan of this snapshot (see [`StateSnapshot::key_range`]).
+    pub fn can_narrow(layout: &KeyLayout, filter: &Expr) -> bool {
+        key_comparison(layout, filter).is_some()
+    }
+
+    /// The narrowest key range that holds every row satisfying all of `filters` (a
+    /// conjunction), from comparisons `column op literal` (`=`, `<`, `<=`, `>`, `>=`) on
+    /// leading columns in key order: equalities on a prefix of the key, then one range on the
+    /// next column. Other filters do not narrow the range; the caller still applies every
+    /// filter to the rows read (the range may hold rows that fail them, e.g. NULLs).
+    ///
+    /// # Errors
+    /// Arrow errors while encoding a literal.
+    pub fn key_range(&self, filters: &[Expr]) -> Result<KeyRange> {
+        key_range(&self.layout, filters)
+    }
+}
+
+/// A comparison `column op literal` usable on a key: (position in key order, op, value).
+fn key_comparison(layout: &KeyLayout, filter: &Expr) -> Option<(usize, Operator, ScalarValue)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = filter else {
+        return None;
+    };
+    let (column, op, value) = match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(c), Expr::Literal(v, _)) => (c, *op, v),
+        (Expr::Literal(v, _), Expr::Column(c)) => (c, op.swap()?, v),
+        _ => return None,
+    };
+    if !matches!(
+        op,
+        Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+    ) || value.is_null()
+    {
+        return None;
+    }
+    let index = layout.schema.index_of(&column.name).ok()?;
+    let field = layout.schema.field(index);
+    // Only types whose row-format byte order is SQL's order and whose equality is byte
+    // equality (floats are not: -0 = 0, and NaN; intervals compare normalised).
+    let ordered = matches!(
+        field.data_type(),
+        DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Boolean
+            | DataType::Date32
+            | DataType::Date64
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+    );
+    if !ordered || &value.data_type() != field.data_type() {
+        return None;
+    }
+    let position = layout.order.iter().position(|c| *c == index)?;
+    Some((position, op, value.clone()))
+}
+
+fn key_range(layout: &KeyLayout, filters: &[Expr]) -> Result<KeyRange> {
+    let comparisons: Vec<_> = filters
+        .iter()
+        .filter_map(|f| key_comparison(layout, f))
+        .collect();
+    let mut prefix: Vec<ScalarValue> = Vec::new();
+    loop {
+        let position = prefix.len();
+        let eq = comparisons
+            .iter()
+            .find(|(p, op, _)| *p == position && *op == Operator::Eq);
+        match eq {
+            Some((_, _, v)) => prefix.push(v.clone()),
+            None => break,
+        }
+    }
+    let position = prefix.len();
+    let base = if prefix.is_empty() {
+        KeyRange::all()
+    } else {
+        KeyRange::prefix(layout.prefix(&prefix)?)
+    };
+    if position >= layout.order.len() {
+        return Ok(base);
+    }
+    let mut range = base;
+    let with = |v: &ScalarValue| -> Result<Vec<u8>> {
+        let mut values = prefix.clone();
+        values.push(v.clone());
+        layout.prefix(&values)
+    };
+    // Within the prefix, one lower and one upper bound on the next column narrow further;
+    // several bounds on it take the tightest of each kind.
+    for (p, op, v) in &comparisons {
+        if *p != position {
+            continue;
+        }
+        let key = with(v)?;
+        let (lower, upper) = match op {
+            Operator::Gt => (prefix_successor(&key).map(Bound::Included), None),
+            Operator::GtEq => (Some(Bound::Included(key)), None),
+            Operator::Lt => (None, Some(Bound::Excluded(key))),
+            Operator::LtEq => (
+                None,
+                Some(match prefix_successor(&key) {
+                    Some(s) => Bound::Excluded(s),
+                    None => Bound::Unbounded,
+                }),
+            ),
+            _ => (None, None),
+        };
+        if *op == Operator::Gt && lower.is_none() {
+            // Nothing is greater than a key of all 0xFF bytes.
+            return Ok(KeyRange {
+                lower: Bound::Excluded(Vec::new()),
+                upper: Bound::Excluded(Vec::new()),
+            });
+        }
+        if let Some(l) = lower {
+            range.lower = tighter_lower(range.lower, l);
+        }
+        if let Some(u) = upper {
+            range.upper = tighter_upper(range.upper, u);
+        }
+    }
+    Ok(range)
+}
+
+fn tighter_lower(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            if y > x || (y == x && matches!(b, Bound::Excluded(_))) {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
+fn tighter_upper(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            if y < x || (y == x && matches!(b, Bound::Excluded(_))) {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
+fn converter_for(schema: &SchemaRef, columns: &[usize]) -> Result<RowConverter> {
+    let fields = columns
+        .iter()
+        .map(|i| SortField::new(schema.field(*i).data_type().clone()))
+        .collect();
+    Ok(RowConverter::new(fields)?)
 }
 
 /// Sums change batches of one schema into one: each distinct row once with its net weight,
@@ -296,5 +742,102 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t.to_batch().unwrap().num_rows(), 2);
         assert!(t.apply(&change(vec![Some("zz")], vec![-1])).is_err());
+    }
+
+    fn keyed(n: i64) -> StateTable {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("v", DataType::Utf8, true),
+            Field::new("id", DataType::Int64, true),
+        ]));
+        let ids: Vec<i64> = (0..n).map(|i| i - n / 2).collect();
+        let vs: Vec<String> = ids.iter().map(|i| format!("v{i}")).collect();
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vs)),
+                Arc::new(Int64Array::from(ids)),
+            ],
+        )
+        .unwrap();
+        let mut t = StateTable::with_key(schema, &[1]).unwrap();
+        t.apply(&ChangeBatch::new(b, Int64Array::from(vec![1; n as usize])).unwrap())
+            .unwrap();
+        t
+    }
+
+    fn ids_in(s: &StateSnapshot, filters: &[Expr]) -> Vec<i64> {
+        let range = s.key_range(filters).unwrap();
+        s.scan(&range, None)
+            .unwrap()
+            .iter()
+            .flat_map(|b| {
+                b.column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn key_ranges_read_only_the_matching_rows() {
+        use datafusion::prelude::{col, lit};
+        let t = keyed(1000);
+        let s = t.snapshot();
+        // Key order is numeric order, negatives first (memcomparable encoding).
+        assert_eq!(ids_in(&s, &[]).len(), 1000);
+        assert!(ids_in(&s, &[]).windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(ids_in(&s, &[col("id").eq(lit(7i64))]), vec![7]);
+        assert_eq!(ids_in(&s, &[col("id").eq(lit(-7i64))]), vec![-7]);
+        assert_eq!(ids_in(&s, &[col("id").eq(lit(5000i64))]), Vec::<i64>::new());
+        assert_eq!(
+            ids_in(&s, &[col("id").gt(lit(495i64))]),
+            vec![496, 497, 498, 499]
+        );
+        assert_eq!(
+            ids_in(&s, &[lit(-498i64).gt_eq(col("id"))]),
+            vec![-500, -499, -498]
+        );
+        assert_eq!(
+            ids_in(&s, &[col("id").gt_eq(lit(3i64)), col("id").lt(lit(6i64))]),
+            vec![3, 4, 5]
+        );
+        assert_eq!(
+            ids_in(&s, &[col("id").lt_eq(lit(3i64)), col("id").gt(lit(1i64))]),
+            vec![2, 3]
+        );
+        // A filter on a non-key column, or of another type, does not narrow.
+        let r = s.key_range(&[col("v").eq(lit("v3"))]).unwrap();
+        assert_eq!(s.scan(&r, None).unwrap()[0].num_rows(), 1000);
+        assert!(!StateSnapshot::can_narrow(
+            t.layout(),
+            &col("id").eq(lit(7i32))
+        ));
+        // A limit stops the read.
+        assert_eq!(
+            s.scan(&KeyRange::all(), Some(10)).unwrap()[0].num_rows(),
+            10
+        );
+    }
+
+    #[test]
+    fn snapshots_do_not_see_later_writes() {
+        let mut t = keyed(10);
+        let before = t.snapshot();
+        let all = t.to_change().unwrap();
+        t.apply(&all.negate()).unwrap();
+        assert_eq!(t.len(), 0);
+        assert_eq!(before.len(), 10);
+        assert_eq!(ids_in(&before, &[]).len(), 10);
+    }
+
+    #[test]
+    fn prefix_successor_skips_trailing_max_bytes() {
+        assert_eq!(prefix_successor(&[1, 2]), Some(vec![1, 3]));
+        assert_eq!(prefix_successor(&[1, 255, 255]), Some(vec![2]));
+        assert_eq!(prefix_successor(&[255]), None);
+        assert_eq!(prefix_successor(&[]), None);
     }
 }

@@ -2,10 +2,8 @@
 //! coordinator and its restart strategy.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
@@ -14,7 +12,7 @@ use crate::checkpoint::{
     CheckpointCoordinator, JobSettings, RestartTracker, StateBackendKind, StateImage,
 };
 use crate::error::{Error, Result};
-use crate::state::StateTable;
+use crate::state::{StateSnapshot, StateTable};
 use crate::stream::change::ChangeBatch;
 use crate::stream::{Epoch, EpochInput, Operator, RelationId, plan};
 
@@ -105,7 +103,7 @@ impl Job {
     ) -> Result<Self> {
         let mut sources = BTreeSet::new();
         let root = plan::build(&plan, &mut sources)?;
-        let contents = StateTable::new(schema.clone())?;
+        let contents = StateTable::with_key(schema.clone(), &plan::stream_key(&plan))?;
         let restart = RestartTracker::new(
             coordinator
                 .as_ref()
@@ -179,7 +177,7 @@ impl Job {
     pub fn reset(&mut self) -> Result<()> {
         let mut sources = BTreeSet::new();
         self.root = plan::build(&self.plan, &mut sources)?;
-        self.contents = StateTable::new(self.schema.clone())?;
+        self.contents = StateTable::with_key(self.schema.clone(), &plan::stream_key(&self.plan))?;
         self.status = JobStatus::Running;
         Ok(())
     }
@@ -266,12 +264,9 @@ impl Job {
         Ok(())
     }
 
-    /// The view's rows as a batch.
-    ///
-    /// # Errors
-    /// Arrow errors from decoding.
-    pub fn snapshot(&self) -> Result<Arc<RecordBatch>> {
-        Ok(Arc::new(self.contents.to_batch()?))
+    /// The view's rows as of the last processed epoch, frozen for readers in O(1).
+    pub fn snapshot(&self) -> StateSnapshot {
+        self.contents.snapshot()
     }
 
     /// The view's rows as a change batch of inserts (to backfill a downstream view).

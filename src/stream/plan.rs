@@ -26,6 +26,42 @@ use crate::stream::ops::union::Union;
 use crate::stream::ops::values::Values;
 use crate::stream::{Operator, RelationId};
 
+/// The columns of `plan`'s output that identify a row (its stream key), when the plan shows
+/// one: the group columns of an aggregate, carried through projections that keep them and
+/// filters. Empty when none is known (the whole row is then the key). A view's state table
+/// orders its rows by these columns first, so a filter on them narrows a read to a key range.
+pub fn stream_key(plan: &LogicalPlan) -> Vec<usize> {
+    match plan {
+        LogicalPlan::Aggregate(a) => (0..a.group_expr.len()).collect(),
+        LogicalPlan::Filter(f) => stream_key(&f.input),
+        LogicalPlan::SubqueryAlias(a) => stream_key(&a.input),
+        LogicalPlan::Sort(s) => stream_key(&s.input),
+        LogicalPlan::Projection(p) => {
+            let input_key = stream_key(&p.input);
+            let input_schema = p.input.schema();
+            let mut out = Vec::new();
+            for k in input_key {
+                let (qualifier, field) = input_schema.qualified_field(k);
+                let found = p.expr.iter().position(|e| {
+                    let e = match e {
+                        Expr::Alias(a) => a.expr.as_ref(),
+                        e => e,
+                    };
+                    matches!(e, Expr::Column(c)
+                        if c.name == *field.name() && c.relation.as_ref() == qualifier)
+                });
+                match found {
+                    Some(i) if !out.contains(&i) => out.push(i),
+                    // A key column projected away (or twice): no key is known.
+                    _ => return Vec::new(),
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Builds the operator tree for `plan`, recording the relations it reads in `sources`.
 ///
 /// # Errors

@@ -1,0 +1,234 @@
+//! End-to-end bench: how the cost of a one-row change and of a point read grows with the data
+//! held.
+//!
+//! For each N (default 10,000, 100,000, 1,000,000 and 10,000,000 rows; `WEIR_SCALING_ROWS` as
+//! a comma-separated list overrides), in one run: a fresh server in-process, a table
+//! `t (id BIGINT PRIMARY KEY, grp BIGINT, v BIGINT)` under a grouped aggregate view
+//! (`agg`: count and sum per `grp`, 1,000 groups) and a filter/projection view (`proj`: one
+//! row per row of `t`), N rows loaded by COPY, then `WEIR_SCALING_SAMPLES` (default 50)
+//! samples of each operation, reported as medians in ms:
+//!
+//! - `INSERT` of one row + `FLUSH` (the views are up to date when FLUSH returns);
+//! - point `SELECT v FROM t WHERE id = k` on the table, right after a write;
+//! - point `SELECT n, s FROM agg WHERE grp = k` and `SELECT v2 FROM proj WHERE id = k`;
+//!
+//! and the resident memory after the load. Run: `cargo bench --bench scaling` (the test
+//! build's features share its artifacts: `cargo bench --features failpoints --bench scaling`).
+
+use std::time::{Duration, Instant};
+
+use futures::SinkExt;
+
+fn rss_mib(field: &str) -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn median_ms(mut samples: Vec<Duration>) -> f64 {
+    samples.sort();
+    let n = samples.len();
+    let mid = if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2
+    };
+    mid.as_secs_f64() * 1000.0
+}
+
+/// A deterministic pseudo-random permutation step (splitmix64), for keys to probe.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+async fn load(client: &tokio_postgres::Client, rows: u64) {
+    const CHUNK: u64 = 500_000;
+    let mut start = 0;
+    while start < rows {
+        let end = (start + CHUNK).min(rows);
+        let sink = client.copy_in("COPY t FROM STDIN CSV").await.expect("copy");
+        futures::pin_mut!(sink);
+        let mut buf = String::with_capacity(((end - start) * 24) as usize);
+        for id in start..end {
+            use std::fmt::Write;
+            let _ = writeln!(buf, "{id},{},{}", id % 1000, mix(id) % 1_000_000);
+            if buf.len() > (1 << 20) {
+                sink.send(bytes::Bytes::from(std::mem::take(&mut buf)))
+                    .await
+                    .expect("send");
+            }
+        }
+        sink.send(bytes::Bytes::from(buf)).await.expect("send");
+        sink.finish().await.expect("finish");
+        start = end;
+    }
+}
+
+struct Figures {
+    rows: u64,
+    load_s: f64,
+    insert_flush_ms: f64,
+    table_point_ms: f64,
+    agg_point_ms: f64,
+    proj_point_ms: f64,
+    rss_mib: f64,
+}
+
+async fn measure(rows: u64, samples: usize) -> Figures {
+    let dir = std::env::temp_dir().join(format!("weir-scaling-{}-{rows}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let engine = weir::open(&dir, Duration::from_millis(250))
+        .await
+        .expect("open");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(weir::server::run(listener, engine.clone(), async move {
+        let _ = stopped.await;
+    }));
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host("127.0.0.1")
+        .port(addr.port())
+        .user("weir")
+        .dbname("weir");
+    let (client, conn) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let conn = tokio::spawn(conn);
+    client
+        .batch_execute(
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, grp BIGINT, v BIGINT);
+             CREATE MATERIALIZED VIEW agg AS SELECT grp, count(*) AS n, sum(v) AS s FROM t GROUP BY grp;
+             CREATE MATERIALIZED VIEW proj AS SELECT id, v * 2 AS v2 FROM t WHERE v >= 0;",
+        )
+        .await
+        .expect("schema");
+    let t0 = Instant::now();
+    load(&client, rows).await;
+    client.batch_execute("FLUSH").await.expect("flush");
+    let load_s = t0.elapsed().as_secs_f64();
+    let rss = rss_mib("VmRSS:");
+
+    let insert = client
+        .prepare("INSERT INTO t VALUES ($1, $2, $3)")
+        .await
+        .expect("prepare");
+    let table_point = client
+        .prepare("SELECT v FROM t WHERE id = $1")
+        .await
+        .expect("prepare");
+    let agg_point = client
+        .prepare("SELECT n, s FROM agg WHERE grp = $1")
+        .await
+        .expect("prepare");
+    let proj_point = client
+        .prepare("SELECT v2 FROM proj WHERE id = $1")
+        .await
+        .expect("prepare");
+    let (mut ins, mut tp, mut ap, mut pp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..samples as u64 {
+        let id = rows + i;
+        let t = Instant::now();
+        client
+            .execute(&insert, &[&(id as i64), &((id % 1000) as i64), &7i64])
+            .await
+            .expect("insert");
+        client.batch_execute("FLUSH").await.expect("flush");
+        ins.push(t.elapsed());
+
+        let k = (mix(i ^ 0xABCD) % rows) as i64;
+        let t = Instant::now();
+        let r = client.query(&table_point, &[&k]).await.expect("select");
+        tp.push(t.elapsed());
+        assert_eq!(r.len(), 1, "row {k} of t");
+
+        let g = (mix(i) % 1000) as i64;
+        let t = Instant::now();
+        let r = client.query(&agg_point, &[&g]).await.expect("select");
+        ap.push(t.elapsed());
+        assert_eq!(r.len(), 1, "group {g} of agg");
+
+        let t = Instant::now();
+        let r = client.query(&proj_point, &[&k]).await.expect("select");
+        pp.push(t.elapsed());
+        assert_eq!(r.len(), 1, "row {k} of proj");
+    }
+    drop(client);
+    let _ = conn.await;
+    let _ = stop.send(());
+    let _ = server.await;
+    engine.shutdown().await.expect("shutdown");
+    drop(engine);
+    let _ = std::fs::remove_dir_all(&dir);
+    Figures {
+        rows,
+        load_s,
+        insert_flush_ms: median_ms(ins),
+        table_point_ms: median_ms(tp),
+        agg_point_ms: median_ms(ap),
+        proj_point_ms: median_ms(pp),
+        rss_mib: rss,
+    }
+}
+
+fn main() {
+    let sizes: Vec<u64> = std::env::var("WEIR_SCALING_ROWS")
+        .ok()
+        .map(|s| {
+            s.split(',')
+                .filter_map(|x| x.trim().replace('_', "").parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000, 10_000_000]);
+    let samples: usize = std::env::var("WEIR_SCALING_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "| rows | load + FLUSH (s) | INSERT + FLUSH (ms) | point SELECT t (ms) | point SELECT agg (ms) | point SELECT proj (ms) | RSS after load (MiB) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let mut first: Option<Figures> = None;
+    for rows in sizes {
+        let f = runtime.block_on(measure(rows, samples));
+        println!(
+            "| {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
+            f.rows,
+            f.load_s,
+            f.insert_flush_ms,
+            f.table_point_ms,
+            f.agg_point_ms,
+            f.proj_point_ms,
+            f.rss_mib
+        );
+        if let Some(base) = &first {
+            println!(
+                "|   ratio to {} rows | | {:.2}x | {:.2}x | {:.2}x | {:.2}x | |",
+                base.rows,
+                f.insert_flush_ms / base.insert_flush_ms,
+                f.table_point_ms / base.table_point_ms,
+                f.agg_point_ms / base.agg_point_ms,
+                f.proj_point_ms / base.proj_point_ms
+            );
+        } else {
+            first = Some(f);
+        }
+    }
+    println!("peak RSS of the run: {:.0} MiB", rss_mib("VmHWM:"));
+}
