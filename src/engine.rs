@@ -14,7 +14,7 @@
 //! its checkpoints' upload threads. [`Engine::shutdown`] stops and joins all of them, and so
 //! does dropping the engine.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -39,6 +39,13 @@ use crate::stream::{Epoch, EpochInput, RelationId};
 
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
 const CHANGELOG_CHUNK_ROWS: usize = 65_536;
+
+/// Default time between a table's snapshot steps (ms), when it has changed.
+pub const DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS: u64 = 5_000;
+
+/// A table takes a snapshot step at the next barrier once this many rows changed (bounds
+/// the memory of its changed-key buffer), whatever the interval.
+const TABLE_SNAPSHOT_MAX_ROWS: usize = 1_000_000;
 
 /// Default barrier interval (ms): how often an epoch closes without `FLUSH`.
 pub const DEFAULT_BARRIER_INTERVAL_MS: u64 = 250;
@@ -82,6 +89,17 @@ struct TableData {
     pending: Vec<(Epoch, ChangeBatch)>,
     /// Next changelog sequence number (source offset).
     next_seq: u64,
+    /// The epoch of the newest write.
+    last_epoch: Epoch,
+    /// The newest changelog sequence number the durable snapshot holds (0: none).
+    snapshot_seq: u64,
+    /// When the snapshot last took a step.
+    snapshot_at: Instant,
+    /// Rows written since the snapshot's last step.
+    unsnapshotted_rows: usize,
+    /// The newest sequence number of each epoch with writes whose changelog entries are
+    /// still kept, oldest first (to find where the changelog may be truncated).
+    epoch_seqs: VecDeque<(Epoch, u64)>,
 }
 
 /// Encodes a primary key's columns as the leading key prefix of the table's rows.
@@ -109,13 +127,21 @@ impl TableData {
             }
             _ => (None, Vec::new()),
         };
+        let mut contents = StateTable::with_key(schema.clone(), &key_columns)?;
+        // Every change goes into the table's next snapshot step.
+        contents.track_changes();
         Ok(TableData {
             name: def.name.clone(),
-            contents: StateTable::with_key(schema.clone(), &key_columns)?,
+            contents,
             schema,
             primary_key,
             pending: Vec::new(),
             next_seq: 1,
+            last_epoch: Epoch(0),
+            snapshot_seq: 0,
+            snapshot_at: Instant::now(),
+            unsnapshotted_rows: 0,
+            epoch_seqs: VecDeque::new(),
         })
     }
 
@@ -194,6 +220,101 @@ impl TableData {
 
     fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
         self.contents.apply(change)
+    }
+
+    /// Records that changelog entries up to `seq` are of epoch `epoch`.
+    fn note_entries(&mut self, seq: u64, epoch: Epoch, rows: usize) {
+        self.last_epoch = epoch;
+        self.unsnapshotted_rows += rows;
+        match self.epoch_seqs.back_mut() {
+            Some((e, s)) if *e == epoch => *s = seq,
+            _ => self.epoch_seqs.push_back((epoch, seq)),
+        }
+    }
+
+    /// Loads the table: its snapshot (if any), then the changelog entries after it.
+    /// Returns (rows from the snapshot, changelog rows replayed). Work is proportional to
+    /// the table's rows plus the changes since the snapshot, not to its history.
+    fn restore(&mut self, store: &Store, id: RelationId) -> Result<(usize, usize)> {
+        let mut from_snapshot = 0usize;
+        if let Some(snap) = store.read_table_snapshot(id)? {
+            for (key, count) in &snap.rows {
+                self.contents.load_row(key, *count);
+                from_snapshot += *count as usize;
+            }
+            self.snapshot_seq = snap.seq;
+            self.next_seq = snap.seq + 1;
+            self.last_epoch = snap.epoch;
+        }
+        // Changes after the snapshot are written by its next step.
+        self.contents.track_changes();
+        let mut replayed = 0usize;
+        for entry in store.read_changelog_after(id, self.snapshot_seq)? {
+            self.apply(&entry.change)?;
+            replayed += entry.change.len();
+            self.next_seq = entry.seq + 1;
+            self.note_entries(entry.seq, entry.epoch, entry.change.len());
+        }
+        Ok((from_snapshot, replayed))
+    }
+
+    /// Takes a snapshot step if one is due: writes the rows changed since the last step and
+    /// truncates the changelog through the newest entry of an epoch `<= keep_after` that the
+    /// snapshot holds. Cost: the rows changed, and a range delete.
+    fn snapshot_step(
+        &mut self,
+        store: &Store,
+        id: RelationId,
+        keep_after: Epoch,
+        force: bool,
+        interval: Duration,
+    ) -> Result<()> {
+        let due = self.unsnapshotted_rows > 0
+            && (force
+                || self.snapshot_at.elapsed() >= interval
+                || self.unsnapshotted_rows >= TABLE_SNAPSHOT_MAX_ROWS);
+        let seq = self.next_seq - 1;
+        let truncate_through = self
+            .epoch_seqs
+            .iter()
+            .take_while(|(e, s)| *e <= keep_after && *s <= seq)
+            .last()
+            .map(|(_, s)| *s)
+            .unwrap_or(0);
+        if !due && truncate_through == 0 {
+            return Ok(());
+        }
+        // Changes are tracked from the table's creation or load on; should they not be, the
+        // step writes the whole table in place of the old snapshot.
+        let (changed, full) = match self.contents.take_changes() {
+            Some(changed) => (changed, false),
+            None => (
+                self.contents
+                    .rows()
+                    .map(|(k, c)| (Box::from(k), c))
+                    .collect(),
+                true,
+            ),
+        };
+        store.write_table_snapshot(id, &changed, full, seq, self.last_epoch, truncate_through)?;
+        self.snapshot_seq = seq;
+        self.snapshot_at = Instant::now();
+        self.unsnapshotted_rows = 0;
+        while self
+            .epoch_seqs
+            .front()
+            .is_some_and(|(_, s)| *s <= truncate_through)
+        {
+            self.epoch_seqs.pop_front();
+        }
+        debug!(
+            table = %self.name,
+            rows = changed.len(),
+            seq,
+            truncated_through = truncate_through,
+            "table snapshot step"
+        );
+        Ok(())
     }
 
     /// The contents as of the last processed epoch: current contents minus pending changes.
@@ -285,6 +406,9 @@ pub struct EngineConfig {
     pub barrier_interval: Duration,
     /// Server-wide defaults of session variables (name, value), validated at open.
     pub defaults: Vec<(String, String)>,
+    /// Time between a changed table's snapshot steps (restart loads the snapshot and replays
+    /// only the changelog after it; the changelog behind it is truncated).
+    pub table_snapshot_interval: Duration,
 }
 
 impl EngineConfig {
@@ -295,6 +419,7 @@ impl EngineConfig {
             checkpoint_dir: None,
             barrier_interval: Duration::from_millis(DEFAULT_BARRIER_INTERVAL_MS),
             defaults: Vec::new(),
+            table_snapshot_interval: Duration::from_millis(DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS),
         }
     }
 }
@@ -315,6 +440,7 @@ pub struct Engine {
     /// The barrier clock task, once started.
     clock_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     barrier_interval: Duration,
+    table_snapshot_interval: Duration,
     data_dir: PathBuf,
     checkpoint_dir: PathBuf,
     defaults: SessionVars,
@@ -406,21 +532,21 @@ impl Engine {
         let mut tables = HashMap::new();
         let mut max_epoch = Epoch(0);
         let mut rows = 0usize;
+        let mut snapshot_rows = 0usize;
         for def in catalog.relations().filter(|r| r.is_table()) {
             let mut data = TableData::new(def)?;
-            for entry in store.read_changelog(def.id)? {
-                data.apply(&entry.change)?;
-                rows += entry.change.len();
-                data.next_seq = entry.seq + 1;
-                max_epoch = max_epoch.max(entry.epoch);
-            }
+            let (loaded, replayed) = data.restore(&store, def.id)?;
+            snapshot_rows += loaded;
+            rows += replayed;
+            max_epoch = max_epoch.max(data.last_epoch);
             tables.insert(def.id, Arc::new(Mutex::new(data)));
         }
         info!(
             tables = tables.len(),
-            rows,
+            snapshot_rows,
+            replayed_rows = rows,
             epoch = max_epoch.0,
-            "replayed table changelogs"
+            "loaded tables (snapshot, then the changelog after it)"
         );
         let (visible, _) = watch::channel(Arc::new(Visible {
             epoch: max_epoch,
@@ -444,6 +570,7 @@ impl Engine {
             stopping: watch::Sender::new(false),
             clock_task: Mutex::new(None),
             barrier_interval: config.barrier_interval,
+            table_snapshot_interval: config.table_snapshot_interval,
             data_dir: dir.to_path_buf(),
             checkpoint_dir,
             defaults,
@@ -549,7 +676,8 @@ impl Engine {
     /// epochs are replayed in segments between the picked epochs, every active member in
     /// creation order, a segment's changelog entries summed into one change batch: a member
     /// joins at its checkpoint's epoch (restored) or, without one, at the newest epoch of its
-    /// upstream members, by backfilling from its inputs' contents at that epoch.
+    /// upstream members (the target when it reads only tables), by backfilling from its
+    /// inputs' contents at that epoch.
     fn recover_jobs(
         &self,
         df: &mut Dataflow,
@@ -573,7 +701,9 @@ impl Engine {
                 .and_then(|c| c.completed().into_iter().rfind(|(_, e)| *e <= bound));
             picked.insert(*id, pick);
         }
-        // 2. Start epochs: the checkpoint's, or the newest upstream member's.
+        // 2. Start epochs: the checkpoint's, or the newest upstream member's, or (reading
+        //    only tables) the target itself: backfilled from the tables' contents as of the
+        //    target, no changelog (which may be truncated) read.
         let mut start: BTreeMap<RelationId, Epoch> = BTreeMap::new();
         for id in members {
             let e = match picked[id] {
@@ -583,7 +713,7 @@ impl Engine {
                     .iter()
                     .filter_map(|s| start.get(s).copied())
                     .max()
-                    .unwrap_or(Epoch(0)),
+                    .unwrap_or(target),
             };
             start.insert(*id, e);
         }
@@ -710,19 +840,33 @@ impl Engine {
         Ok(())
     }
 
-    /// A table's changelog entries of epochs `(after, upto]` summed into one change batch,
-    /// with the number of changelog rows read.
+    /// A table's changes of epochs `(after, upto]` summed into one change batch, with the
+    /// number of rows read. From the beginning (`after` = 0) that is the table's contents as
+    /// of `upto`: its current contents minus the changelog entries after `upto` (the
+    /// changelog before may be truncated). Otherwise the changelog entries themselves, which
+    /// truncation keeps (see `changelog_needed_after`).
     fn table_changes_between(
         &self,
         table: RelationId,
         after: Epoch,
         upto: Epoch,
     ) -> Result<(ChangeBatch, u64)> {
-        let schema = {
-            let t = self.table(table)?;
+        let t = self.table(table)?;
+        if after == Epoch(0) {
+            // Under the table's lock, so no write lands between the two reads.
             let t = lock(&t);
-            t.schema.clone()
-        };
+            let mut parts = vec![t.contents.to_change()?];
+            let later = self
+                .store
+                .read_changelog_range(table, upto, Epoch(u64::MAX))?;
+            let mut rows = parts[0].len() as u64;
+            for e in later {
+                rows += e.change.len() as u64;
+                parts.push(e.change.negate());
+            }
+            return Ok((consolidate(&t.schema, &parts)?, rows));
+        }
+        let schema = lock(&t).schema.clone();
         let entries = self.store.read_changelog_range(table, after, upto)?;
         let rows: u64 = entries.iter().map(|e| e.change.len() as u64).sum();
         let parts: Vec<ChangeBatch> = entries.into_iter().map(|e| e.change).collect();
@@ -882,14 +1026,16 @@ impl Engine {
         result
     }
 
-    /// Stops every job's coordinator and returns their state writers to join, or `None` when
-    /// the dataflow lock is taken.
+    /// Takes a last snapshot step of every changed table, stops every job's coordinator and
+    /// returns their state writers to join, or `None` when the dataflow lock is taken.
     fn try_stop_jobs(&self) -> Option<Vec<StoppedWriter>> {
         let mut df = match self.dataflow.try_lock() {
             Ok(df) => df,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
+        // The tables' last changes go into their snapshots, so the next start replays none.
+        self.snapshot_tables(&df, self.visible().epoch, true);
         Some(
             df.jobs
                 .values_mut()
@@ -939,6 +1085,18 @@ impl Engine {
         Ok(Arc::new(KeyLayout::new(schema, &[])?))
     }
 
+    /// Bytes of a table's live changelog entries (keys and values), and the newest changelog
+    /// sequence number its durable snapshot holds (0: none). Reads the whole changelog: for
+    /// tests and benches.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the table does not exist; store errors.
+    pub fn table_storage(&self, id: RelationId) -> Result<(u64, u64)> {
+        let table = self.table(id)?;
+        let snapshot_seq = lock(&table).snapshot_seq;
+        Ok((self.store.changelog_bytes(id)?, snapshot_seq))
+    }
+
     fn table(&self, id: RelationId) -> Result<Arc<Mutex<TableData>>> {
         lock(&self.tables)
             .get(&id)
@@ -981,6 +1139,8 @@ impl Engine {
         self.store.append_changelog(table, &entries)?;
         data.next_seq = first + parts.len() as u64;
         data.apply(&change)?;
+        let last = data.next_seq - 1;
+        data.note_entries(last, epoch, change.len());
         data.pending.push((epoch, change));
         Ok(())
     }
@@ -1165,7 +1325,53 @@ impl Engine {
         self.checkpoints(&mut df, epoch, now, &mut touched);
         self.publish(&df, Some((epoch, &touched)))?;
         debug!(epoch = epoch.0, rows, "epoch committed");
+        self.snapshot_tables(&df, epoch, false);
         Ok(())
+    }
+
+    /// The newest epoch through which no recovery can need a table's changelog: every job
+    /// recovers either from a checkpoint (and replays the changelog after its epoch; every
+    /// retained checkpoint counts, a job checkpointing without one yet holds everything) or
+    /// from its inputs' contents (no changelog), and no further than epoch `processed`. A job
+    /// with checkpointing on but no completed checkpoint yet holds the whole changelog.
+    fn changelog_needed_after(df: &Dataflow, processed: Epoch) -> Epoch {
+        df.jobs
+            .values()
+            .filter_map(|j| {
+                let c = j.coordinator.as_ref()?;
+                let checkpointing = j.settings().is_some_and(|s| s.interval_ms > 0);
+                match c.completed().first() {
+                    Some((_, e)) => Some(*e),
+                    None if checkpointing => Some(Epoch(0)),
+                    None => None,
+                }
+            })
+            .min()
+            .unwrap_or(processed)
+            .min(processed)
+    }
+
+    /// Snapshot steps of the tables that are due (all changed tables when `force`), after
+    /// epoch `processed`. A failure is logged and retried at a later barrier: the changelog
+    /// is kept until a step succeeds.
+    fn snapshot_tables(&self, df: &Dataflow, processed: Epoch, force: bool) {
+        let keep_after = Self::changelog_needed_after(df, processed);
+        let tables: Vec<(RelationId, Arc<Mutex<TableData>>)> = lock(&self.tables)
+            .iter()
+            .map(|(id, t)| (*id, Arc::clone(t)))
+            .collect();
+        for (id, t) in tables {
+            let mut t = lock(&t);
+            if let Err(e) = t.snapshot_step(
+                &self.store,
+                id,
+                keep_after,
+                force,
+                self.table_snapshot_interval,
+            ) {
+                warn!(table = %t.name, error = %e, "table snapshot step failed");
+            }
+        }
     }
 
     /// After epoch `epoch`: expire overdue checkpoints, fail jobs over their tolerable

@@ -24,6 +24,10 @@ struct Args {
     /// Where checkpoints are written (default: <data-dir>/checkpoints).
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
+    /// Time between a changed table's snapshot steps in milliseconds: a restart loads the
+    /// snapshot and replays only the changelog written after it.
+    #[arg(long, default_value_t = weir::engine::DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS)]
+    table_snapshot_interval_ms: u64,
     /// A server-wide default for a session variable, e.g. `--set checkpoint.interval=1s`
     /// (repeatable). Sessions start with it and RESET returns to it.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
@@ -101,6 +105,7 @@ fn main() -> std::process::ExitCode {
         let signals = Signals::new()?;
         let mut config = weir::engine::EngineConfig::new(&args.data_dir);
         config.barrier_interval = Duration::from_millis(args.barrier_interval_ms.max(1));
+        config.table_snapshot_interval = Duration::from_millis(args.table_snapshot_interval_ms);
         config.checkpoint_dir = args.checkpoint_dir.clone();
         config.defaults = args.settings.clone();
         let engine = weir::open_with(config).await?;

@@ -34,6 +34,9 @@ fn start(dir: &Path, port: u16, mode: &str) -> Child {
             dir.join("data").to_str().unwrap(),
             "--barrier-interval-ms",
             "50",
+            // Table snapshot steps and changelog truncation every 100 ms, so kills land in them.
+            "--table-snapshot-interval-ms",
+            "100",
             "--set",
             "checkpoint.interval=100ms",
             "--set",

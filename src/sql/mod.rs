@@ -1050,7 +1050,17 @@ impl Session {
             out[i - 1] = t;
         }
         let schema = if is_query {
-            Some(output_schema(plan.schema().as_arrow(), names.as_deref()))
+            // The analyzed plan's schema: analyzer rules may change result types (sum(bigint)
+            // is numeric); the rows executed later have these types.
+            let state = self.ctx.state();
+            let analyzed = state
+                .analyzer()
+                .execute_and_check(plan.clone(), state.config_options(), |_, _| {})
+                .unwrap_or(plan);
+            Some(output_schema(
+                analyzed.schema().as_arrow(),
+                names.as_deref(),
+            ))
         } else {
             None
         };

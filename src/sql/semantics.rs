@@ -31,15 +31,12 @@ use arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, DataFusionError, ScalarValue};
-use datafusion::functions_aggregate::sum::Sum;
 use datafusion::logical_expr::expr::{ScalarFunction, Sort};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, Expr, ExprSchemable,
-    GroupsAccumulator, LogicalPlan, Operator, ReversedUDAF, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility,
+    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
+    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
@@ -62,12 +59,13 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
-    ctx.register_udaf(AggregateUDF::new_from_impl(PgSum::new()));
 }
 
-/// The analyzer rules of a session: DataFusion's, then [`PgSemantics`] on the coerced types.
+/// The analyzer rules of a session: [`PgSumTypes`], DataFusion's, then [`PgSemantics`] on the
+/// coerced types.
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
-    let mut rules = datafusion::optimizer::Analyzer::new().rules;
+    let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![Arc::new(PgSumTypes)];
+    rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
     rules
 }
@@ -516,108 +514,65 @@ impl ScalarUDFImpl for AnyOp {
 // ---------------------------------------------------------------------------------------------
 // sum
 
-/// `sum` with PostgreSQL's result types (docs, 9.21 "Aggregate Functions"): `sum(smallint)`
-/// and `sum(integer)` are `bigint`, `sum(bigint)` is `numeric` (so it never overflows),
-/// `sum(real)` is `double precision` here as DataFusion has it; otherwise DataFusion's `sum`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct PgSum {
-    inner: Sum,
-    signature: Signature,
-}
+/// The analyzer rule that gives `sum` PostgreSQL's result types (docs, 9.21 "Aggregate
+/// Functions"): `sum(bigint)` is `numeric`, so it never overflows (its argument is cast to
+/// `numeric` before DataFusion's type coercion, which then types everything above it
+/// consistently); `sum(smallint)` and `sum(integer)` are `bigint` as in DataFusion.
+#[derive(Debug)]
+pub struct PgSumTypes;
 
-impl PgSum {
-    fn new() -> Self {
-        PgSum {
-            inner: Sum::new(),
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl AggregateUDFImpl for PgSum {
+impl AnalyzerRule for PgSumTypes {
     fn name(&self) -> &str {
-        "sum"
+        "weir_pg_sum_types"
     }
 
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> datafusion::common::Result<Vec<DataType>> {
-        let [t] = arg_types else {
-            return Err(ours(Error::plan(
-                "42883",
-                format!(
-                    "function sum with {} arguments does not exist",
-                    arg_types.len()
-                ),
-            )));
-        };
-        let coerced = match t {
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Null => DataType::Int64,
-            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => DataType::Int64,
-            DataType::Int64 | DataType::UInt64 => DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
-            DataType::Float16 | DataType::Float32 | DataType::Float64 => DataType::Float64,
-            DataType::Decimal128(..)
-            | DataType::Decimal256(..)
-            | DataType::Interval(_)
-            | DataType::Duration(_) => t.clone(),
-            other => {
-                return Err(ours(Error::plan(
-                    "42883",
-                    format!("function sum({other}) does not exist"),
-                )));
-            }
-        };
-        Ok(vec![coerced])
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
-        self.inner.return_type(arg_types)
-    }
-
-    fn accumulator(
+    fn analyze(
         &self,
-        acc_args: AccumulatorArgs<'_>,
-    ) -> datafusion::common::Result<Box<dyn Accumulator>> {
-        self.inner.accumulator(acc_args)
-    }
-
-    fn state_fields(
-        &self,
-        args: StateFieldsArgs<'_>,
-    ) -> datafusion::common::Result<Vec<arrow::datatypes::FieldRef>> {
-        self.inner.state_fields(args)
-    }
-
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs<'_>) -> bool {
-        self.inner.groups_accumulator_supported(args)
-    }
-
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs<'_>,
-    ) -> datafusion::common::Result<Box<dyn GroupsAccumulator>> {
-        self.inner.create_groups_accumulator(args)
-    }
-
-    fn create_sliding_accumulator(
-        &self,
-        args: AccumulatorArgs<'_>,
-    ) -> datafusion::common::Result<Box<dyn Accumulator>> {
-        self.inner.create_sliding_accumulator(args)
-    }
-
-    fn reverse_expr(&self) -> ReversedUDAF {
-        ReversedUDAF::Identical
-    }
-
-    fn order_sensitivity(&self) -> datafusion::logical_expr::utils::AggregateOrderSensitivity {
-        self.inner.order_sensitivity()
-    }
-
-    fn set_monotonicity(&self, data_type: &DataType) -> datafusion::logical_expr::SetMonotonicity {
-        self.inner.set_monotonicity(data_type)
+        plan: LogicalPlan,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        Ok(plan
+            .transform_up_with_subqueries(|plan| {
+                let LogicalPlan::Aggregate(_) = &plan else {
+                    return Ok(Transformed::no(plan));
+                };
+                let schema = merge_schema(&plan.inputs());
+                let preserver = NamePreserver::new(&plan);
+                let t = plan.map_expressions(|e| {
+                    let saved = preserver.save(&e);
+                    let t = e.transform_up(|e| match e {
+                        Expr::AggregateFunction(mut af)
+                            if af.func.name() == "sum"
+                                && af.params.args.len() == 1
+                                && matches!(
+                                    af.params.args[0].get_type(&schema),
+                                    Ok(DataType::Int64 | DataType::UInt64)
+                                ) =>
+                        {
+                            let arg = af.params.args.remove(0);
+                            af.params
+                                .args
+                                .push(Expr::Cast(datafusion::logical_expr::Cast::new(
+                                    Box::new(arg),
+                                    DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
+                                )));
+                            Ok(Transformed::yes(Expr::AggregateFunction(af)))
+                        }
+                        other => Ok(Transformed::no(other)),
+                    })?;
+                    Ok(if t.transformed {
+                        Transformed::yes(saved.restore(t.data))
+                    } else {
+                        t
+                    })
+                })?;
+                if t.transformed {
+                    t.map_data(|p| p.recompute_schema())
+                } else {
+                    Ok(t)
+                }
+            })?
+            .data)
     }
 }
 

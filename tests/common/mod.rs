@@ -25,9 +25,14 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server over `dir` with a short barrier interval.
     pub async fn start(dir: &Path) -> TestServer {
-        let engine = weir::open(dir, Duration::from_millis(50))
-            .await
-            .expect("open engine");
+        let mut config = weir::engine::EngineConfig::new(dir);
+        config.barrier_interval = Duration::from_millis(50);
+        Self::start_with(config).await
+    }
+
+    /// Starts a server with a full engine configuration.
+    pub async fn start_with(config: weir::engine::EngineConfig) -> TestServer {
+        let engine = weir::open_with(config).await.expect("open engine");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
