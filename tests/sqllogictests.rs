@@ -81,7 +81,9 @@ async fn slt_extended_protocol() {
 // SQLite's sqllogictest corpus
 // ---------------------------------------------------------------------------------------------
 
-/// The corpus files run when `WEIR_SLT_FILES` is not set, relative to `WEIR_SLT_CORPUS`.
+/// The corpus files run when `WEIR_SLT_FILES` is not set, relative to `WEIR_SLT_CORPUS`: the
+/// `select` files, one of `random/` and one of `index/` (the other `random/*/slt_good_0.test`
+/// files take as long again each; name them in `WEIR_SLT_FILES` to run them).
 const DEFAULT_CORPUS_FILES: &[&str] = &[
     "select1.test",
     "select2.test",
@@ -89,9 +91,7 @@ const DEFAULT_CORPUS_FILES: &[&str] = &[
     "select4.test",
     "select5.test",
     "random/aggregates/slt_good_0.test",
-    "random/expr/slt_good_0.test",
-    "random/groupby/slt_good_0.test",
-    "random/select/slt_good_0.test",
+    "index/between/1/slt_good_0.test",
 ];
 
 /// The engine name `skipif`/`onlyif` records are matched against: records the corpus marks
@@ -121,9 +121,17 @@ type CorpusRecord = Record<DefaultColumnType>;
 ///    `CREATE MATERIALIZED VIEW corpus_q<N>`, then the other statements (the data), `FLUSH`, and
 ///    each view read back and compared with its query's expected result.
 ///
-/// Prints a summary per file and fails if any record failed in plain SQL or any view returned a
-/// wrong answer or could not be created (a construct refused with `0A000` is counted as
-/// unsupported, not as a failure). `WEIR_SLT_VERBOSE=1` prints every failure in full.
+/// Records are run as SQLite's reference runner runs them for its `postgresql` engine: `skipif
+/// postgresql` and `onlyif <other engine>` records, and those after a `halt` that applies, are
+/// skipped; `hash-threshold` and the `nosort`/`rowsort`/`valuesort` modes are applied and values
+/// are compared exactly.
+///
+/// Prints per file and mode the records (views mode: queries) run, passed, failed and skipped
+/// (skips by reason), the wall time and the time budget, and fails if any record failed in plain
+/// SQL (`CREATE INDEX` and other index DDL counted apart, but still failures), any view returned
+/// a wrong answer, could not be created or was refused as unsupported (`0A000`, counted apart),
+/// or any record was left unrun when the file's budget (`WEIR_SLT_BUDGET_SECS`, by default
+/// [`DEFAULT_FILE_BUDGET`]) ran out. `WEIR_SLT_VERBOSE=1` prints every failure in full.
 /// `WEIR_SLT_VIEWS_PER_SERVER=N` spreads a file's views over servers of at most `N` views each
 /// (each loads the data again); by default [`default_views_per_server`].
 /// `WEIR_SLT_REFERENCE` (a libpq connection string, e.g. `host=127.0.0.1 user=postgres`) runs
@@ -173,6 +181,21 @@ async fn sqlite_corpus() {
         Err(_) => default_views_per_server(),
     };
 
+    let budget = match std::env::var("WEIR_SLT_BUDGET_SECS") {
+        Ok(n) => Duration::from_secs(
+            n.parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .expect("WEIR_SLT_BUDGET_SECS must be a positive number of seconds"),
+        ),
+        Err(_) => DEFAULT_FILE_BUDGET,
+    };
+    eprintln!(
+        "SQLite corpus: {} file(s), modes {}, time budget {budget:?} per file and mode",
+        files.len(),
+        modes.join("+")
+    );
+
     let mut summary = Vec::new();
     let mut failed = false;
     for name in &files {
@@ -180,63 +203,101 @@ async fn sqlite_corpus() {
 
         if modes.iter().any(|m| m == "plain") {
             let started = Instant::now();
+            let deadline = started + budget;
             let plain = match &reference {
-                Some(url) => run_plain_on_reference(url, &steps).await,
+                Some(url) => run_plain_on_reference(url, &steps, deadline).await,
                 None => {
                     let dir = tempfile::tempdir().unwrap();
                     let server = common::TestServer::start(dir.path()).await;
-                    let stats = run_plain(weir_config(server.addr), &steps).await;
+                    let stats = run_plain(weir_config(server.addr), &steps, deadline).await;
                     server.stop().await;
                     stats
                 }
             };
+            let index = plain.failures.iter().filter(|f| f.index).count();
             let line = format!(
-                "{name} plain: {} records, {} passed, {} failed, {} skipped ({:.0?})",
-                plain.run,
+                "{name} plain: {} records: {} passed, {} failed ({index} of them index DDL), \
+                 {} skipped, {} not run (time {:.1?} of {budget:?})",
+                plain.records,
                 plain.passed,
                 plain.failures.len(),
-                plain.skipped,
+                plain.skipped.values().sum::<usize>(),
+                plain.not_run,
                 started.elapsed()
             );
             eprintln!("{line}");
+            print_counts("skipped", &plain.skipped);
             print_failures(&plain.failures);
-            failed |= !plain.failures.is_empty();
+            failed |= !plain.failures.is_empty() || plain.not_run > 0;
             summary.push(line);
         }
 
         if reference.is_none() && modes.iter().any(|m| m == "views") {
             let started = Instant::now();
-            let views = run_views(&steps, per_server).await;
+            let views = run_views(&steps, per_server, started + budget).await;
+            let unsupported = views.unsupported.values().map(|(n, _)| n).sum::<usize>();
+            let unchecked = views.unchecked.values().map(|(n, _)| n).sum::<usize>();
+            let statements = views
+                .statements_failed
+                .values()
+                .map(|(n, _)| n)
+                .sum::<usize>();
             let line = format!(
-                "{name} views: {} queries, {} views created, {} unsupported, {} passed, \
-                 {} failed, {} not checked, {} statements failed ({:.0?})",
+                "{name} views: {} queries: {} views created, {} passed, {} failed, \
+                 {unsupported} unsupported, {unchecked} not checked, {} skipped, {} not run; \
+                 data statements failed: {statements} (+{} index DDL) (time {:.1?} of {budget:?})",
                 views.queries,
                 views.created,
-                views.unsupported.values().map(|(n, _)| n).sum::<usize>(),
                 views.passed,
                 views.failures.len(),
-                views.unchecked,
-                views.statements_failed,
+                views.skipped.values().sum::<usize>(),
+                views.not_run,
+                views.index_statements_failed,
                 started.elapsed()
             );
             eprintln!("{line}");
-            let mut reasons: Vec<_> = views.unsupported.iter().collect();
-            reasons.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
-            for (reason, (n, at)) in reasons.iter().take(5) {
-                eprintln!("  unsupported {n}x: {reason} (e.g. {at})");
-            }
+            print_counts("skipped", &views.skipped);
+            print_examples("unsupported", &views.unsupported);
+            print_examples("not checked", &views.unchecked);
+            print_examples("statement failed", &views.statements_failed);
             print_failures(&views.failures);
-            failed |= !views.failures.is_empty();
+            failed |= !views.failures.is_empty() || unsupported > 0 || views.not_run > 0;
             summary.push(line);
         }
     }
     let summary = summary.join("\n");
+    eprintln!("SQLite corpus:\n{summary}");
     assert!(
         !failed,
-        "SQLite corpus: some records failed (details above):\n{summary}"
+        "SQLite corpus: some records failed, were refused as views or were not run (details \
+         above)"
     );
-    eprintln!("SQLite corpus:\n{summary}");
 }
+
+/// Prints reasons with their counts, most frequent first.
+fn print_counts(what: &str, counts: &BTreeMap<String, usize>) {
+    let mut counts: Vec<_> = counts.iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (reason, n) in counts {
+        eprintln!("  {what} {n}x: {reason}");
+    }
+}
+
+/// Prints reasons with their counts and first occurrence, most frequent first.
+fn print_examples(what: &str, counts: &BTreeMap<String, (usize, String)>) {
+    let mut counts: Vec<_> = counts.iter().collect();
+    counts.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
+    for (reason, (n, at)) in counts.iter().take(SHOWN_PER_FILE) {
+        eprintln!("  {what} {n}x: {reason} (e.g. {at})");
+    }
+    if counts.len() > SHOWN_PER_FILE {
+        eprintln!("  {what}: ... and {} more", counts.len() - SHOWN_PER_FILE);
+    }
+}
+
+/// How long each file may run in each mode when `WEIR_SLT_BUDGET_SECS` is not set; records
+/// left when it runs out are counted as not run (and fail the test).
+const DEFAULT_FILE_BUDGET: Duration = Duration::from_secs(1800);
 
 /// How long one record may take before the run is abandoned as hung.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(300);
@@ -289,20 +350,25 @@ fn load_corpus_file(path: &Path, name: &str) -> Vec<CorpusRecord> {
 /// changes the runner's settings (`hash-threshold`).
 struct Step {
     record: CorpusRecord,
-    /// A `skipif`/`onlyif` condition excludes the record for [`ENGINE_LABEL`].
-    skipped: bool,
+    /// Why the record does not run here: the `skipif`/`onlyif` condition that excludes it for
+    /// [`ENGINE_LABEL`], or the `halt` it follows.
+    skip: Option<String>,
 }
 
-/// Whether `conditions` exclude a record for [`ENGINE_LABEL`].
-fn skipped_here(conditions: &[Condition]) -> bool {
-    conditions.iter().any(|c| match c {
-        Condition::OnlyIf { label } => label != ENGINE_LABEL,
-        Condition::SkipIf { label } => label == ENGINE_LABEL,
-    })
+/// The first of `conditions` that excludes a record for [`ENGINE_LABEL`], as written.
+fn skip_reason(conditions: &[Condition]) -> Option<String> {
+    conditions
+        .iter()
+        .find(|c| match c {
+            Condition::OnlyIf { label } => label != ENGINE_LABEL,
+            Condition::SkipIf { label } => label == ENGINE_LABEL,
+        })
+        .map(|c| Record::<DefaultColumnType>::Condition(c.clone()).to_string())
 }
 
 /// The file's statements and queries in order, each with its `skipif`/`onlyif` conditions
-/// decided, up to a `halt` that applies here.
+/// decided; those after a `halt` that applies here are kept, marked skipped (SQLite's runner
+/// stops there), so that the summary counts them.
 ///
 /// A condition before `halt` applies to the `halt` (SQLite's runner); the parser instead keeps
 /// it for the next statement, so those conditions are taken off that statement.
@@ -310,15 +376,18 @@ fn corpus_steps(records: Vec<CorpusRecord>) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut pending: Vec<Condition> = Vec::new();
     let mut leaked = 0;
+    let mut halted: Option<String> = None;
     for record in records {
         let own = |conditions: &[Condition], leaked: usize| {
-            skipped_here(&conditions[leaked.min(conditions.len())..])
+            halted
+                .clone()
+                .or_else(|| skip_reason(&conditions[leaked.min(conditions.len())..]))
         };
         match record {
             Record::Condition(c) => pending.push(c),
-            Record::Halt { .. } => {
-                if !skipped_here(&pending) {
-                    break;
+            Record::Halt { loc } => {
+                if halted.is_none() && skip_reason(&pending).is_none() {
+                    halted = Some(format!("after the halt at {loc}"));
                 }
                 leaked += pending.len();
                 pending.clear();
@@ -332,7 +401,7 @@ fn corpus_steps(records: Vec<CorpusRecord>) -> Vec<Step> {
                 retry,
             } => {
                 steps.push(Step {
-                    skipped: own(&conditions, leaked),
+                    skip: own(&conditions, leaked),
                     record: Record::Statement {
                         loc,
                         conditions: Vec::new(),
@@ -354,7 +423,7 @@ fn corpus_steps(records: Vec<CorpusRecord>) -> Vec<Step> {
                 retry,
             } => {
                 steps.push(Step {
-                    skipped: own(&conditions, leaked),
+                    skip: own(&conditions, leaked),
                     record: Record::Query {
                         loc,
                         conditions: Vec::new(),
@@ -369,7 +438,7 @@ fn corpus_steps(records: Vec<CorpusRecord>) -> Vec<Step> {
             }
             r @ (Record::HashThreshold { .. } | Record::Control(_)) => steps.push(Step {
                 record: r,
-                skipped: false,
+                skip: None,
             }),
             _ => {}
         }
@@ -463,13 +532,10 @@ fn sqlite_value(v: String, ty: &DefaultColumnType) -> String {
     }
 }
 
-/// Compares results as SQLite's format lists them: one value per line, row after row.
-fn sqlite_validator(normalizer: Normalizer, actual: &[Vec<String>], expected: &[String]) -> bool {
-    actual
-        .iter()
-        .flatten()
-        .map(normalizer)
-        .eq(expected.iter().map(normalizer))
+/// Compares results as SQLite's reference runner does: one value per line, row after row, each
+/// compared exactly (`strcmp`, no whitespace normalization).
+fn sqlite_validator(_: Normalizer, actual: &[Vec<String>], expected: &[String]) -> bool {
+    actual.iter().flatten().eq(expected.iter())
 }
 
 /// The number of result columns must be the number of types the record declares.
@@ -533,6 +599,8 @@ struct Failure {
     cause: String,
     /// The full report.
     detail: String,
+    /// The record creates or drops an index.
+    index: bool,
 }
 
 impl Failure {
@@ -552,6 +620,7 @@ impl Failure {
             at: e.location().to_string(),
             cause,
             detail: e.display(false).to_string(),
+            index: false,
         }
     }
 }
@@ -606,14 +675,21 @@ fn cause_kind(cause: &str) -> String {
 #[derive(Default)]
 struct PlainStats {
     /// Statements and queries, skipped ones included.
-    run: usize,
+    records: usize,
     passed: usize,
-    skipped: usize,
+    /// Records not run, by reason (see [`Step::skip`]).
+    skipped: BTreeMap<String, usize>,
     failures: Vec<Failure>,
+    /// Records left when the file's time budget ran out.
+    not_run: usize,
 }
 
-/// Runs a file's records in order against the server `config` names.
-async fn run_plain(config: tokio_postgres::Config, steps: &[Step]) -> PlainStats {
+/// Runs a file's records in order against the server `config` names, until `deadline`.
+async fn run_plain(
+    config: tokio_postgres::Config,
+    steps: &[Step],
+    deadline: Instant,
+) -> PlainStats {
     let types = Arc::new(Mutex::new(Vec::new()));
     let mut runner = corpus_runner(config, Arc::clone(&types));
     let mut stats = PlainStats::default();
@@ -630,19 +706,44 @@ async fn run_plain(config: tokio_postgres::Config, steps: &[Step]) -> PlainStats
                 continue;
             }
         };
-        stats.run += 1;
-        if step.skipped {
-            stats.skipped += 1;
+        stats.records += 1;
+        if let Some(reason) = &step.skip {
+            *stats.skipped.entry(reason.clone()).or_default() += 1;
+            continue;
+        }
+        if Instant::now() >= deadline {
+            stats.not_run += 1;
             continue;
         }
         *types.lock().unwrap() = declared;
         let work = runner.run_async(step.record.clone());
         match within(&record_sql(&step.record), work).await {
             Ok(_) => stats.passed += 1,
-            Err(e) => stats.failures.push(Failure::from_test_error(&e)),
+            Err(e) => {
+                let mut failure = Failure::from_test_error(&e);
+                if is_index_ddl(&record_sql(&step.record)) {
+                    failure.index = true;
+                    failure.cause = format!("index DDL: {}", failure.cause);
+                }
+                stats.failures.push(failure);
+            }
         }
     }
     stats
+}
+
+/// Whether `sql` creates or drops an index (not implemented by Weir yet: such failures are
+/// counted apart).
+fn is_index_ddl(sql: &str) -> bool {
+    let head = leading_words(sql, 3);
+    [
+        "CREATE INDEX",
+        "CREATE UNIQUE INDEX",
+        "DROP INDEX",
+        "REINDEX",
+    ]
+    .iter()
+    .any(|k| head.starts_with(k))
 }
 
 /// The SQL of a statement or query record.
@@ -654,7 +755,7 @@ fn record_sql(record: &CorpusRecord) -> String {
 }
 
 /// Runs the plain mode against the PostgreSQL server `url` names, in a scratch database.
-async fn run_plain_on_reference(url: &str, steps: &[Step]) -> PlainStats {
+async fn run_plain_on_reference(url: &str, steps: &[Step], deadline: Instant) -> PlainStats {
     const SCRATCH: &str = "weir_slt_corpus";
     let admin_config: tokio_postgres::Config = url.parse().expect("WEIR_SLT_REFERENCE");
     let admin = connect_to(&admin_config)
@@ -671,7 +772,7 @@ async fn run_plain_on_reference(url: &str, steps: &[Step]) -> PlainStats {
         .expect("create scratch database");
     let mut config = admin_config.clone();
     config.dbname(SCRATCH);
-    let stats = run_plain(config, steps).await;
+    let stats = run_plain(config, steps, deadline).await;
     // The runner's connection closes when it is dropped; FORCE ends it if it has not yet.
     admin
         .simple_query(&format!("DROP DATABASE IF EXISTS {SCRATCH} WITH (FORCE)"))
@@ -683,22 +784,53 @@ async fn run_plain_on_reference(url: &str, steps: &[Step]) -> PlainStats {
 /// Counts of a file's run with every query as a materialized view.
 #[derive(Default)]
 struct ViewStats {
-    /// Queries with an expected result that apply here (those expecting an error are left out).
+    /// The file's queries, skipped ones included.
     queries: usize,
+    /// Queries not made views, by reason: excluded here (see [`Step::skip`]), or expecting an
+    /// error (a view of a failing query is not created, so there is nothing to compare).
+    skipped: BTreeMap<String, usize>,
     created: usize,
     /// Refused with `0A000` naming a construct views (or Weir) do not support: how often, by
-    /// message, with the first query refused so. Such a refusal is not a failure of this mode (a
-    /// construct plain SQL refuses too fails the plain mode).
+    /// message, with the first query refused so. Counted apart from `failures` (a construct plain
+    /// SQL refuses too fails the plain mode as well), but it fails the test all the same.
     unsupported: BTreeMap<String, (usize, String)>,
     passed: usize,
     /// Views that could not be created (other than unsupported) or returned a wrong answer.
     failures: Vec<Failure>,
-    /// Views created whose answer cannot be compared with the file: a hashed result of a
-    /// `nosort` query whose order is not a positional `ORDER BY` the view can be read with, or a
-    /// query that a later statement's data changes do not apply to.
-    unchecked: usize,
-    /// `statement ok` records that failed (they fail the plain mode too).
-    statements_failed: usize,
+    /// Views created whose answer cannot be compared with the file, by reason (with the first
+    /// such query): a hashed result of a `nosort` query whose order is not a positional
+    /// `ORDER BY` the view can be read with, or a query that a later statement's data changes
+    /// do not apply to.
+    unchecked: BTreeMap<String, (usize, String)>,
+    /// `statement ok` records that failed (they fail the plain mode too), by message (with the
+    /// first such statement); those creating or dropping an index are counted apart.
+    statements_failed: BTreeMap<String, (usize, String)>,
+    index_statements_failed: usize,
+    /// Queries left when the file's time budget ran out.
+    not_run: usize,
+}
+
+impl ViewStats {
+    /// Counts a failed `statement ok` record of the data.
+    fn statement_failed(&mut self, record: &CorpusRecord, message: String) {
+        let sql = record_sql(record);
+        if is_index_ddl(&sql) {
+            self.index_statements_failed += 1;
+        } else {
+            let at = match record {
+                Record::Statement { loc, .. } => loc.to_string(),
+                _ => String::new(),
+            };
+            let entry = self.statements_failed.entry(cause_kind(&message));
+            entry.or_insert((0, at)).0 += 1;
+        }
+    }
+
+    /// Counts a view whose answer is not compared.
+    fn unchecked(&mut self, reason: &str, q: &ViewQuery<'_>) {
+        let entry = self.unchecked.entry(reason.to_string());
+        entry.or_insert((0, q.loc.to_string())).0 += 1;
+    }
 }
 
 /// A query of a corpus file, maintained as a view.
@@ -762,16 +894,31 @@ async fn run_statement(client: &tokio_postgres::Client, record: &CorpusRecord) -
 /// multiset of values (both sides value-sorted), a hashed one by the hash SQLite's runner
 /// computes in the query's sort mode (a `nosort` view is read with the query's positional
 /// `ORDER BY`), by the `sqllogictest` runner itself. At most `per_server` views share a server.
-async fn run_views(steps: &[Step], per_server: usize) -> ViewStats {
+/// Views not yet created or read by `deadline` are counted as not run.
+async fn run_views(steps: &[Step], per_server: usize, deadline: Instant) -> ViewStats {
     let mut stats = ViewStats::default();
     let mut tables = Vec::new();
     let mut others = Vec::new();
     let mut queries: Vec<ViewQuery<'_>> = Vec::new();
     let mut threshold = DEFAULT_HASH_THRESHOLD;
     for step in steps {
+        if matches!(step.record, Record::Query { .. }) {
+            stats.queries += 1;
+        }
         match &step.record {
             Record::HashThreshold { threshold: t, .. } => threshold = *t as usize,
-            _ if step.skipped => {}
+            Record::Query { .. } if step.skip.is_some() => {
+                let reason = step.skip.clone().unwrap_or_default();
+                *stats.skipped.entry(reason).or_default() += 1;
+            }
+            _ if step.skip.is_some() => {}
+            Record::Query {
+                expected: QueryExpect::Error(_),
+                ..
+            } => {
+                let reason = "query error (expects an error: no view)".to_string();
+                *stats.skipped.entry(reason).or_default() += 1;
+            }
             Record::Statement { sql, .. } => {
                 let head = leading_words(sql, 3);
                 if head.starts_with("CREATE TABLE") {
@@ -811,7 +958,6 @@ async fn run_views(steps: &[Step], per_server: usize) -> ViewStats {
             _ => {}
         }
     }
-    stats.queries = queries.len();
 
     for (chunk_no, chunk) in queries.chunks(per_server.max(1)).enumerate() {
         let dir = tempfile::tempdir().unwrap();
@@ -819,12 +965,18 @@ async fn run_views(steps: &[Step], per_server: usize) -> ViewStats {
         let client = server.client().await;
         let first = chunk_no == 0;
         for record in &tables {
-            if run_statement(&client, record).await.is_some() && first {
-                stats.statements_failed += 1;
+            if let Some(message) = run_statement(&client, record).await
+                && first
+            {
+                stats.statement_failed(record, message);
             }
         }
         let mut live = Vec::new();
         for q in chunk {
+            if Instant::now() >= deadline {
+                stats.not_run += 1;
+                continue;
+            }
             let columns: Vec<String> = (1..=q.types.len()).map(|i| format!("c{i}")).collect();
             let create = format!(
                 "CREATE MATERIALIZED VIEW corpus_q{} ({}) AS {}",
@@ -849,14 +1001,17 @@ async fn run_views(steps: &[Step], per_server: usize) -> ViewStats {
                             at: q.loc.to_string(),
                             cause: format!("CREATE failed: {message}"),
                             detail: create,
+                            index: false,
                         });
                     }
                 }
             }
         }
         for record in &others {
-            if run_statement(&client, record).await.is_some() && first {
-                stats.statements_failed += 1;
+            if let Some(message) = run_statement(&client, record).await
+                && first
+            {
+                stats.statement_failed(record, message);
             }
         }
         within("FLUSH", client.simple_query("FLUSH"))
@@ -866,6 +1021,10 @@ async fn run_views(steps: &[Step], per_server: usize) -> ViewStats {
         let types = Arc::new(Mutex::new(Vec::new()));
         let mut runner = corpus_runner(weir_config(server.addr), Arc::clone(&types));
         for q in live {
+            if Instant::now() >= deadline {
+                stats.not_run += 1;
+                continue;
+            }
             let hashed = q.results.len() == 1 && q.results[0].contains(" values hashing to ");
             let view = format!("SELECT * FROM corpus_q{}", q.n);
             let (sql, sort_mode, results) = if !hashed {
@@ -881,11 +1040,14 @@ async fn run_views(steps: &[Step], per_server: usize) -> ViewStats {
                     q.results.to_vec(),
                 )
             } else {
-                stats.unchecked += 1;
+                stats.unchecked(
+                    "hashed nosort result, no positional ORDER BY to read it by",
+                    q,
+                );
                 continue;
             };
             if q.data_changes_after {
-                stats.unchecked += 1;
+                stats.unchecked("a later statement changes the data", q);
                 continue;
             }
             runner.with_hash_threshold(q.threshold);
