@@ -185,6 +185,66 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// Where a state table keeps its rows.
+enum RowMap {
+    /// In key order with O(1) snapshots: tables and views, which readers scan.
+    Ordered(OrdMap<RowKey, i64>),
+    /// Unordered and cheaper to update: an operator's private state, which no reader scans.
+    Hashed(HashMap<RowKey, i64>),
+}
+
+impl RowMap {
+    fn get(&self, k: &[u8]) -> Option<i64> {
+        match self {
+            RowMap::Ordered(m) => m.get(k).copied(),
+            RowMap::Hashed(m) => m.get(k).copied(),
+        }
+    }
+
+    fn get_mut(&mut self, k: &[u8]) -> Option<&mut i64> {
+        match self {
+            RowMap::Ordered(m) => m.get_mut(k),
+            RowMap::Hashed(m) => m.get_mut(k),
+        }
+    }
+
+    fn insert(&mut self, k: &[u8], v: i64) {
+        match self {
+            RowMap::Ordered(m) => {
+                m.insert(Arc::from(k), v);
+            }
+            RowMap::Hashed(m) => {
+                m.insert(Arc::from(k), v);
+            }
+        }
+    }
+
+    fn remove(&mut self, k: &[u8]) {
+        match self {
+            RowMap::Ordered(m) => {
+                m.remove(k);
+            }
+            RowMap::Hashed(m) => {
+                m.remove(k);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            RowMap::Ordered(m) => m.len(),
+            RowMap::Hashed(m) => m.len(),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], i64)> + '_> {
+        match self {
+            RowMap::Ordered(m) => Box::new(m.iter().map(|(k, c)| (k.as_ref(), *c))),
+            RowMap::Hashed(m) => Box::new(m.iter().map(|(k, c)| (k.as_ref(), *c))),
+        }
+    }
+}
+
 /// A multiset of rows of one schema: row keys (see [`KeyLayout`]) to a positive count.
 ///
 /// Used for a table's contents, a materialized view's contents and an operator's input.
@@ -192,7 +252,7 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 /// reader in O(1).
 pub struct StateTable {
     layout: Arc<KeyLayout>,
-    rows: OrdMap<RowKey, i64>,
+    rows: RowMap,
     /// Sum of all counts (the number of rows with duplicates).
     total: i64,
     /// The epoch write buffer: keys changed since the last checkpoint, appended back to back
@@ -226,7 +286,22 @@ impl StateTable {
     pub fn with_key(schema: SchemaRef, key: &[usize]) -> Result<Self> {
         Ok(StateTable {
             layout: Arc::new(KeyLayout::new(schema, key)?),
-            rows: OrdMap::new(),
+            rows: RowMap::Ordered(OrdMap::new()),
+            total: 0,
+            dirty: None,
+        })
+    }
+
+    /// An empty state table kept in a hash map: an operator's private state, cheaper to
+    /// update, whose rows no reader scans in order (`rows()` and `to_change()` come in no
+    /// particular order; `snapshot()` and `count_prefix()` cost O(n)).
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn unordered(schema: SchemaRef) -> Result<Self> {
+        Ok(StateTable {
+            layout: Arc::new(KeyLayout::new(schema, &[])?),
+            rows: RowMap::Hashed(HashMap::new()),
             total: 0,
             dirty: None,
         })
@@ -260,7 +335,7 @@ impl StateTable {
             let k = &dirty.bytes[start..*end];
             start = *end;
             if seen.insert(k) {
-                let c = self.rows.get(k).copied().unwrap_or(0);
+                let c = self.rows.get(k).unwrap_or(0);
                 out.push((Box::from(k), c));
             }
         }
@@ -269,7 +344,7 @@ impl StateTable {
 
     /// Every distinct row's key bytes and count, in key order.
     pub fn rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
-        self.rows.iter().map(|(k, c)| (k.as_ref(), *c))
+        self.rows.iter()
     }
 
     /// Loads a row from a checkpoint (key bytes in this table's layout, count > 0), without
@@ -279,9 +354,7 @@ impl StateTable {
             self.total += count;
             match self.rows.get_mut(key) {
                 Some(c) => *c += count,
-                None => {
-                    self.rows.insert(Arc::from(key), count);
-                }
+                None => self.rows.insert(key, count),
             }
         }
     }
@@ -341,7 +414,7 @@ impl StateTable {
                         ));
                     }
                     if *w > 0 {
-                        self.rows.insert(Arc::from(bytes), *w);
+                        self.rows.insert(bytes, *w);
                     }
                 }
             }
@@ -356,23 +429,29 @@ impl StateTable {
     /// Arrow errors when `batch` has another schema.
     pub fn counts(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
         if batch.num_columns() == 0 {
-            let c = self.rows.get([].as_slice()).copied().unwrap_or(0);
+            let c = self.rows.get(&[]).unwrap_or(0);
             return Ok(vec![c; batch.num_rows()]);
         }
         let rows = self.layout.encode(batch)?;
         Ok((0..batch.num_rows())
-            .map(|i| self.rows.get(rows.row(i).data()).copied().unwrap_or(0))
+            .map(|i| self.rows.get(rows.row(i).data()).unwrap_or(0))
             .collect())
     }
 
     /// The number of rows (duplicates counted) whose key starts with `prefix` (a key prefix
     /// as encoded by [`KeyLayout`] for the leading key columns). O(log n + matches).
     pub fn count_prefix(&self, prefix: &[u8]) -> i64 {
-        let range = KeyRange::prefix(prefix.to_vec());
-        self.rows
-            .range::<_, [u8]>(range.as_refs())
-            .map(|(_, c)| *c)
-            .sum()
+        match &self.rows {
+            RowMap::Ordered(m) => {
+                let range = KeyRange::prefix(prefix.to_vec());
+                m.range::<_, [u8]>(range.as_refs()).map(|(_, c)| *c).sum()
+            }
+            RowMap::Hashed(m) => m
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .map(|(_, c)| *c)
+                .sum(),
+        }
     }
 
     /// All rows (each repeated by its count) as one batch, in key order. O(n).
@@ -383,7 +462,7 @@ impl StateTable {
         let iter = self
             .rows
             .iter()
-            .flat_map(|(k, c)| std::iter::repeat_n(k.as_ref(), *c as usize));
+            .flat_map(|(k, c)| std::iter::repeat_n(k, c as usize));
         self.layout.decode(iter, self.total as usize)
     }
 
@@ -394,16 +473,21 @@ impl StateTable {
     pub fn to_change(&self) -> Result<ChangeBatch> {
         let batch = self
             .layout
-            .decode(self.rows.keys().map(|k| k.as_ref()), self.rows.len())?;
-        let weights = self.rows.values().copied().collect::<Vec<_>>().into();
+            .decode(self.rows.iter().map(|(k, _)| k), self.rows.len())?;
+        let weights = self.rows.iter().map(|(_, c)| c).collect::<Vec<_>>().into();
         ChangeBatch::new(batch, weights)
     }
 
-    /// The current rows, frozen for a reader. O(1): the snapshot shares the table's nodes.
+    /// The current rows, frozen for a reader. O(1) for an ordered table (the snapshot shares
+    /// its nodes); O(n) for an [`StateTable::unordered`] one.
     pub fn snapshot(&self) -> StateSnapshot {
+        let rows = match &self.rows {
+            RowMap::Ordered(m) => m.clone(),
+            RowMap::Hashed(m) => m.iter().map(|(k, c)| (Arc::clone(k), *c)).collect(),
+        };
         StateSnapshot {
             layout: Arc::clone(&self.layout),
-            rows: self.rows.clone(),
+            rows,
             total: self.total,
         }
     }

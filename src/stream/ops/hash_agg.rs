@@ -130,7 +130,7 @@ impl HashAgg {
                 _ => Ok(None),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let seen = StateTable::new(input.schema())?;
+        let seen = StateTable::unordered(input.schema())?;
         Ok(HashAgg {
             seen,
             input,

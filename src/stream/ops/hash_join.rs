@@ -96,8 +96,8 @@ impl HashJoin {
                 .collect(),
         )?;
         let left_rows = row_converter(&left.schema())?;
-        let left_seen = StateTable::new(left.schema())?;
-        let right_seen = StateTable::new(right.schema())?;
+        let left_seen = StateTable::unordered(left.schema())?;
+        let right_seen = StateTable::unordered(right.schema())?;
         let right_rows = row_converter(&right.schema())?;
         Ok(HashJoin {
             left,
