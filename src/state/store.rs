@@ -157,11 +157,33 @@ impl Store {
         after: Epoch,
         upto: Epoch,
     ) -> Result<Vec<ChangelogEntry>> {
+        self.scan_changelog(table_id, 0, after, upto)
+    }
+
+    /// Reads the changelog entries after sequence number `seq` (exclusive), in order: the
+    /// tail a table replays on top of its snapshot. Entries up to `seq` are not read.
+    ///
+    /// # Errors
+    /// [`Error::State`] on a RocksDB failure or a corrupt entry.
+    pub fn read_changelog_after(&self, table_id: u64, seq: u64) -> Result<Vec<ChangelogEntry>> {
+        self.scan_changelog(table_id, seq.saturating_add(1), Epoch(0), Epoch(u64::MAX))
+    }
+
+    /// The entries from sequence number `from_seq` on whose epochs lie in `(after, upto]`;
+    /// entries outside the range are not decoded.
+    fn scan_changelog(
+        &self,
+        table_id: u64,
+        from_seq: u64,
+        after: Epoch,
+        upto: Epoch,
+    ) -> Result<Vec<ChangelogEntry>> {
         let prefix = changelog_prefix(table_id);
+        let start = changelog_key(table_id, from_seq);
         let mut out = Vec::new();
         for item in self
             .db
-            .iterator(IteratorMode::From(&prefix, Direction::Forward))
+            .iterator(IteratorMode::From(&start, Direction::Forward))
         {
             let (key, value) = item?;
             if !key.starts_with(&prefix) {
@@ -180,38 +202,6 @@ impl Store {
                 // Epochs grow with the sequence number.
                 break;
             }
-            let seq = u64::from_be_bytes(key[prefix.len()..].try_into().map_err(|_| {
-                Error::State(format!("corrupt changelog key for table {table_id}"))
-            })?);
-            let change = decode_change(&value[8..])?;
-            out.push(ChangelogEntry { seq, epoch, change });
-        }
-        Ok(out)
-    }
-
-    /// Reads the changelog entries after sequence number `seq` (exclusive), in order: the
-    /// tail a table replays on top of its snapshot. Entries up to `seq` are not read.
-    ///
-    /// # Errors
-    /// [`Error::State`] on a RocksDB failure or a corrupt entry.
-    pub fn read_changelog_after(&self, table_id: u64, seq: u64) -> Result<Vec<ChangelogEntry>> {
-        let prefix = changelog_prefix(table_id);
-        let start = changelog_key(table_id, seq.saturating_add(1));
-        let mut out = Vec::new();
-        for item in self
-            .db
-            .iterator(IteratorMode::From(&start, Direction::Forward))
-        {
-            let (key, value) = item?;
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            if value.len() < 8 {
-                return Err(Error::State(format!(
-                    "corrupt changelog entry of table {table_id}"
-                )));
-            }
-            let epoch = Epoch(u64::from_be_bytes(value[..8].try_into().unwrap_or([0; 8])));
             let seq = u64::from_be_bytes(key[prefix.len()..].try_into().map_err(|_| {
                 Error::State(format!("corrupt changelog key for table {table_id}"))
             })?);
