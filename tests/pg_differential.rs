@@ -4,7 +4,7 @@
 //!
 //! Queries are generated to reach the places where engines go wrong: integer overflow edges
 //! (`2147483647 + 1` is 22003, never a wrapped value), chains of unary operators (`- - v`),
-//! correlated and multi-row scalar subqueries (a subquery returning two rows is 21000),
+//! correlated scalar subqueries (equality and other correlations) and multi-row ones (a subquery returning two rows is 21000),
 //! interval comparison and ordering (`'48 hours' > '1 day'`), `x op ANY(array)` with NULL
 //! elements, and `sum(bigint)` past 2^63. `WEIR_PG_SEEDS` sets the number of seeds (200).
 
@@ -181,6 +181,16 @@ fn queries(rng: &mut StdRng) -> Vec<(String, bool)> {
         ),
         (
             "SELECT k, (SELECT max(w) FROM b WHERE b.k = a.k) AS m FROM a".into(),
+            false,
+        ),
+        (
+            // A correlation that is not an equality (decorrelated per distinct outer value).
+            format!(
+                "SELECT k, v, (SELECT {} FROM b WHERE b.w {} a.v{}) AS c FROM a",
+                ["count(*)", "sum(w)", "max(k) + 1", "count(w) * 2"][rng.random_range(0..4)],
+                ["<", ">=", "<>"][rng.random_range(0..3)],
+                [" AND b.k = a.k", " OR b.k > a.k", ""][rng.random_range(0..3)],
+            ),
             false,
         ),
         (

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod copy;
+pub mod decorrelate;
 pub mod functions;
 mod names;
 pub mod parse;
@@ -742,9 +743,21 @@ impl Session {
                 "a materialized view needs a SELECT query".into(),
             ));
         }
-        let (plan, shown) = self.plan_select(query, stmt).await?;
+        let (plan, shown) = self.plan_select(query, stmt.clone()).await?;
+        // With repeated output names the subquery below needs the internal unique names
+        // (`SELECT 38 AS c, -x AS c`); PostgreSQL allows them when the list renames them.
+        let mut inner = query.to_string();
         let own: Vec<String> = match shown {
-            Some(names) => names,
+            Some(names) => {
+                if let Some((renamed, _)) = names::unique_output_names(&stmt) {
+                    let text = renamed.to_string();
+                    // The printed tree must parse back to itself (see `parse::view_query_text`).
+                    if parse_one(&text).ok().as_ref() == Some(&renamed) {
+                        inner = text;
+                    }
+                }
+                names
+            }
             None => plan
                 .schema()
                 .fields()
@@ -777,7 +790,7 @@ impl Session {
             .map(|n| format!("\"{}\"", n.replace('"', "\"\"")))
             .collect();
         Ok(format!(
-            "SELECT * FROM ({query}) AS weir_view_columns({})",
+            "SELECT * FROM ({inner}) AS weir_view_columns({})",
             list.join(", ")
         ))
     }

@@ -62,11 +62,13 @@ pub fn register(ctx: &SessionContext) {
 }
 
 /// The analyzer rules of a session: [`PgSumTypes`], DataFusion's, then [`PgSemantics`] on the
-/// coerced types.
+/// coerced types, then the decorrelation of the scalar subqueries DataFusion cannot
+/// decorrelate ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![Arc::new(PgSumTypes)];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
+    rules.push(Arc::new(super::decorrelate::DecorrelateScalarSubqueries));
     rules
 }
 

@@ -240,9 +240,12 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                 right_keys.push(physical(&re, j.right.schema())?);
             }
             let schema = nullable_schema(j.schema.as_arrow());
-            let mut op: Box<dyn Operator> = Box::new(HashJoin::try_new(
-                left, right, left_keys, right_keys, key_types, kind, schema,
-            )?);
+            let mut op: Box<dyn Operator> = Box::new(
+                HashJoin::try_new(left, right, left_keys, right_keys, key_types, kind, schema)?
+                    .with_nulls_matching(
+                        j.null_equality == datafusion::common::NullEquality::NullEqualsNull,
+                    ),
+            );
             if let Some(f) = &j.filter {
                 let predicate = physical(f, &j.schema)?;
                 op = Box::new(Filter {

@@ -48,7 +48,8 @@ type OutRow = (Option<Box<[u8]>>, Option<Box<[u8]>>, i64);
 ///
 /// Input: a left and a right stream. Output: left columns then right columns (DataFusion's
 /// `Join` schema). State: per side, rows keyed by the join key (Arrow row format). Rows whose
-/// key has a NULL never match (SQL `=`). For outer joins a preserved row with no match is
+/// key has a NULL never match (SQL `=`), unless the join was built with
+/// [`HashJoin::with_nulls_matching`] (`IS NOT DISTINCT FROM`). For outer joins a preserved row with no match is
 /// emitted padded with NULLs; when the first match arrives the padded row is retracted, and
 /// when the last match leaves it is emitted again.
 pub struct HashJoin {
@@ -57,6 +58,8 @@ pub struct HashJoin {
     left_keys: Vec<Arc<dyn PhysicalExpr>>,
     right_keys: Vec<Arc<dyn PhysicalExpr>>,
     kind: JoinKind,
+    /// Whether NULL keys match each other (`IS NOT DISTINCT FROM`) instead of nothing (`=`).
+    nulls_match: bool,
     schema: SchemaRef,
     key_converter: RowConverter,
     left_rows: RowConverter,
@@ -105,6 +108,7 @@ impl HashJoin {
             left_keys,
             right_keys,
             kind,
+            nulls_match: false,
             schema,
             key_converter,
             left_rows,
@@ -114,6 +118,13 @@ impl HashJoin {
             left_seen,
             right_seen,
         })
+    }
+
+    /// Makes NULL keys match each other, as `a.k IS NOT DISTINCT FROM b.k` asks (the row
+    /// format encodes NULL as a value of its own, so equal keys stay equal bytes).
+    pub fn with_nulls_matching(mut self, nulls_match: bool) -> Self {
+        self.nulls_match = nulls_match;
+        self
     }
 
     fn preserves(&self, side: Side) -> bool {
@@ -161,7 +172,7 @@ impl HashJoin {
         };
         for (i, w) in change.weights.values().iter().copied().enumerate() {
             let row: &[u8] = rows.row(i).data();
-            let has_null_key = key_cols.iter().any(|c| c.is_null(i));
+            let has_null_key = !self.nulls_match && key_cols.iter().any(|c| c.is_null(i));
             if has_null_key {
                 // A NULL key matches nothing and needs no state: its padded row comes and goes
                 // with its own weight.
