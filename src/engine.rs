@@ -25,14 +25,15 @@ use datafusion::logical_expr::LogicalPlan;
 use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
 
-use crate::catalog::{Catalog, RelationDef, RelationKind};
+use crate::catalog::{Catalog, IndexDef, RelationDef, RelationKind};
 use crate::checkpoint::{
     CheckpointCoordinator, CheckpointStorage, History, JobSettings, StateBackendKind, StoppedWriter,
 };
 use crate::error::{Error, Result};
 use crate::session::vars::SessionVars;
+use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values};
 use crate::state::table::{KeyLayout, consolidate};
-use crate::state::{StateSnapshot, StateTable, Store};
+use crate::state::{IndexedSnapshot, StateTable, Store};
 use crate::stream::change::ChangeBatch;
 use crate::stream::job::{Job, JobStatus, Recovery};
 use crate::stream::{Epoch, EpochInput, RelationId};
@@ -64,8 +65,9 @@ pub struct Visible {
 /// A view's readable state.
 #[derive(Debug, Clone)]
 pub enum ViewState {
-    /// The view's rows at the published epoch (an O(1) snapshot of its state table).
-    Ready(StateSnapshot),
+    /// The view's rows and its indexes at the published epoch (O(1) snapshots of their
+    /// state tables).
+    Ready(IndexedSnapshot),
     /// The job failed; reading the view reports this error.
     Failed {
         /// The view's name.
@@ -85,6 +87,9 @@ struct TableData {
     /// The rows, keyed by the primary key columns first (so a key lookup is a prefix scan).
     contents: StateTable,
     primary_key: Option<PrimaryKey>,
+    /// Secondary indexes: the same rows keyed by the indexes' columns, kept up to date with
+    /// `contents` under the table's lock.
+    indexes: Vec<SecondaryIndex>,
     /// Changes written but not yet processed by the jobs, with their epochs.
     pending: Vec<(Epoch, ChangeBatch)>,
     /// Next changelog sequence number (source offset).
@@ -135,6 +140,7 @@ impl TableData {
             contents,
             schema,
             primary_key,
+            indexes: Vec::new(),
             pending: Vec::new(),
             next_seq: 1,
             last_epoch: Epoch(0),
@@ -182,44 +188,40 @@ impl TableData {
                 .map(|i| change.batch.column(*i).clone())
                 .collect();
             let rows = pk.converter.convert_columns(&cols)?;
-            let mut delta: HashMap<&[u8], i64> = HashMap::new();
-            for (i, w) in change.weights.values().iter().enumerate() {
-                *delta.entry(rows.row(i).data()).or_default() += w;
+            let skip = vec![false; change.len()];
+            if let Some(i) = first_duplicate(&self.contents, &rows, change, &skip) {
+                let key: Vec<(usize, bool)> = pk.columns.iter().map(|c| (*c, false)).collect();
+                return Err(Error::data(
+                    "23505",
+                    format!(
+                        "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists",
+                        self.name,
+                        key_names(&change.batch, &key),
+                        key_values(&change.batch, &key, i)
+                    ),
+                ));
             }
-            for (i, w) in change.weights.values().iter().enumerate() {
-                let key = rows.row(i).data();
-                let now = self.contents.count_prefix(key);
-                if *w > 0 && now + delta[key] > 1 {
-                    let names: Vec<&str> = pk
-                        .columns
-                        .iter()
-                        .map(|c| self.schema.field(*c).name().as_str())
-                        .collect();
-                    let values: Vec<String> = pk
-                        .columns
-                        .iter()
-                        .map(|c| {
-                            arrow::util::display::array_value_to_string(change.batch.column(*c), i)
-                                .unwrap_or_default()
-                        })
-                        .collect();
-                    return Err(Error::data(
-                        "23505",
-                        format!(
-                            "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists",
-                            self.name,
-                            names.join(", "),
-                            values.join(", ")
-                        ),
-                    ));
-                }
-            }
+        }
+        for index in &self.indexes {
+            index.check_unique(change)?;
         }
         Ok(())
     }
 
     fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
-        self.contents.apply(change)
+        self.contents.apply(change)?;
+        for index in &mut self.indexes {
+            index.rows.apply(change)?;
+        }
+        Ok(())
+    }
+
+    /// The contents and the indexes, frozen together in O(1) each.
+    fn snapshot(&self) -> IndexedSnapshot {
+        IndexedSnapshot {
+            rows: self.contents.snapshot(),
+            indexes: self.indexes.iter().map(|i| i.rows.snapshot()).collect(),
+        }
     }
 
     /// Records that changelog entries up to `seq` are of epoch `epoch`.
@@ -536,6 +538,10 @@ impl Engine {
         for def in catalog.relations().filter(|r| r.is_table()) {
             let mut data = TableData::new(def)?;
             let (loaded, replayed) = data.restore(&store, def.id)?;
+            for index in catalog.indexes_on(def.id) {
+                let built = SecondaryIndex::build(&index, &data.contents)?;
+                data.indexes.push(built);
+            }
             snapshot_rows += loaded;
             rows += replayed;
             max_epoch = max_epoch.max(data.last_epoch);
@@ -621,13 +627,16 @@ impl Engine {
             RelationKind::Table { .. } => BTreeMap::new(),
         };
         let coordinator = self.coordinator(def.id, &def.name, &settings)?;
-        let job = Job::try_new(
+        let mut job = Job::try_new(
             def.id,
             def.name.clone(),
             plan,
             def.schema_ref(),
             Some(coordinator),
         )?;
+        for index in lock(&self.catalog).indexes_on(def.id) {
+            job.add_index(&index)?;
+        }
         lock(&self.dataflow).jobs.insert(def.id, job);
         Ok(())
     }
@@ -1060,29 +1069,36 @@ impl Engine {
         self.visible.borrow().clone()
     }
 
-    /// The latest acknowledged contents of a table (read-your-writes), frozen in O(1).
+    /// The latest acknowledged contents of a table (read-your-writes) and its indexes,
+    /// frozen together in O(1).
     ///
     /// # Errors
     /// [`Error::Catalog`] when the table does not exist.
-    pub fn table_snapshot(&self, id: RelationId) -> Result<StateSnapshot> {
+    pub fn table_snapshot(&self, id: RelationId) -> Result<IndexedSnapshot> {
         let t = self.table(id)?;
         let t = lock(&t);
-        Ok(t.contents.snapshot())
+        Ok(t.snapshot())
     }
 
-    /// How a relation's rows are ordered: a table's (primary key first), or a view's as last
-    /// published; rows in schema order when the relation is unknown or its view failed.
+    /// How a relation's rows are ordered: a table's (primary key first) or a view's as last
+    /// published, then one layout per secondary index; rows in schema order when the
+    /// relation is unknown or its view failed.
     ///
     /// # Errors
     /// Arrow errors when a column type has no row encoding.
-    pub fn key_layout(&self, id: RelationId, schema: SchemaRef) -> Result<Arc<KeyLayout>> {
+    pub fn key_layouts(&self, id: RelationId, schema: SchemaRef) -> Result<Vec<Arc<KeyLayout>>> {
         if let Ok(t) = self.table(id) {
-            return Ok(lock(&t).contents.layout().clone());
+            let t = lock(&t);
+            let mut out = vec![t.contents.layout().clone()];
+            out.extend(t.indexes.iter().map(|i| i.rows.layout().clone()));
+            return Ok(out);
         }
         if let Some(ViewState::Ready(s)) = self.visible().views.get(&id) {
-            return Ok(s.layout().clone());
+            let mut out = vec![s.rows.layout().clone()];
+            out.extend(s.indexes.iter().map(|i| i.layout().clone()));
+            return Ok(out);
         }
-        Ok(Arc::new(KeyLayout::new(schema, &[])?))
+        Ok(vec![Arc::new(KeyLayout::new(schema, &[])?)])
     }
 
     /// Bytes of a table's live changelog entries (keys and values), and the newest changelog
@@ -1520,13 +1536,13 @@ impl Engine {
         let _df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog);
-        if let Some(existing) = catalog.by_name(name) {
+        if catalog.name_taken(name) {
             if if_not_exists {
                 return Ok(false);
             }
             return Err(Error::catalog(
                 "42P07",
-                format!("relation \"{}\" already exists", existing.name),
+                format!("relation \"{name}\" already exists"),
             ));
         }
         let id = catalog.allocate_id();
@@ -1566,13 +1582,13 @@ impl Engine {
         let settings = SessionVars::validate_job_settings(&settings, &[])?;
         let mut df = lock(&self.dataflow);
         self.check_running()?;
-        if let Some(existing) = lock(&self.catalog).by_name(name) {
+        if lock(&self.catalog).name_taken(name) {
             if if_not_exists {
                 return Ok(false);
             }
             return Err(Error::catalog(
                 "42P07",
-                format!("relation \"{}\" already exists", existing.name),
+                format!("relation \"{name}\" already exists"),
             ));
         }
         let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
@@ -1735,6 +1751,115 @@ impl Engine {
         Ok(job.explain())
     }
 
+    /// `CREATE [UNIQUE] INDEX name ON relation (columns)`: builds a secondary index over the
+    /// relation's current rows (a table's acknowledged contents, a view's rows at the last
+    /// epoch), then keeps it up to date with every write (tables) or epoch (views). Reads
+    /// with filters on its leading columns then scan a key range of it. `columns` are
+    /// `(column index, descending)`. O(n log n) to build; O(log n) per changed row after.
+    ///
+    /// # Errors
+    /// `42P07` when the name is taken (unless `if_not_exists`), `42P01` unknown relation,
+    /// `0A000` a unique index on a materialized view, `23505` a unique index over duplicate
+    /// keys; `57P01` once the engine is shutting down.
+    pub fn create_index(
+        &self,
+        name: &str,
+        relation: &str,
+        columns: Vec<crate::catalog::IndexColumn>,
+        unique: bool,
+        if_not_exists: bool,
+    ) -> Result<bool> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog).clone();
+        if catalog.name_taken(name) {
+            if if_not_exists {
+                return Ok(false);
+            }
+            return Err(Error::catalog(
+                "42P07",
+                format!("relation \"{name}\" already exists"),
+            ));
+        }
+        let Some(target) = catalog.by_name(relation).cloned() else {
+            return Err(Error::catalog(
+                "42P01",
+                format!("relation \"{relation}\" does not exist"),
+            ));
+        };
+        if unique && !target.is_table() {
+            return Err(Error::not_supported(
+                "CREATE UNIQUE INDEX on a materialized view is not supported (a view's rows are derived; only a table's writes can be refused)",
+            ));
+        }
+        let def = IndexDef {
+            id: catalog.allocate_id(),
+            name: name.to_string(),
+            relation: target.id,
+            columns,
+            unique,
+        };
+        catalog.insert_index(def.clone());
+        if target.is_table() {
+            let data = self.table(target.id)?;
+            let mut data = lock(&data);
+            let built = SecondaryIndex::build(&def, &data.contents)?;
+            self.persist_catalog(&catalog)?;
+            data.indexes.push(built);
+        } else {
+            let job = df
+                .jobs
+                .get_mut(&target.id)
+                .ok_or_else(|| Error::Internal("view without a job".into()))?;
+            job.add_index(&def)?;
+            if let Err(e) = self.persist_catalog(&catalog) {
+                job.remove_index(def.id);
+                return Err(e);
+            }
+        }
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(index = name, relation, "index created");
+        Ok(true)
+    }
+
+    /// `DROP INDEX name`.
+    ///
+    /// # Errors
+    /// `42704` when it does not exist (unless `if_exists`), `42809` when the name is a table
+    /// or view; `57P01` once the engine is shutting down.
+    pub fn drop_index(&self, name: &str, if_exists: bool) -> Result<bool> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog).clone();
+        let Some(def) = catalog.index_by_name(name).cloned() else {
+            if let Some(r) = catalog.by_name(name) {
+                return Err(Error::catalog(
+                    "42809",
+                    format!("\"{name}\" is not an index (it is a {})", r.kind_name()),
+                ));
+            }
+            if if_exists {
+                return Ok(false);
+            }
+            return Err(Error::catalog(
+                "42704",
+                format!("index \"{name}\" does not exist"),
+            ));
+        };
+        catalog.remove_index(def.id);
+        self.persist_catalog(&catalog)?;
+        if let Ok(data) = self.table(def.relation) {
+            lock(&data).indexes.retain(|i| i.def.id != def.id);
+        } else if let Some(job) = df.jobs.get_mut(&def.relation) {
+            job.remove_index(def.id);
+        }
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(index = name, "index dropped");
+        Ok(true)
+    }
+
     /// Drops a table or view (and, with `cascade`, the views that read it), with the views'
     /// checkpoints and state.
     ///
@@ -1753,6 +1878,13 @@ impl Engine {
         self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
         let Some(def) = catalog.by_name(name).cloned() else {
+            if catalog.index_by_name(name).is_some() {
+                let what = if table { "table" } else { "materialized view" };
+                return Err(Error::catalog(
+                    "42809",
+                    format!("\"{name}\" is an index, not a {what}; use DROP INDEX"),
+                ));
+            }
             if if_exists {
                 return Ok(false);
             }

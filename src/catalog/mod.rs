@@ -1,4 +1,5 @@
-//! The catalog: tables and materialized views, their schemas, keys, dependencies and ids.
+//! The catalog: tables, materialized views and secondary indexes, their schemas, keys,
+//! dependencies and ids.
 //!
 //! Persisted as JSON under the store's `m/catalog` key on every DDL statement.
 
@@ -63,11 +64,42 @@ impl RelationDef {
     }
 }
 
-/// All relations, by id (creation order, so a view comes after everything it reads).
+/// One column of a secondary index.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct IndexColumn {
+    /// Index into the relation's schema.
+    pub column: usize,
+    /// `DESC` (NULLs first, PostgreSQL's default for `DESC`).
+    pub descending: bool,
+}
+
+/// A secondary index (`CREATE [UNIQUE] INDEX name ON relation (columns)`): the relation's
+/// rows kept again in an ordered state table keyed by `columns` first, so that filters on
+/// its leading columns read a key range. Its rows are derived (from the table's contents or
+/// the view's rows) when the server starts, never stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IndexDef {
+    /// Unique id, from the relations' id sequence.
+    pub id: RelationId,
+    /// Name in schema `public` (shared with tables and views, as in PostgreSQL).
+    pub name: String,
+    /// The table or materialized view indexed.
+    pub relation: RelationId,
+    /// The key columns, in index order.
+    pub columns: Vec<IndexColumn>,
+    /// `UNIQUE`: writes that would repeat a key without NULLs fail with `23505` (tables only).
+    pub unique: bool,
+}
+
+/// All relations, by id (creation order, so a view comes after everything it reads), and
+/// the secondary indexes on them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Catalog {
     next_id: RelationId,
     relations: BTreeMap<RelationId, RelationDef>,
+    /// Secondary indexes by id (absent in catalogs written before indexes existed).
+    #[serde(default)]
+    indexes: BTreeMap<RelationId, IndexDef>,
 }
 
 impl Catalog {
@@ -108,13 +140,48 @@ impl Catalog {
         self.relations.values()
     }
 
+    /// Looks an index up by name.
+    pub fn index_by_name(&self, name: &str) -> Option<&IndexDef> {
+        self.indexes.values().find(|i| i.name == name)
+    }
+
+    /// The indexes on a relation, in creation order.
+    pub fn indexes_on(&self, relation: RelationId) -> Vec<IndexDef> {
+        self.indexes
+            .values()
+            .filter(|i| i.relation == relation)
+            .cloned()
+            .collect()
+    }
+
+    /// All indexes in id order.
+    pub fn indexes(&self) -> impl Iterator<Item = &IndexDef> {
+        self.indexes.values()
+    }
+
+    /// Whether `name` is taken by a relation or an index.
+    pub fn name_taken(&self, name: &str) -> bool {
+        self.by_name(name).is_some() || self.index_by_name(name).is_some()
+    }
+
+    /// Adds an index.
+    pub fn insert_index(&mut self, def: IndexDef) {
+        self.indexes.insert(def.id, def);
+    }
+
+    /// Removes an index.
+    pub fn remove_index(&mut self, id: RelationId) -> Option<IndexDef> {
+        self.indexes.remove(&id)
+    }
+
     /// Adds a relation.
     pub fn insert(&mut self, def: RelationDef) {
         self.relations.insert(def.id, def);
     }
 
-    /// Removes a relation.
+    /// Removes a relation and the indexes on it.
     pub fn remove(&mut self, id: RelationId) -> Option<RelationDef> {
+        self.indexes.retain(|_, i| i.relation != id);
         self.relations.remove(&id)
     }
 

@@ -97,6 +97,9 @@ impl Session {
                 ))),
             )
             .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            crate::sql::system::PgGetIndexDef::new(&engine),
+        ));
         // psql's \dm needs relkind 'm' for materialized views.
         if let Some(pg) = catalog.schema("pg_catalog") {
             catalog

@@ -197,6 +197,7 @@ impl Session {
         let stmt = parse_one(trimmed)?;
         match stmt {
             Statement::CreateTable(_) => self.create_table(stmt).await,
+            Statement::CreateIndex(ci) => self.create_index(ci).await,
             Statement::CreateView(cv) => {
                 if !cv.materialized {
                     return Err(Error::not_supported(
@@ -234,6 +235,16 @@ impl Session {
                 cascade,
                 ..
             } => {
+                if object_type == ObjectType::Index {
+                    for n in &names {
+                        let name = object_name(n)?;
+                        let engine = Arc::clone(&self.engine);
+                        tokio::task::spawn_blocking(move || engine.drop_index(&name, if_exists))
+                            .await
+                            .map_err(|e| Error::Internal(e.to_string()))??;
+                    }
+                    return Ok(Output::Command("DROP INDEX".into()));
+                }
                 let (table, tag) = match object_type {
                     ObjectType::Table => (true, "DROP TABLE"),
                     ObjectType::MaterializedView => (false, "DROP MATERIALIZED VIEW"),
@@ -793,6 +804,117 @@ impl Session {
             "SELECT * FROM ({inner}) AS weir_view_columns({})",
             list.join(", ")
         ))
+    }
+
+    /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON relation [USING btree|hash]
+    /// (column [ASC|DESC], ...) [INCLUDE (...)]`: a secondary index on a table or a
+    /// materialized view ([`Engine::create_index`]). Without a name it is named as
+    /// PostgreSQL names it (`t_a_b_idx`, then `t_a_b_idx1`, ...). Every index holds all the
+    /// relation's columns, so `INCLUDE` changes nothing.
+    ///
+    /// # Errors
+    /// `0A000` for expressions, operator classes, `NULLS FIRST/LAST`, partial indexes,
+    /// storage parameters, `NULLS NOT DISTINCT` and access methods other than btree/hash;
+    /// `42P01` unknown relation; `42703` unknown column; the engine's errors.
+    async fn create_index(
+        &mut self,
+        ci: datafusion::sql::sqlparser::ast::CreateIndex,
+    ) -> Result<Output> {
+        use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, IndexType};
+        if ci.predicate.is_some() {
+            return Err(Error::not_supported(
+                "partial indexes (CREATE INDEX ... WHERE) are not supported",
+            ));
+        }
+        if !ci.with.is_empty() || !ci.index_options.is_empty() || !ci.alter_options.is_empty() {
+            return Err(Error::not_supported(
+                "index options (WITH ...) are not supported",
+            ));
+        }
+        if ci.nulls_distinct == Some(false) {
+            return Err(Error::not_supported(
+                "NULLS NOT DISTINCT in a unique index is not supported",
+            ));
+        }
+        match &ci.using {
+            None | Some(IndexType::BTree) | Some(IndexType::Hash) => {}
+            Some(other) => {
+                return Err(Error::not_supported(format!(
+                    "index access method \"{other}\" is not supported (Weir's indexes are ordered: btree)"
+                )));
+            }
+        }
+        let relation = object_name(&ci.table_name)?;
+        let def = self.engine.relation(&relation).ok_or_else(|| {
+            Error::catalog("42P01", format!("relation \"{relation}\" does not exist"))
+        })?;
+        let mut columns: Vec<crate::catalog::IndexColumn> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        for c in &ci.columns {
+            let id = match &c.column.expr {
+                SqlExpr::Identifier(id) => id.clone(),
+                SqlExpr::Nested(inner) if matches!(inner.as_ref(), SqlExpr::Identifier(_)) => {
+                    let SqlExpr::Identifier(id) = inner.as_ref() else {
+                        unreachable!()
+                    };
+                    id.clone()
+                }
+                other => {
+                    return Err(Error::not_supported(format!(
+                        "an index on an expression ({other}) is not supported; index columns by name"
+                    )));
+                }
+            };
+            if c.operator_class.is_some() {
+                return Err(Error::not_supported(
+                    "operator classes in an index are not supported",
+                ));
+            }
+            if c.column.options.nulls_first.is_some() {
+                return Err(Error::not_supported(
+                    "NULLS FIRST/LAST in an index column is not supported (ASC and DESC are)",
+                ));
+            }
+            let name = ident(&id);
+            let column = def
+                .schema
+                .index_of(&name)
+                .map_err(|_| Error::plan("42703", format!("column \"{name}\" does not exist")))?;
+            // A repeated column adds nothing to the order.
+            if columns.iter().any(|c| c.column == column) {
+                continue;
+            }
+            columns.push(crate::catalog::IndexColumn {
+                column,
+                descending: c.column.options.asc == Some(false),
+            });
+            names.push(name);
+        }
+        if columns.is_empty() {
+            return Err(Error::Parse("an index needs at least one column".into()));
+        }
+        let name = match &ci.name {
+            Some(n) => object_name(n)?,
+            None => {
+                let base = format!("{}_{}_idx", def.name, names.join("_"));
+                let catalog = self.engine.catalog();
+                let mut name = base.clone();
+                let mut n = 0;
+                while catalog.name_taken(&name) {
+                    n += 1;
+                    name = format!("{base}{n}");
+                }
+                name
+            }
+        };
+        let engine = Arc::clone(&self.engine);
+        let (unique, if_not_exists) = (ci.unique, ci.if_not_exists);
+        tokio::task::spawn_blocking(move || {
+            engine.create_index(&name, &relation, columns, unique, if_not_exists)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command("CREATE INDEX".into()))
     }
 
     async fn create_table(&mut self, stmt: Statement) -> Result<Output> {

@@ -75,6 +75,13 @@ impl Parser {
     }
 }
 
+/// How deeply expressions and subqueries may nest (sqlparser's default is 50, which refuses
+/// machine-written predicates of 60 levels of parentheses that PostgreSQL runs). The parser
+/// and DataFusion grow their stacks on demand (their `recursive` protection); this bound
+/// keeps Weir's own recursive passes over the tree (rewrites, printing) within a worker
+/// thread's stack. Deeper statements are refused with `42601`.
+const PARSER_RECURSION_LIMIT: usize = 256;
+
 static PARSER: LazyLock<Parser> = LazyLock::new(Parser::new);
 
 fn parse_error(e: impl std::fmt::Display) -> Error {
@@ -97,8 +104,12 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 /// # Errors
 /// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement.
 pub fn parse_one(sql: &str) -> Result<Statement> {
-    let mut stmt =
-        exactly_one(SqlParser::parse_sql(&PostgreSqlDialect {}, sql).map_err(parse_error)?)?;
+    let statements = SqlParser::new(&PostgreSqlDialect {})
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_statements())
+        .map_err(parse_error)?;
+    let mut stmt = exactly_one(statements)?;
     for rule in &PARSER.rules {
         stmt = rule.rewrite(stmt);
     }

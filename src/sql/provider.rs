@@ -54,15 +54,15 @@ impl SchemaProvider for PublicSchema {
         let Some(def) = self.engine.relation(name) else {
             return Ok(None);
         };
-        let layout = self
+        let layouts = self
             .engine
-            .key_layout(def.id, def.schema_ref())
+            .key_layouts(def.id, def.schema_ref())
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         Ok(Some(Arc::new(RelationProvider {
             id: def.id,
             name: def.name.clone(),
             schema: def.schema_ref(),
-            layout,
+            layouts,
             is_table: def.is_table(),
             engine: Arc::downgrade(&self.engine),
             pinned: Arc::clone(&self.pinned),
@@ -82,8 +82,9 @@ pub struct RelationProvider {
     /// Name.
     pub name: String,
     schema: SchemaRef,
-    /// How the relation's rows are ordered (for filter pushdown).
-    layout: Arc<KeyLayout>,
+    /// How the relation's rows are ordered, then each secondary index's order (for filter
+    /// pushdown).
+    layouts: Vec<Arc<KeyLayout>>,
     is_table: bool,
     /// Weak: a job's plan keeps its providers, and the engine keeps the jobs.
     engine: Weak<Engine>,
@@ -105,8 +106,8 @@ impl TableProvider for RelationProvider {
     }
 
     /// Filters `column op literal` on a leading key column (a table's primary key, else its
-    /// first columns; a view's first columns) narrow the scan to a key range; DataFusion
-    /// still applies them to the rows read (`Inexact`).
+    /// first columns; a view's group or stream key; an index's first columns) narrow the scan
+    /// to a key range; DataFusion still applies them to the rows read (`Inexact`).
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
@@ -114,7 +115,7 @@ impl TableProvider for RelationProvider {
         Ok(filters
             .iter()
             .map(|f| {
-                if StateSnapshot::can_narrow(&self.layout, f) {
+                if self.layouts.iter().any(|l| StateSnapshot::can_narrow(l, f)) {
                     TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported
@@ -170,9 +171,10 @@ impl TableProvider for RelationProvider {
             }
         };
         let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
-        let range = snapshot.key_range(filters).map_err(external)?;
+        // The relation's own rows or the index that the filters narrow most.
+        let (chosen, range) = snapshot.choose(filters).map_err(external)?;
         // A limit reaches the scan only when no filter remains above it.
-        let batches = snapshot.scan(&range, limit).map_err(external)?;
+        let batches = chosen.scan(&range, limit).map_err(external)?;
         let batches = batches
             .into_iter()
             .map(|b| {

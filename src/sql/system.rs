@@ -17,6 +17,7 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicr
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::{SchemaProvider, TableProvider};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use datafusion::error::Result as DfResult;
 
@@ -222,9 +223,16 @@ impl SchemaProvider for WeirCatalogSchema {
     }
 }
 
-/// `pg_catalog` as datafusion-pg-catalog builds it, with one correction: materialized views
-/// get `relkind = 'm'` in `pg_class` (the library knows only tables and views), so that psql's
-/// `\dm` lists them and `\d name` calls them materialized views.
+/// The OID of the secondary index with catalog id `id` in `pg_class` and `pg_index`
+/// (datafusion-pg-catalog numbers tables and views from 16384 up; indexes get a range of
+/// their own).
+pub const INDEX_OID_BASE: i32 = 1_000_000;
+
+/// `pg_catalog` as datafusion-pg-catalog builds it, with Weir's corrections: materialized
+/// views get `relkind = 'm'` in `pg_class` (the library knows only tables and views), so
+/// that psql's `\dm` lists them and `\d name` calls them materialized views; secondary
+/// indexes appear in `pg_class` (`relkind = 'i'`, and `relhasindex` on their relations)
+/// and in `pg_index`, so that psql's `\di` and the `Indexes:` of `\d name` show them.
 #[derive(Debug)]
 pub struct PgCatalogOverlay {
     inner: Arc<dyn SchemaProvider>,
@@ -236,6 +244,37 @@ impl PgCatalogOverlay {
     pub fn new(inner: Arc<dyn SchemaProvider>, engine: Arc<Engine>) -> Self {
         PgCatalogOverlay { inner, engine }
     }
+
+    /// One entry per secondary index.
+    fn indexes(&self) -> Vec<IndexRow> {
+        let catalog = self.engine.catalog();
+        catalog
+            .indexes()
+            .filter_map(|i| {
+                let relation = catalog.get(i.relation)?;
+                Some(IndexRow {
+                    oid: INDEX_OID_BASE + i32::try_from(i.id).ok()?,
+                    name: i.name.clone(),
+                    relation: relation.name.clone(),
+                    // attnums are 1-based
+                    keys: i.columns.iter().map(|c| c.column as i32 + 1).collect(),
+                    descending: i.columns.iter().map(|c| c.descending).collect(),
+                    unique: i.unique,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A secondary index as `pg_class` and `pg_index` show it.
+#[derive(Debug, Clone)]
+struct IndexRow {
+    oid: i32,
+    name: String,
+    relation: String,
+    keys: Vec<i32>,
+    descending: Vec<bool>,
+    unique: bool,
 }
 
 #[async_trait]
@@ -246,18 +285,39 @@ impl SchemaProvider for PgCatalogOverlay {
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         let table = self.inner.table(name).await?;
-        if name != "pg_class" {
-            return Ok(table);
+        match name {
+            "pg_class" => {
+                let views: std::collections::HashSet<String> = self
+                    .engine
+                    .catalog()
+                    .relations()
+                    .filter(|r| !r.is_table())
+                    .map(|r| r.name.clone())
+                    .collect();
+                let indexes = self.indexes();
+                Ok(table.map(|inner| {
+                    Arc::new(PgClassOverlay {
+                        inner,
+                        views,
+                        indexes,
+                    }) as Arc<dyn TableProvider>
+                }))
+            }
+            "pg_index" => {
+                let Some(class) = self.inner.table("pg_class").await? else {
+                    return Ok(table);
+                };
+                let indexes = self.indexes();
+                Ok(table.map(|inner| {
+                    Arc::new(PgIndexOverlay {
+                        inner,
+                        class,
+                        indexes,
+                    }) as Arc<dyn TableProvider>
+                }))
+            }
+            _ => Ok(table),
         }
-        let views: std::collections::HashSet<String> = self
-            .engine
-            .catalog()
-            .relations()
-            .filter(|r| !r.is_table())
-            .map(|r| r.name.clone())
-            .collect();
-        Ok(table
-            .map(|inner| Arc::new(PgClassWithMatViews { inner, views }) as Arc<dyn TableProvider>))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -265,15 +325,91 @@ impl SchemaProvider for PgCatalogOverlay {
     }
 }
 
-/// `pg_class` with `relkind` set to `'m'` for Weir's materialized views.
+/// Reads every row of `table`.
+async fn read_all(
+    table: &Arc<dyn TableProvider>,
+    state: &dyn datafusion::catalog::Session,
+) -> DfResult<Vec<RecordBatch>> {
+    let plan = table.scan(state, None, &[], None).await?;
+    datafusion::physical_plan::collect(plan, state.task_ctx()).await
+}
+
+/// One row of `schema` with `values` by column name; other columns NULL when nullable,
+/// else their type's zero (`0`, `false`, `''`).
+fn one_row(
+    schema: &SchemaRef,
+    values: &std::collections::HashMap<&str, ScalarValue>,
+) -> DfResult<RecordBatch> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let v = match values.get(f.name().as_str()) {
+                Some(v) => v.cast_to(f.data_type())?,
+                None if f.is_nullable() => ScalarValue::try_new_null(f.data_type())?,
+                None => ScalarValue::new_default(f.data_type())?,
+            };
+            v.to_array_of_size(1)
+        })
+        .collect::<DfResult<Vec<ArrayRef>>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// `relname` → (`oid`, `relnamespace`) of the relations in `pg_class` batches.
+fn class_oids(
+    batches: &[RecordBatch],
+) -> std::collections::HashMap<String, (ScalarValue, ScalarValue)> {
+    let mut out = std::collections::HashMap::new();
+    for b in batches {
+        let schema = b.schema();
+        let (Ok(oid), Ok(name), Ok(ns)) = (
+            schema.index_of("oid"),
+            schema.index_of("relname"),
+            schema.index_of("relnamespace"),
+        ) else {
+            continue;
+        };
+        for i in 0..b.num_rows() {
+            let (Ok(n), Ok(o), Ok(s)) = (
+                ScalarValue::try_from_array(b.column(name), i),
+                ScalarValue::try_from_array(b.column(oid), i),
+                ScalarValue::try_from_array(b.column(ns), i),
+            ) else {
+                continue;
+            };
+            if let ScalarValue::Utf8(Some(n)) = n {
+                out.insert(n, (o, s));
+            }
+        }
+    }
+    out
+}
+
+fn memory_exec(
+    batches: Vec<RecordBatch>,
+    schema: SchemaRef,
+    projection: Option<&Vec<usize>>,
+) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    datafusion::datasource::memory::MemorySourceConfig::try_new_exec(
+        &[batches],
+        schema,
+        projection.cloned(),
+    )
+    .map(|p| p as Arc<dyn datafusion::physical_plan::ExecutionPlan>)
+}
+
+/// `pg_class` with `relkind` set to `'m'` for Weir's materialized views, `relhasindex` for
+/// relations with secondary indexes, and one row per index (`relkind = 'i'`, `relam` 403:
+/// btree).
 #[derive(Debug)]
-struct PgClassWithMatViews {
+struct PgClassOverlay {
     inner: Arc<dyn TableProvider>,
     views: std::collections::HashSet<String>,
+    indexes: Vec<IndexRow>,
 }
 
 #[async_trait]
-impl TableProvider for PgClassWithMatViews {
+impl TableProvider for PgClassOverlay {
     fn schema(&self) -> SchemaRef {
         self.inner.schema()
     }
@@ -289,19 +425,19 @@ impl TableProvider for PgClassWithMatViews {
         _filters: &[datafusion::logical_expr::Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        let plan = self.inner.scan(state, None, &[], None).await?;
-        let batches = datafusion::physical_plan::collect(plan, state.task_ctx()).await?;
+        let batches = read_all(&self.inner, state).await?;
         let schema = self.inner.schema();
-        let (Ok(name_idx), Ok(kind_idx)) = (schema.index_of("relname"), schema.index_of("relkind"))
-        else {
-            return datafusion::datasource::memory::MemorySourceConfig::try_new_exec(
-                &[batches],
-                schema,
-                projection.cloned(),
-            )
-            .map(|p| p as Arc<dyn datafusion::physical_plan::ExecutionPlan>);
+        let (Ok(name_idx), Ok(kind_idx), Ok(has_index_idx)) = (
+            schema.index_of("relname"),
+            schema.index_of("relkind"),
+            schema.index_of("relhasindex"),
+        ) else {
+            return memory_exec(batches, schema, projection);
         };
-        let mut out = Vec::with_capacity(batches.len());
+        let indexed: std::collections::HashSet<&str> =
+            self.indexes.iter().map(|i| i.relation.as_str()).collect();
+        let oids = class_oids(&batches);
+        let mut out = Vec::with_capacity(batches.len() + self.indexes.len());
         for b in batches {
             let names =
                 arrow::array::cast::AsArray::as_string_opt::<i32>(b.column(name_idx).as_ref());
@@ -320,15 +456,251 @@ impl TableProvider for PgClassWithMatViews {
                     }
                 })
                 .collect();
+            let has_index: arrow::array::BooleanArray = (0..b.num_rows())
+                .map(|i| {
+                    let flag = b
+                        .column(has_index_idx)
+                        .as_any()
+                        .downcast_ref::<arrow::array::BooleanArray>()
+                        .map(|a| a.value(i))
+                        .unwrap_or(false);
+                    Some(flag || indexed.contains(names.value(i)))
+                })
+                .collect();
             let mut columns = b.columns().to_vec();
             columns[kind_idx] = Arc::new(fixed);
+            columns[has_index_idx] = Arc::new(has_index);
             out.push(RecordBatch::try_new(b.schema(), columns)?);
         }
-        datafusion::datasource::memory::MemorySourceConfig::try_new_exec(
-            &[out],
-            schema,
-            projection.cloned(),
-        )
-        .map(|p| p as Arc<dyn datafusion::physical_plan::ExecutionPlan>)
+        for index in &self.indexes {
+            let Some((_, namespace)) = oids.get(&index.relation) else {
+                continue;
+            };
+            let values = std::collections::HashMap::from([
+                ("oid", ScalarValue::Int32(Some(index.oid))),
+                ("relname", ScalarValue::Utf8(Some(index.name.clone()))),
+                ("relnamespace", namespace.clone()),
+                ("relam", ScalarValue::Int32(Some(403))),
+                ("relfilenode", ScalarValue::Int32(Some(index.oid))),
+                ("relpersistence", ScalarValue::Utf8(Some("p".into()))),
+                ("relkind", ScalarValue::Utf8(Some("i".into()))),
+                (
+                    "relnatts",
+                    ScalarValue::Int16(Some(index.keys.len() as i16)),
+                ),
+                ("relispopulated", ScalarValue::Boolean(Some(true))),
+                ("relreplident", ScalarValue::Utf8(Some("n".into()))),
+            ]);
+            out.push(one_row(&schema, &values)?);
+        }
+        memory_exec(out, schema, projection)
+    }
+}
+
+/// `pg_index` with one row per secondary index (after the library's rows).
+#[derive(Debug)]
+struct PgIndexOverlay {
+    inner: Arc<dyn TableProvider>,
+    /// The library's `pg_class`, for the OIDs of the indexed relations.
+    class: Arc<dyn TableProvider>,
+    indexes: Vec<IndexRow>,
+}
+
+#[async_trait]
+impl TableProvider for PgIndexOverlay {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        self.inner.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[datafusion::logical_expr::Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        let mut out = read_all(&self.inner, state).await?;
+        let schema = self.inner.schema();
+        let oids = class_oids(&read_all(&self.class, state).await?);
+        for index in &self.indexes {
+            let Some((relation, _)) = oids.get(&index.relation) else {
+                continue;
+            };
+            let join = |v: Vec<String>| ScalarValue::Utf8(Some(v.join(" ")));
+            let n = index.keys.len() as i16;
+            let values = std::collections::HashMap::from([
+                ("indexrelid", ScalarValue::Int32(Some(index.oid))),
+                ("indrelid", relation.clone()),
+                ("indnatts", ScalarValue::Int16(Some(n))),
+                ("indnkeyatts", ScalarValue::Int16(Some(n))),
+                ("indisunique", ScalarValue::Boolean(Some(index.unique))),
+                ("indimmediate", ScalarValue::Boolean(Some(true))),
+                ("indisvalid", ScalarValue::Boolean(Some(true))),
+                ("indisready", ScalarValue::Boolean(Some(true))),
+                ("indislive", ScalarValue::Boolean(Some(true))),
+                (
+                    "indkey",
+                    join(index.keys.iter().map(|k| k.to_string()).collect()),
+                ),
+                ("indcollation", join(vec!["0".into(); index.keys.len()])),
+                ("indclass", join(vec!["0".into(); index.keys.len()])),
+                (
+                    // INDOPTION_DESC | INDOPTION_NULLS_FIRST for DESC (PostgreSQL's pg_index.h)
+                    "indoption",
+                    join(
+                        index
+                            .descending
+                            .iter()
+                            .map(|d| if *d { "3" } else { "0" }.to_string())
+                            .collect(),
+                    ),
+                ),
+            ]);
+            out.push(one_row(&schema, &values)?);
+        }
+        memory_exec(out, schema, projection)
+    }
+}
+
+/// `pg_get_indexdef(index_oid [, column integer, pretty boolean])`: the `CREATE INDEX`
+/// statement of a secondary index (PostgreSQL's form: `CREATE [UNIQUE] INDEX name ON
+/// public.rel USING btree (a, b DESC)`), or with a column number `k > 0` the name of its
+/// `k`-th column; NULL for an OID that is no index. psql's `\d` reads it for `Indexes:`.
+#[derive(Debug)]
+pub struct PgGetIndexDef {
+    /// Weak: a view's plan could hold the function, and the engine holds the views.
+    engine: std::sync::Weak<Engine>,
+    signature: datafusion::logical_expr::Signature,
+}
+
+impl PgGetIndexDef {
+    /// The function over `engine`'s catalog.
+    pub fn new(engine: &Arc<Engine>) -> Self {
+        PgGetIndexDef {
+            engine: Arc::downgrade(engine),
+            signature: datafusion::logical_expr::Signature::variadic_any(
+                datafusion::logical_expr::Volatility::Stable,
+            ),
+        }
+    }
+
+    fn definition(&self, oid: i64, column: i64) -> Option<String> {
+        let engine = self.engine.upgrade()?;
+        let catalog = engine.catalog();
+        let id = u64::try_from(oid - i64::from(INDEX_OID_BASE)).ok()?;
+        let index = catalog.indexes().find(|i| i.id == id)?;
+        let relation = catalog.get(index.relation)?;
+        let name = |c: usize| quote_ident(relation.schema.field(c).name());
+        if column > 0 {
+            let c = index.columns.get(usize::try_from(column - 1).ok()?)?;
+            return Some(name(c.column));
+        }
+        let columns: Vec<String> = index
+            .columns
+            .iter()
+            .map(|c| {
+                if c.descending {
+                    format!("{} DESC", name(c.column))
+                } else {
+                    name(c.column)
+                }
+            })
+            .collect();
+        Some(format!(
+            "CREATE {}INDEX {} ON public.{} USING btree ({})",
+            if index.unique { "UNIQUE " } else { "" },
+            quote_ident(&index.name),
+            quote_ident(&relation.name),
+            columns.join(", ")
+        ))
+    }
+}
+
+impl PartialEq for PgGetIndexDef {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Weak::ptr_eq(&self.engine, &other.engine)
+    }
+}
+
+impl Eq for PgGetIndexDef {}
+
+impl std::hash::Hash for PgGetIndexDef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::sync::Weak::as_ptr(&self.engine).hash(state);
+    }
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for PgGetIndexDef {
+    fn name(&self) -> &str {
+        "pg_get_indexdef"
+    }
+
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: datafusion::logical_expr::ScalarFunctionArgs,
+    ) -> DfResult<datafusion::logical_expr::ColumnarValue> {
+        if args.args.is_empty() || args.args.len() > 3 {
+            return Err(datafusion::error::DataFusionError::Plan(
+                "pg_get_indexdef takes an index OID, and optionally a column number and a pretty flag"
+                    .into(),
+            ));
+        }
+        let n = args.number_rows;
+        let arrays = datafusion::logical_expr::ColumnarValue::values_to_arrays(&args.args)?;
+        let as_i64 = |a: &ArrayRef| arrow::compute::cast(a, &DataType::Int64);
+        let oids = as_i64(&arrays[0])?;
+        let oids = arrow::array::cast::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&oids);
+        let columns = match arrays.get(1) {
+            Some(a) => Some(as_i64(a)?),
+            None => None,
+        };
+        let columns = columns
+            .as_ref()
+            .map(arrow::array::cast::AsArray::as_primitive::<arrow::datatypes::Int64Type>);
+        let out: StringArray = (0..n)
+            .map(|i| {
+                if arrow::array::Array::is_null(oids, i) {
+                    return None;
+                }
+                let column = match columns {
+                    Some(c) if arrow::array::Array::is_null(c, i) => return None,
+                    Some(c) => c.value(i),
+                    None => 0,
+                };
+                self.definition(oids.value(i), column)
+            })
+            .collect();
+        Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(
+            out,
+        )))
+    }
+}
+
+/// An identifier as PostgreSQL's `quote_ident` prints it: bare when it is lower-case
+/// letters, digits and underscores not starting with a digit, else double-quoted.
+fn quote_ident(name: &str) -> String {
+    let bare = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if bare {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
     }
 }

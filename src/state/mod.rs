@@ -7,8 +7,9 @@
 //!   operator state     ──► StateTable (memory backend; rebuilt by replay on restart)
 //! ```
 
+pub mod index;
 pub mod store;
 pub mod table;
 
 pub use store::Store;
-pub use table::{KeyRange, StateSnapshot, StateTable};
+pub use table::{IndexedSnapshot, KeyRange, StateSnapshot, StateTable};

@@ -17,6 +17,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::ScalarValue;
@@ -48,6 +49,9 @@ pub struct KeyLayout {
     order: Vec<usize>,
     /// How many leading columns of `order` were declared as the key (primary key, group key).
     key_len: usize,
+    /// Per position of `order`: whether the column sorts descending (an index's `DESC`
+    /// column; NULLs first, as PostgreSQL's `DESC` default).
+    descending: Vec<bool>,
     converter: RowConverter,
 }
 
@@ -57,13 +61,30 @@ impl KeyLayout {
     /// # Errors
     /// Arrow errors when a column type has no row encoding.
     pub fn new(schema: SchemaRef, key: &[usize]) -> Result<Self> {
-        let mut order: Vec<usize> = key.to_vec();
-        order.extend((0..schema.fields().len()).filter(|i| !key.contains(i)));
-        let converter = converter_for(&schema, &order)?;
+        let key: Vec<(usize, bool)> = key.iter().map(|c| (*c, false)).collect();
+        Self::with_directions(schema, &key)
+    }
+
+    /// The layout of rows of `schema` keyed by the columns `key`, each `(column, descending)`:
+    /// a secondary index's columns with their `ASC`/`DESC`.
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn with_directions(schema: SchemaRef, key: &[(usize, bool)]) -> Result<Self> {
+        let mut order: Vec<usize> = key.iter().map(|(c, _)| *c).collect();
+        let mut descending: Vec<bool> = key.iter().map(|(_, d)| *d).collect();
+        for i in 0..schema.fields().len() {
+            if !order.contains(&i) {
+                order.push(i);
+                descending.push(false);
+            }
+        }
+        let converter = converter_for(&schema, &order, &descending)?;
         Ok(KeyLayout {
             schema,
             order,
             key_len: key.len(),
+            descending,
             converter,
         })
     }
@@ -76,6 +97,24 @@ impl KeyLayout {
     /// Column indexes of the declared key, in key order.
     pub fn key_columns(&self) -> &[usize] {
         &self.order[..self.key_len]
+    }
+
+    /// The encodings of the declared key columns of each row of `batch` (of this layout's
+    /// schema): the key prefixes [`StateTable::count_prefix`] takes.
+    ///
+    /// # Errors
+    /// Arrow errors when `batch` has another schema.
+    pub fn encode_key(&self, batch: &RecordBatch) -> Result<Rows> {
+        let converter = converter_for(
+            &self.schema,
+            &self.order[..self.key_len],
+            &self.descending[..self.key_len],
+        )?;
+        let columns: Vec<ArrayRef> = self.order[..self.key_len]
+            .iter()
+            .map(|i| batch.column(*i).clone())
+            .collect();
+        Ok(converter.convert_columns(&columns)?)
     }
 
     /// Encodes the rows of `batch` (of this layout's schema).
@@ -109,7 +148,8 @@ impl KeyLayout {
     /// The key prefix of the first `values.len()` columns in key order holding `values`
     /// (each already of its column's type).
     fn prefix(&self, values: &[ScalarValue]) -> Result<Vec<u8>> {
-        let converter = converter_for(&self.schema, &self.order[..values.len()])?;
+        let n = values.len();
+        let converter = converter_for(&self.schema, &self.order[..n], &self.descending[..n])?;
         let arrays = values
             .iter()
             .map(|v| v.to_array())
@@ -290,6 +330,17 @@ impl StateTable {
             total: 0,
             dirty: None,
         })
+    }
+
+    /// An empty ordered state table with the given layout (a secondary index's, see
+    /// [`KeyLayout::with_directions`]).
+    pub fn with_layout(layout: Arc<KeyLayout>) -> Self {
+        StateTable {
+            layout,
+            rows: RowMap::Ordered(OrdMap::new()),
+            total: 0,
+            dirty: None,
+        }
     }
 
     /// An empty state table kept in a hash map: an operator's private state, cheaper to
@@ -585,6 +636,64 @@ impl StateSnapshot {
     }
 }
 
+/// A relation's rows and its secondary indexes' rows (the same rows ordered by other keys),
+/// frozen together, each an O(1) [`StateSnapshot`]: what a `SELECT` reads from a table or a
+/// materialized view.
+#[derive(Debug, Clone)]
+pub struct IndexedSnapshot {
+    /// The rows in the relation's own key order.
+    pub rows: StateSnapshot,
+    /// One snapshot per secondary index (`CREATE INDEX`), in creation order.
+    pub indexes: Vec<StateSnapshot>,
+}
+
+impl IndexedSnapshot {
+    /// A relation without secondary indexes.
+    pub fn plain(rows: StateSnapshot) -> Self {
+        IndexedSnapshot {
+            rows,
+            indexes: Vec::new(),
+        }
+    }
+
+    /// The snapshot to read for a conjunction of `filters`, with its key range: the one whose
+    /// leading key columns the filters constrain most (more leading equalities first, then a
+    /// bound on the next column), the relation's own rows on a tie. O(filters × indexes).
+    ///
+    /// # Errors
+    /// Arrow errors while encoding a literal.
+    pub fn choose(&self, filters: &[Expr]) -> Result<(&StateSnapshot, KeyRange)> {
+        let mut best = &self.rows;
+        let mut best_score = narrowing(&self.rows.layout, filters);
+        for index in &self.indexes {
+            let score = narrowing(&index.layout, filters);
+            if score > best_score {
+                best = index;
+                best_score = score;
+            }
+        }
+        Ok((best, best.key_range(filters)?))
+    }
+}
+
+/// How much `filters` narrow a scan in `layout`: (leading key columns fixed by equalities,
+/// whether the next one is bounded).
+fn narrowing(layout: &KeyLayout, filters: &[Expr]) -> (usize, bool) {
+    let comparisons: Vec<_> = filters
+        .iter()
+        .filter_map(|f| key_comparison(layout, f))
+        .collect();
+    let mut fixed = 0;
+    while comparisons
+        .iter()
+        .any(|(p, op, _)| *p == fixed && *op == Operator::Eq)
+    {
+        fixed += 1;
+    }
+    let bounded = comparisons.iter().any(|(p, _, _)| *p == fixed);
+    (fixed, bounded)
+}
+
 /// A comparison `column op literal` usable on a key: (position in key order, op, value).
 fn key_comparison(layout: &KeyLayout, filter: &Expr) -> Option<(usize, Operator, ScalarValue)> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = filter else {
@@ -629,6 +738,12 @@ fn key_comparison(layout: &KeyLayout, filter: &Expr) -> Option<(usize, Operator,
         return None;
     }
     let position = layout.order.iter().position(|c| *c == index)?;
+    // On a descending column a greater value has a smaller key.
+    let op = if layout.descending[position] {
+        op.swap()?
+    } else {
+        op
+    };
     Some((position, op, value.clone()))
 }
 
@@ -728,10 +843,23 @@ fn tighter_upper(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
     }
 }
 
-fn converter_for(schema: &SchemaRef, columns: &[usize]) -> Result<RowConverter> {
+fn converter_for(
+    schema: &SchemaRef,
+    columns: &[usize],
+    descending: &[bool],
+) -> Result<RowConverter> {
     let fields = columns
         .iter()
-        .map(|i| SortField::new(schema.field(*i).data_type().clone()))
+        .zip(descending)
+        .map(|(i, d)| {
+            SortField::new_with_options(
+                schema.field(*i).data_type().clone(),
+                SortOptions {
+                    descending: *d,
+                    nulls_first: true,
+                },
+            )
+        })
         .collect();
     Ok(RowConverter::new(fields)?)
 }
@@ -915,6 +1043,61 @@ mod tests {
         assert_eq!(t.len(), 0);
         assert_eq!(before.len(), 10);
         assert_eq!(ids_in(&before, &[]).len(), 10);
+    }
+
+    #[test]
+    fn an_index_serves_filters_its_relation_key_cannot() {
+        use datafusion::prelude::{col, lit};
+        let t = keyed(1000);
+        // A descending index on `id`, and the table keyed by `id` ascending.
+        let layout =
+            Arc::new(KeyLayout::with_directions(t.schema().clone(), &[(1, true)]).unwrap());
+        let mut index = StateTable::with_layout(layout);
+        index.apply(&t.to_change().unwrap()).unwrap();
+        let desc = index.snapshot();
+        assert!(ids_in(&desc, &[]).windows(2).all(|w| w[0] > w[1]));
+        // Ranges on a descending column keep SQL's meaning and read only their rows.
+        let read = |f: Expr| {
+            let range = desc.key_range(std::slice::from_ref(&f)).unwrap();
+            ids_in_range(&desc, &range)
+        };
+        assert_eq!(read(col("id").gt(lit(497i64))), vec![499, 498]);
+        assert_eq!(read(col("id").lt_eq(lit(-499i64))), vec![-499, -500]);
+        assert_eq!(read(col("id").eq(lit(3i64))), vec![3]);
+        assert_eq!(read(lit(498i64).lt(col("id"))), vec![499]);
+        // A relation keyed by `v` chooses the index for a filter on `id`, its own rows else.
+        let by_v = {
+            let mut v = StateTable::with_key(t.schema().clone(), &[0]).unwrap();
+            v.apply(&t.to_change().unwrap()).unwrap();
+            v.snapshot()
+        };
+        let both = IndexedSnapshot {
+            rows: by_v,
+            indexes: vec![desc.clone()],
+        };
+        let filters = [col("id").gt_eq(lit(498i64))];
+        let (chosen, range) = both.choose(&filters).unwrap();
+        assert!(Arc::ptr_eq(chosen.layout(), desc.layout()));
+        assert_eq!(ids_in_range(chosen, &range), vec![499, 498]);
+        let filters = [col("v").eq(lit("v7"))];
+        let (chosen, range) = both.choose(&filters).unwrap();
+        assert!(Arc::ptr_eq(chosen.layout(), both.rows.layout()));
+        assert_eq!(ids_in_range(chosen, &range), vec![7]);
+    }
+
+    fn ids_in_range(s: &StateSnapshot, range: &KeyRange) -> Vec<i64> {
+        s.scan(range, None)
+            .unwrap()
+            .iter()
+            .flat_map(|b| {
+                b.column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect()
     }
 
     #[test]

@@ -7,12 +7,14 @@ use std::time::Instant;
 use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
+use crate::catalog::IndexDef;
 use crate::checkpoint::storage::TableChanges;
 use crate::checkpoint::{
     CheckpointCoordinator, JobSettings, RestartTracker, StateBackendKind, StateImage,
 };
 use crate::error::{Error, Result};
-use crate::state::{StateSnapshot, StateTable};
+use crate::state::index::SecondaryIndex;
+use crate::state::{IndexedSnapshot, StateTable};
 use crate::stream::change::ChangeBatch;
 use crate::stream::{Epoch, EpochInput, Operator, RelationId, plan};
 
@@ -77,6 +79,9 @@ pub struct Job {
     pub schema: SchemaRef,
     /// The view's rows (the materialize operator's state table).
     contents: StateTable,
+    /// Secondary indexes on the view: its rows again, keyed by the indexes' columns. Derived
+    /// from `contents` (never checkpointed): rebuilt after a checkpoint is loaded.
+    indexes: Vec<SecondaryIndex>,
     /// Running, restarting or failed.
     pub status: JobStatus,
     /// The checkpoint coordinator (absent for a job compiled only for EXPLAIN).
@@ -118,6 +123,7 @@ impl Job {
             sources,
             schema,
             contents,
+            indexes: Vec::new(),
             status: JobStatus::Running,
             coordinator,
             restart,
@@ -166,8 +172,36 @@ impl Job {
             .collect::<Result<Vec<_>>>()?;
         for c in &out {
             self.contents.apply(c)?;
+            for index in &mut self.indexes {
+                index.rows.apply(c)?;
+            }
         }
         Ok(out)
+    }
+
+    /// Adds a secondary index, built from the view's current rows.
+    ///
+    /// # Errors
+    /// Arrow errors.
+    pub fn add_index(&mut self, def: &IndexDef) -> Result<()> {
+        let index = SecondaryIndex::build(def, &self.contents)?;
+        self.indexes.push(index);
+        Ok(())
+    }
+
+    /// Removes the secondary index with catalog id `id` (if present).
+    pub fn remove_index(&mut self, id: RelationId) {
+        self.indexes.retain(|i| i.def.id != id);
+    }
+
+    /// Rebuilds every secondary index from the view's rows.
+    fn rebuild_indexes(&mut self) -> Result<()> {
+        let defs: Vec<IndexDef> = self.indexes.iter().map(|i| i.def.clone()).collect();
+        self.indexes = defs
+            .iter()
+            .map(|d| SecondaryIndex::build(d, &self.contents))
+            .collect::<Result<_>>()?;
+        Ok(())
     }
 
     /// Empties the job: a fresh operator tree and empty contents, status `Running`.
@@ -178,6 +212,7 @@ impl Job {
         let mut sources = BTreeSet::new();
         self.root = plan::build(&self.plan, &mut sources)?;
         self.contents = StateTable::with_key(self.schema.clone(), &plan::stream_key(&self.plan))?;
+        self.rebuild_indexes()?;
         self.status = JobStatus::Running;
         Ok(())
     }
@@ -261,12 +296,16 @@ impl Job {
             self.reset()?;
             return Err(e);
         }
-        Ok(())
+        self.rebuild_indexes()
     }
 
-    /// The view's rows as of the last processed epoch, frozen for readers in O(1).
-    pub fn snapshot(&self) -> StateSnapshot {
-        self.contents.snapshot()
+    /// The view's rows and its indexes as of the last processed epoch, frozen for readers
+    /// in O(1) each.
+    pub fn snapshot(&self) -> IndexedSnapshot {
+        IndexedSnapshot {
+            rows: self.contents.snapshot(),
+            indexes: self.indexes.iter().map(|i| i.rows.snapshot()).collect(),
+        }
     }
 
     /// The view's rows as a change batch of inserts (to backfill a downstream view).
