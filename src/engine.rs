@@ -456,6 +456,24 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Whether `name` is free for a new relation or index: `Ok(false)` when taken and
+/// `if_not_exists` says to skip.
+///
+/// # Errors
+/// `42P07` when taken and `if_not_exists` is false.
+fn name_free(catalog: &Catalog, name: &str, if_not_exists: bool) -> Result<bool> {
+    if !catalog.name_taken(name) {
+        return Ok(true);
+    }
+    if if_not_exists {
+        return Ok(false);
+    }
+    Err(Error::catalog(
+        "42P07",
+        format!("relation \"{name}\" already exists"),
+    ))
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a lock is a bug; the data it guards is still the best we have.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -1536,14 +1554,8 @@ impl Engine {
         let _df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog);
-        if catalog.name_taken(name) {
-            if if_not_exists {
-                return Ok(false);
-            }
-            return Err(Error::catalog(
-                "42P07",
-                format!("relation \"{name}\" already exists"),
-            ));
+        if !name_free(&catalog, name, if_not_exists)? {
+            return Ok(false);
         }
         let id = catalog.allocate_id();
         let def = RelationDef {
@@ -1582,14 +1594,8 @@ impl Engine {
         let settings = SessionVars::validate_job_settings(&settings, &[])?;
         let mut df = lock(&self.dataflow);
         self.check_running()?;
-        if lock(&self.catalog).name_taken(name) {
-            if if_not_exists {
-                return Ok(false);
-            }
-            return Err(Error::catalog(
-                "42P07",
-                format!("relation \"{name}\" already exists"),
-            ));
+        if !name_free(&lock(&self.catalog), name, if_not_exists)? {
+            return Ok(false);
         }
         let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
         let mut catalog = lock(&self.catalog).clone();
@@ -1772,14 +1778,8 @@ impl Engine {
         let mut df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
-        if catalog.name_taken(name) {
-            if if_not_exists {
-                return Ok(false);
-            }
-            return Err(Error::catalog(
-                "42P07",
-                format!("relation \"{name}\" already exists"),
-            ));
+        if !name_free(&catalog, name, if_not_exists)? {
+            return Ok(false);
         }
         let Some(target) = catalog.by_name(relation).cloned() else {
             return Err(Error::catalog(

@@ -296,10 +296,9 @@ impl SchemaProvider for PgCatalogOverlay {
                     .collect();
                 let indexes = self.indexes();
                 Ok(table.map(|inner| {
-                    Arc::new(PgClassOverlay {
+                    Arc::new(Overlaid {
                         inner,
-                        views,
-                        indexes,
+                        with: Overlay::Class { views, indexes },
                     }) as Arc<dyn TableProvider>
                 }))
             }
@@ -309,10 +308,9 @@ impl SchemaProvider for PgCatalogOverlay {
                 };
                 let indexes = self.indexes();
                 Ok(table.map(|inner| {
-                    Arc::new(PgIndexOverlay {
+                    Arc::new(Overlaid {
                         inner,
-                        class,
-                        indexes,
+                        with: Overlay::Index { class, indexes },
                     }) as Arc<dyn TableProvider>
                 }))
             }
@@ -398,18 +396,33 @@ fn memory_exec(
     .map(|p| p as Arc<dyn datafusion::physical_plan::ExecutionPlan>)
 }
 
-/// `pg_class` with `relkind` set to `'m'` for Weir's materialized views, `relhasindex` for
-/// relations with secondary indexes, and one row per index (`relkind = 'i'`, `relam` 403:
-/// btree).
+/// A table of the library's `pg_catalog` with Weir's rows and corrections.
 #[derive(Debug)]
-struct PgClassOverlay {
+struct Overlaid {
     inner: Arc<dyn TableProvider>,
-    views: std::collections::HashSet<String>,
-    indexes: Vec<IndexRow>,
+    with: Overlay,
+}
+
+/// What an [`Overlaid`] table changes.
+#[derive(Debug)]
+enum Overlay {
+    /// `pg_class`: `relkind` set to `'m'` for Weir's materialized views, `relhasindex` for
+    /// relations with secondary indexes, and one row per index (`relkind = 'i'`, `relam`
+    /// 403: btree).
+    Class {
+        views: std::collections::HashSet<String>,
+        indexes: Vec<IndexRow>,
+    },
+    /// `pg_index`: one row per secondary index (after the library's rows).
+    Index {
+        /// The library's `pg_class`, for the OIDs of the indexed relations.
+        class: Arc<dyn TableProvider>,
+        indexes: Vec<IndexRow>,
+    },
 }
 
 #[async_trait]
-impl TableProvider for PgClassOverlay {
+impl TableProvider for Overlaid {
     fn schema(&self) -> SchemaRef {
         self.inner.schema()
     }
@@ -427,143 +440,135 @@ impl TableProvider for PgClassOverlay {
     ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
         let batches = read_all(&self.inner, state).await?;
         let schema = self.inner.schema();
-        let (Ok(name_idx), Ok(kind_idx), Ok(has_index_idx)) = (
-            schema.index_of("relname"),
-            schema.index_of("relkind"),
-            schema.index_of("relhasindex"),
-        ) else {
-            return memory_exec(batches, schema, projection);
+        let out = match &self.with {
+            Overlay::Class { views, indexes } => class_rows(batches, &schema, views, indexes)?,
+            Overlay::Index { class, indexes } => {
+                let oids = class_oids(&read_all(class, state).await?);
+                index_rows(batches, &schema, &oids, indexes)?
+            }
         };
-        let indexed: std::collections::HashSet<&str> =
-            self.indexes.iter().map(|i| i.relation.as_str()).collect();
-        let oids = class_oids(&batches);
-        let mut out = Vec::with_capacity(batches.len() + self.indexes.len());
-        for b in batches {
-            let names =
-                arrow::array::cast::AsArray::as_string_opt::<i32>(b.column(name_idx).as_ref());
-            let kinds =
-                arrow::array::cast::AsArray::as_string_opt::<i32>(b.column(kind_idx).as_ref());
-            let (Some(names), Some(kinds)) = (names, kinds) else {
-                out.push(b);
-                continue;
-            };
-            let fixed: StringArray = (0..b.num_rows())
-                .map(|i| {
-                    let kind = arrow::array::Array::is_valid(kinds, i).then(|| kinds.value(i));
-                    match kind {
-                        Some("v") if self.views.contains(names.value(i)) => Some("m"),
-                        k => k,
-                    }
-                })
-                .collect();
-            let has_index: arrow::array::BooleanArray = (0..b.num_rows())
-                .map(|i| {
-                    let flag = b
-                        .column(has_index_idx)
-                        .as_any()
-                        .downcast_ref::<arrow::array::BooleanArray>()
-                        .map(|a| a.value(i))
-                        .unwrap_or(false);
-                    Some(flag || indexed.contains(names.value(i)))
-                })
-                .collect();
-            let mut columns = b.columns().to_vec();
-            columns[kind_idx] = Arc::new(fixed);
-            columns[has_index_idx] = Arc::new(has_index);
-            out.push(RecordBatch::try_new(b.schema(), columns)?);
-        }
-        for index in &self.indexes {
-            let Some((_, namespace)) = oids.get(&index.relation) else {
-                continue;
-            };
-            let values = std::collections::HashMap::from([
-                ("oid", ScalarValue::Int32(Some(index.oid))),
-                ("relname", ScalarValue::Utf8(Some(index.name.clone()))),
-                ("relnamespace", namespace.clone()),
-                ("relam", ScalarValue::Int32(Some(403))),
-                ("relfilenode", ScalarValue::Int32(Some(index.oid))),
-                ("relpersistence", ScalarValue::Utf8(Some("p".into()))),
-                ("relkind", ScalarValue::Utf8(Some("i".into()))),
-                (
-                    "relnatts",
-                    ScalarValue::Int16(Some(index.keys.len() as i16)),
-                ),
-                ("relispopulated", ScalarValue::Boolean(Some(true))),
-                ("relreplident", ScalarValue::Utf8(Some("n".into()))),
-            ]);
-            out.push(one_row(&schema, &values)?);
-        }
         memory_exec(out, schema, projection)
     }
 }
 
-/// `pg_index` with one row per secondary index (after the library's rows).
-#[derive(Debug)]
-struct PgIndexOverlay {
-    inner: Arc<dyn TableProvider>,
-    /// The library's `pg_class`, for the OIDs of the indexed relations.
-    class: Arc<dyn TableProvider>,
-    indexes: Vec<IndexRow>,
+/// `pg_class`'s rows with Weir's corrections and its indexes' rows.
+fn class_rows(
+    batches: Vec<RecordBatch>,
+    schema: &SchemaRef,
+    views: &std::collections::HashSet<String>,
+    indexes: &[IndexRow],
+) -> DfResult<Vec<RecordBatch>> {
+    let (Ok(name_idx), Ok(kind_idx), Ok(has_index_idx)) = (
+        schema.index_of("relname"),
+        schema.index_of("relkind"),
+        schema.index_of("relhasindex"),
+    ) else {
+        return Ok(batches);
+    };
+    let indexed: std::collections::HashSet<&str> =
+        indexes.iter().map(|i| i.relation.as_str()).collect();
+    let oids = class_oids(&batches);
+    let mut out = Vec::with_capacity(batches.len() + indexes.len());
+    for b in batches {
+        let names = arrow::array::cast::AsArray::as_string_opt::<i32>(b.column(name_idx).as_ref());
+        let kinds = arrow::array::cast::AsArray::as_string_opt::<i32>(b.column(kind_idx).as_ref());
+        let (Some(names), Some(kinds)) = (names, kinds) else {
+            out.push(b);
+            continue;
+        };
+        let fixed: StringArray = (0..b.num_rows())
+            .map(|i| {
+                let kind = arrow::array::Array::is_valid(kinds, i).then(|| kinds.value(i));
+                match kind {
+                    Some("v") if views.contains(names.value(i)) => Some("m"),
+                    k => k,
+                }
+            })
+            .collect();
+        let has_index: arrow::array::BooleanArray = (0..b.num_rows())
+            .map(|i| {
+                let flag = b
+                    .column(has_index_idx)
+                    .as_any()
+                    .downcast_ref::<arrow::array::BooleanArray>()
+                    .map(|a| a.value(i))
+                    .unwrap_or(false);
+                Some(flag || indexed.contains(names.value(i)))
+            })
+            .collect();
+        let mut columns = b.columns().to_vec();
+        columns[kind_idx] = Arc::new(fixed);
+        columns[has_index_idx] = Arc::new(has_index);
+        out.push(RecordBatch::try_new(b.schema(), columns)?);
+    }
+    for index in indexes {
+        let Some((_, namespace)) = oids.get(&index.relation) else {
+            continue;
+        };
+        let values = std::collections::HashMap::from([
+            ("oid", ScalarValue::Int32(Some(index.oid))),
+            ("relname", ScalarValue::Utf8(Some(index.name.clone()))),
+            ("relnamespace", namespace.clone()),
+            ("relam", ScalarValue::Int32(Some(403))),
+            ("relfilenode", ScalarValue::Int32(Some(index.oid))),
+            ("relpersistence", ScalarValue::Utf8(Some("p".into()))),
+            ("relkind", ScalarValue::Utf8(Some("i".into()))),
+            (
+                "relnatts",
+                ScalarValue::Int16(Some(index.keys.len() as i16)),
+            ),
+            ("relispopulated", ScalarValue::Boolean(Some(true))),
+            ("relreplident", ScalarValue::Utf8(Some("n".into()))),
+        ]);
+        out.push(one_row(schema, &values)?);
+    }
+    Ok(out)
 }
 
-#[async_trait]
-impl TableProvider for PgIndexOverlay {
-    fn schema(&self) -> SchemaRef {
-        self.inner.schema()
-    }
-
-    fn table_type(&self) -> datafusion::datasource::TableType {
-        self.inner.table_type()
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn datafusion::catalog::Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[datafusion::logical_expr::Expr],
-        _limit: Option<usize>,
-    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        let mut out = read_all(&self.inner, state).await?;
-        let schema = self.inner.schema();
-        let oids = class_oids(&read_all(&self.class, state).await?);
-        for index in &self.indexes {
-            let Some((relation, _)) = oids.get(&index.relation) else {
-                continue;
-            };
-            let join = |v: Vec<String>| ScalarValue::Utf8(Some(v.join(" ")));
-            let n = index.keys.len() as i16;
-            let values = std::collections::HashMap::from([
-                ("indexrelid", ScalarValue::Int32(Some(index.oid))),
-                ("indrelid", relation.clone()),
-                ("indnatts", ScalarValue::Int16(Some(n))),
-                ("indnkeyatts", ScalarValue::Int16(Some(n))),
-                ("indisunique", ScalarValue::Boolean(Some(index.unique))),
-                ("indimmediate", ScalarValue::Boolean(Some(true))),
-                ("indisvalid", ScalarValue::Boolean(Some(true))),
-                ("indisready", ScalarValue::Boolean(Some(true))),
-                ("indislive", ScalarValue::Boolean(Some(true))),
-                (
-                    "indkey",
-                    join(index.keys.iter().map(|k| k.to_string()).collect()),
+/// `pg_index`'s rows and one row per secondary index.
+fn index_rows(
+    mut out: Vec<RecordBatch>,
+    schema: &SchemaRef,
+    oids: &std::collections::HashMap<String, (ScalarValue, ScalarValue)>,
+    indexes: &[IndexRow],
+) -> DfResult<Vec<RecordBatch>> {
+    for index in indexes {
+        let Some((relation, _)) = oids.get(&index.relation) else {
+            continue;
+        };
+        let join = |v: Vec<String>| ScalarValue::Utf8(Some(v.join(" ")));
+        let n = index.keys.len() as i16;
+        let values = std::collections::HashMap::from([
+            ("indexrelid", ScalarValue::Int32(Some(index.oid))),
+            ("indrelid", relation.clone()),
+            ("indnatts", ScalarValue::Int16(Some(n))),
+            ("indnkeyatts", ScalarValue::Int16(Some(n))),
+            ("indisunique", ScalarValue::Boolean(Some(index.unique))),
+            ("indimmediate", ScalarValue::Boolean(Some(true))),
+            ("indisvalid", ScalarValue::Boolean(Some(true))),
+            ("indisready", ScalarValue::Boolean(Some(true))),
+            ("indislive", ScalarValue::Boolean(Some(true))),
+            (
+                "indkey",
+                join(index.keys.iter().map(|k| k.to_string()).collect()),
+            ),
+            ("indcollation", join(vec!["0".into(); index.keys.len()])),
+            ("indclass", join(vec!["0".into(); index.keys.len()])),
+            (
+                // INDOPTION_DESC | INDOPTION_NULLS_FIRST for DESC (PostgreSQL's pg_index.h)
+                "indoption",
+                join(
+                    index
+                        .descending
+                        .iter()
+                        .map(|d| if *d { "3" } else { "0" }.to_string())
+                        .collect(),
                 ),
-                ("indcollation", join(vec!["0".into(); index.keys.len()])),
-                ("indclass", join(vec!["0".into(); index.keys.len()])),
-                (
-                    // INDOPTION_DESC | INDOPTION_NULLS_FIRST for DESC (PostgreSQL's pg_index.h)
-                    "indoption",
-                    join(
-                        index
-                            .descending
-                            .iter()
-                            .map(|d| if *d { "3" } else { "0" }.to_string())
-                            .collect(),
-                    ),
-                ),
-            ]);
-            out.push(one_row(&schema, &values)?);
-        }
-        memory_exec(out, schema, projection)
+            ),
+        ]);
+        out.push(one_row(schema, &values)?);
     }
+    Ok(out)
 }
 
 /// `pg_get_indexdef(index_oid [, column integer, pretty boolean])`: the `CREATE INDEX`

@@ -978,19 +978,7 @@ mod tests {
     }
 
     fn ids_in(s: &StateSnapshot, filters: &[Expr]) -> Vec<i64> {
-        let range = s.key_range(filters).unwrap();
-        s.scan(&range, None)
-            .unwrap()
-            .iter()
-            .flat_map(|b| {
-                b.column(1)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect()
+        ids_in_range(s, &s.key_range(filters).unwrap())
     }
 
     #[test]
