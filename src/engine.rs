@@ -98,6 +98,8 @@ struct TableData {
     last_epoch: Epoch,
     /// The newest changelog sequence number the durable snapshot holds (0: none).
     snapshot_seq: u64,
+    /// The epoch of the entry at `snapshot_seq`.
+    snapshot_epoch: Epoch,
     /// When the snapshot last took a step.
     snapshot_at: Instant,
     /// Rows written since the snapshot's last step.
@@ -145,6 +147,7 @@ impl TableData {
             next_seq: 1,
             last_epoch: Epoch(0),
             snapshot_seq: 0,
+            snapshot_epoch: Epoch(0),
             snapshot_at: Instant::now(),
             unsnapshotted_rows: 0,
             epoch_seqs: VecDeque::new(),
@@ -245,6 +248,7 @@ impl TableData {
                 from_snapshot += *count as usize;
             }
             self.snapshot_seq = snap.seq;
+            self.snapshot_epoch = snap.epoch;
             self.next_seq = snap.seq + 1;
             self.last_epoch = snap.epoch;
         }
@@ -262,7 +266,8 @@ impl TableData {
 
     /// Takes a snapshot step if one is due: writes the rows changed since the last step and
     /// truncates the changelog through the newest entry of an epoch `<= keep_after` that the
-    /// snapshot holds. Cost: the rows changed, and a range delete.
+    /// snapshot holds. Between steps, only truncates entries the durable snapshot already
+    /// holds (no rows written). Cost: the rows changed, and a range delete.
     fn snapshot_step(
         &mut self,
         store: &Store,
@@ -275,7 +280,11 @@ impl TableData {
             && (force
                 || self.snapshot_at.elapsed() >= interval
                 || self.unsnapshotted_rows >= TABLE_SNAPSHOT_MAX_ROWS);
-        let seq = self.next_seq - 1;
+        let seq = if due {
+            self.next_seq - 1
+        } else {
+            self.snapshot_seq
+        };
         let truncate_through = self
             .epoch_seqs
             .iter()
@@ -283,7 +292,18 @@ impl TableData {
             .last()
             .map(|(_, s)| *s)
             .unwrap_or(0);
-        if !due && truncate_through == 0 {
+        if !due {
+            if truncate_through > 0 {
+                store.write_table_snapshot(
+                    id,
+                    &[],
+                    false,
+                    self.snapshot_seq,
+                    self.snapshot_epoch,
+                    truncate_through,
+                )?;
+                self.forget_entries_through(truncate_through);
+            }
             return Ok(());
         }
         // Changes are tracked from the table's creation or load on; should they not be, the
@@ -300,15 +320,10 @@ impl TableData {
         };
         store.write_table_snapshot(id, &changed, full, seq, self.last_epoch, truncate_through)?;
         self.snapshot_seq = seq;
+        self.snapshot_epoch = self.last_epoch;
         self.snapshot_at = Instant::now();
         self.unsnapshotted_rows = 0;
-        while self
-            .epoch_seqs
-            .front()
-            .is_some_and(|(_, s)| *s <= truncate_through)
-        {
-            self.epoch_seqs.pop_front();
-        }
+        self.forget_entries_through(truncate_through);
         debug!(
             table = %self.name,
             rows = changed.len(),
@@ -317,6 +332,13 @@ impl TableData {
             "table snapshot step"
         );
         Ok(())
+    }
+
+    /// Drops the bookkeeping of changelog entries up to `seq` (truncated).
+    fn forget_entries_through(&mut self, seq: u64) {
+        while self.epoch_seqs.front().is_some_and(|(_, s)| *s <= seq) {
+            self.epoch_seqs.pop_front();
+        }
     }
 
     /// The contents as of the last processed epoch: current contents minus pending changes.

@@ -171,10 +171,11 @@ fn classify_datafusion(e: DataFusionError) -> Error {
         );
     }
     if message.contains("does not support logical expression ScalarSubquery") {
-        // DataFusion decorrelates a correlated scalar subquery only when its correlation is an
-        // equality (`x.k = t.k`).
+        // DataFusion decorrelates a correlated scalar subquery when its correlation is an
+        // equality (`x.k = t.k`), Weir's rule when it is an aggregate over a filter
+        // (`crate::sql::decorrelate`); other shapes reach the executor.
         return Error::not_supported(
-            "a correlated scalar subquery whose correlation is not an equality (such as x.b < t.b) is not supported",
+            "this correlated scalar subquery is not supported: it must be an aggregate (such as count or max) or be correlated by equalities only",
         );
     }
     let lower = message.to_ascii_lowercase();
