@@ -15,61 +15,18 @@
 //! and the resident memory after the load. Run: `cargo bench --bench scaling` (the test
 //! build's features share its artifacts: `cargo bench --features failpoints --bench scaling`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures::SinkExt;
+mod support;
 
-fn rss_mib(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
-}
-
-fn median_ms(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    let n = samples.len();
-    let mid = if n % 2 == 1 {
-        samples[n / 2]
-    } else {
-        (samples[n / 2 - 1] + samples[n / 2]) / 2
-    };
-    mid.as_secs_f64() * 1000.0
-}
-
-/// A deterministic pseudo-random permutation step (splitmix64), for keys to probe.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+use support::{median_ms, mix, rss_mib};
 
 async fn load(client: &tokio_postgres::Client, rows: u64) {
-    const CHUNK: u64 = 500_000;
-    let mut start = 0;
-    while start < rows {
-        let end = (start + CHUNK).min(rows);
-        let sink = client.copy_in("COPY t FROM STDIN CSV").await.expect("copy");
-        futures::pin_mut!(sink);
-        let mut buf = String::with_capacity(((end - start) * 24) as usize);
-        for id in start..end {
-            use std::fmt::Write;
-            let _ = writeln!(buf, "{id},{},{}", id % 1000, mix(id) % 1_000_000);
-            if buf.len() > (1 << 20) {
-                sink.send(bytes::Bytes::from(std::mem::take(&mut buf)))
-                    .await
-                    .expect("send");
-            }
-        }
-        sink.send(bytes::Bytes::from(buf)).await.expect("send");
-        sink.finish().await.expect("finish");
-        start = end;
-    }
+    support::copy_rows(client, rows, |id, buf| {
+        use std::fmt::Write;
+        let _ = writeln!(buf, "{id},{},{}", id % 1000, mix(id) % 1_000_000);
+    })
+    .await;
 }
 
 struct Figures {
@@ -85,28 +42,8 @@ struct Figures {
 async fn measure(rows: u64, samples: usize) -> Figures {
     let dir = std::env::temp_dir().join(format!("weir-scaling-{}-{rows}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let engine = weir::open(&dir, Duration::from_millis(250))
-        .await
-        .expect("open");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(weir::server::run(listener, engine.clone(), async move {
-        let _ = stopped.await;
-    }));
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host("127.0.0.1")
-        .port(addr.port())
-        .user("weir")
-        .dbname("weir");
-    let (client, conn) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    let conn = tokio::spawn(conn);
+    let srv = support::Server::start(&dir).await;
+    let client = &srv.client;
     client
         .batch_execute(
             "CREATE TABLE t (id BIGINT PRIMARY KEY, grp BIGINT, v BIGINT);
@@ -116,7 +53,7 @@ async fn measure(rows: u64, samples: usize) -> Figures {
         .await
         .expect("schema");
     let t0 = Instant::now();
-    load(&client, rows).await;
+    load(client, rows).await;
     client.batch_execute("FLUSH").await.expect("flush");
     let load_s = t0.elapsed().as_secs_f64();
     let rss = rss_mib("VmRSS:");
@@ -165,12 +102,7 @@ async fn measure(rows: u64, samples: usize) -> Figures {
         pp.push(t.elapsed());
         assert_eq!(r.len(), 1, "row {k} of proj");
     }
-    drop(client);
-    let _ = conn.await;
-    let _ = stop.send(());
-    let _ = server.await;
-    engine.shutdown().await.expect("shutdown");
-    drop(engine);
+    srv.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     Figures {
         rows,

@@ -275,6 +275,20 @@ fn views(rng: &mut StdRng) -> Vec<(String, String)> {
             "v_corr".into(),
             "SELECT k, (SELECT count(*) FROM b WHERE b.k = a.k) AS n FROM a".into(),
         ),
+        (
+            "v_in".into(),
+            "SELECT k, v FROM a WHERE k IN (SELECT k FROM b WHERE w > 0)".into(),
+        ),
+        (
+            // NOT IN with PostgreSQL's NULL rule (b.w has NULLs).
+            "v_notin".into(),
+            "SELECT k, v FROM a WHERE v NOT IN (SELECT w FROM b)".into(),
+        ),
+        (
+            "v_notexists".into(),
+            "SELECT k, v FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.w < 0)"
+                .into(),
+        ),
     ]
 }
 

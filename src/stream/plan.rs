@@ -22,6 +22,7 @@ use crate::stream::ops::hash_join::{HashJoin, JoinKind};
 use crate::stream::ops::nullable_schema;
 use crate::stream::ops::project::Project;
 use crate::stream::ops::scan::Scan;
+use crate::stream::ops::semi_join::{SemiJoin, SemiKind};
 use crate::stream::ops::union::Union;
 use crate::stream::ops::values::Values;
 use crate::stream::{Operator, RelationId};
@@ -187,9 +188,15 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
             )?))
         }
         LogicalPlan::Join(j) => {
+            let semi = match j.join_type {
+                JoinType::LeftSemi => Some(SemiKind::Semi),
+                JoinType::LeftAnti if j.null_aware => Some(SemiKind::NullAwareAnti),
+                JoinType::LeftAnti => Some(SemiKind::Anti),
+                _ => None,
+            };
             let kind = match j.join_type {
                 JoinType::Inner => JoinKind::Inner,
-                JoinType::Left => JoinKind::Left,
+                JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti => JoinKind::Left,
                 JoinType::Right => JoinKind::Right,
                 JoinType::Full => JoinKind::Full,
                 other => {
@@ -201,6 +208,17 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
             if j.on.is_empty() {
                 return Err(Error::not_supported(
                     "a join without an equality condition (cross join) in a materialized view is not supported",
+                ));
+            }
+            if j.filter.is_some() && semi.is_some() {
+                return Err(Error::not_supported(
+                    "IN, EXISTS or NOT EXISTS with a correlation that is not an equality in a materialized view is not supported",
+                ));
+            }
+            if j.null_equality == datafusion::common::NullEquality::NullEqualsNull && semi.is_some()
+            {
+                return Err(Error::not_supported(
+                    "a semi or anti join matching NULL keys in a materialized view is not supported",
                 ));
             }
             if j.filter.is_some() && kind != JoinKind::Inner {
@@ -238,6 +256,11 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                 )?);
                 left_keys.push(physical(&le, j.left.schema())?);
                 right_keys.push(physical(&re, j.right.schema())?);
+            }
+            if let Some(semi) = semi {
+                return Ok(Box::new(SemiJoin::try_new(
+                    left, right, left_keys, right_keys, key_types, semi,
+                )?));
             }
             let schema = nullable_schema(j.schema.as_arrow());
             let mut op: Box<dyn Operator> = Box::new(

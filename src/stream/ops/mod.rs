@@ -5,6 +5,7 @@ pub mod hash_agg;
 pub mod hash_join;
 pub mod project;
 pub mod scan;
+pub mod semi_join;
 pub mod union;
 pub mod values;
 
