@@ -215,10 +215,10 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                     "IN, EXISTS or NOT EXISTS with a correlation that is not an equality in a materialized view is not supported",
                 ));
             }
-            if j.null_equality == datafusion::common::NullEquality::NullEqualsNull && semi.is_some()
-            {
+            let nulls_match = j.null_equality == datafusion::common::NullEquality::NullEqualsNull;
+            if nulls_match && semi == Some(SemiKind::NullAwareAnti) {
                 return Err(Error::not_supported(
-                    "a semi or anti join matching NULL keys in a materialized view is not supported",
+                    "NOT IN matching NULL keys in a materialized view is not supported",
                 ));
             }
             if j.filter.is_some() && kind != JoinKind::Inner {
@@ -258,16 +258,15 @@ pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<B
                 right_keys.push(physical(&re, j.right.schema())?);
             }
             if let Some(semi) = semi {
-                return Ok(Box::new(SemiJoin::try_new(
-                    left, right, left_keys, right_keys, key_types, semi,
-                )?));
+                return Ok(Box::new(
+                    SemiJoin::try_new(left, right, left_keys, right_keys, key_types, semi)?
+                        .with_nulls_matching(nulls_match),
+                ));
             }
             let schema = nullable_schema(j.schema.as_arrow());
             let mut op: Box<dyn Operator> = Box::new(
                 HashJoin::try_new(left, right, left_keys, right_keys, key_types, kind, schema)?
-                    .with_nulls_matching(
-                        j.null_equality == datafusion::common::NullEquality::NullEqualsNull,
-                    ),
+                    .with_nulls_matching(nulls_match),
             );
             if let Some(f) = &j.filter {
                 let predicate = physical(f, &j.schema)?;

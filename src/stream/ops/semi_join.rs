@@ -43,6 +43,8 @@ pub struct SemiJoin {
     left_keys: Vec<Arc<dyn PhysicalExpr>>,
     right_keys: Vec<Arc<dyn PhysicalExpr>>,
     kind: SemiKind,
+    /// Whether NULL keys match each other (`INTERSECT`, `EXCEPT`) instead of nothing.
+    nulls_match: bool,
     schema: SchemaRef,
     key_converter: RowConverter,
     left_rows: RowConverter,
@@ -87,6 +89,7 @@ impl SemiJoin {
             left_keys,
             right_keys,
             kind,
+            nulls_match: false,
             schema,
             key_converter,
             left_rows,
@@ -97,6 +100,13 @@ impl SemiJoin {
             left_seen,
             right_seen,
         })
+    }
+
+    /// Makes NULL keys match each other, as DataFusion plans `INTERSECT` and `EXCEPT`
+    /// (a NULL key is then an ordinary key).
+    pub fn with_nulls_matching(mut self, nulls_match: bool) -> Self {
+        self.nulls_match = nulls_match;
+        self
     }
 
     fn passes(&self, key: Option<&[u8]>, count: i64, right: RightView) -> bool {
@@ -123,7 +133,7 @@ impl SemiJoin {
         let rows = self.key_converter.convert_columns(&cols)?;
         Ok((0..n)
             .map(|i| {
-                if cols.iter().any(|c| c.is_null(i)) {
+                if !self.nulls_match && cols.iter().any(|c| c.is_null(i)) {
                     None
                 } else {
                     Some(Box::from(rows.row(i).data()))
