@@ -8,9 +8,9 @@
 //! their ratios. Run: `cargo bench --features failpoints --bench restart`.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures::SinkExt;
+mod support;
 
 fn dir_bytes(dir: &Path) -> u64 {
     let mut total = 0;
@@ -27,71 +27,17 @@ fn dir_bytes(dir: &Path) -> u64 {
     total
 }
 
-struct Server {
-    engine: std::sync::Arc<weir::Engine>,
-    client: tokio_postgres::Client,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<weir::Result<()>>,
-}
-
-async fn start(dir: &Path) -> Server {
-    let engine = weir::open(dir, Duration::from_millis(250))
-        .await
-        .expect("open");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(weir::server::run(listener, engine.clone(), async move {
-        let _ = stopped.await;
-    }));
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host("127.0.0.1")
-        .port(addr.port())
-        .user("weir")
-        .dbname("weir");
-    let (client, conn) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(conn);
-    Server {
-        engine,
-        client,
-        stop,
-        task,
-    }
-}
-
-async fn stop(s: Server) {
-    drop(s.client);
-    let _ = s.stop.send(());
-    let _ = s.task.await;
-    s.engine.shutdown().await.expect("shutdown");
-}
-
 async fn load(client: &tokio_postgres::Client, rows: u64) {
-    let sink = client.copy_in("COPY t FROM STDIN CSV").await.expect("copy");
-    futures::pin_mut!(sink);
-    let mut buf = String::new();
-    for id in 0..rows {
+    support::copy_rows(client, rows, |id, buf| {
         use std::fmt::Write;
         let _ = writeln!(buf, "{id},{},{}", id % 1000, id % 977);
-        if buf.len() > (1 << 20) {
-            sink.send(bytes::Bytes::from(std::mem::take(&mut buf)))
-                .await
-                .expect("send");
-        }
-    }
-    sink.send(bytes::Bytes::from(buf)).await.expect("send");
-    sink.finish().await.expect("finish");
+    })
+    .await;
 }
 
 /// Builds the history, stops, restarts; returns (restart seconds, data directory bytes).
 async fn scenario(dir: &Path, rows: u64, churn: usize) -> (f64, u64) {
-    let s = start(dir).await;
+    let s = support::Server::start(dir).await;
     s.client
         .batch_execute(
             "CREATE TABLE t (id BIGINT PRIMARY KEY, grp BIGINT, v BIGINT);
@@ -108,10 +54,10 @@ async fn scenario(dir: &Path, rows: u64, churn: usize) -> (f64, u64) {
         load(&s.client, rows).await;
     }
     s.client.batch_execute("FLUSH").await.expect("flush");
-    stop(s).await;
+    s.stop().await;
     let bytes = dir_bytes(dir);
     let t0 = Instant::now();
-    let s = start(dir).await;
+    let s = support::Server::start(dir).await;
     let got = s
         .client
         .query_one("SELECT sum(n)::BIGINT, sum(s)::BIGINT FROM agg", &[])
@@ -121,7 +67,7 @@ async fn scenario(dir: &Path, rows: u64, churn: usize) -> (f64, u64) {
     let expected_sum: i64 = (0..rows as i64).map(|id| id % 977).sum();
     assert_eq!(got.get::<_, i64>(0), rows as i64, "rows after restart");
     assert_eq!(got.get::<_, i64>(1), expected_sum, "sum after restart");
-    stop(s).await;
+    s.stop().await;
     (restart, bytes)
 }
 

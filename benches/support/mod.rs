@@ -1,5 +1,8 @@
 //! Helpers shared by the end-to-end benches.
 
+// Each bench compiles this module on its own and uses a part of it.
+#![allow(dead_code)]
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
