@@ -721,15 +721,20 @@ impl Session {
         }
     }
 
-    /// Plans a SELECT; when its output names repeat (legal in PostgreSQL: `SELECT 1, 1`), plans
-    /// it with unique internal names and returns the names to show.
+    /// Plans a SELECT and returns the output names to show when they differ from the plan's
+    /// (PostgreSQL's names, [`names::shown_names`]); when its output names repeat (legal in
+    /// PostgreSQL: `SELECT 1, 1`), plans it with unique internal names.
     async fn plan_select(
         &self,
         sql: &str,
         stmt: Statement,
     ) -> Result<(LogicalPlan, Option<Vec<String>>)> {
         match self.plan_with_fallback(sql, stmt.clone()).await {
-            Ok(plan) => Ok((plan, None)),
+            Ok(plan) => {
+                let planned = field_names(&plan);
+                let shown = names::shown_names(&stmt, &planned);
+                Ok((plan, shown))
+            }
             Err(e) if is_duplicate_name_error(&e) => match names::unique_output_names(&stmt) {
                 Some((renamed, shown)) => {
                     let plan = self.plan_statement(renamed).await?;
@@ -755,27 +760,23 @@ impl Session {
             ));
         }
         let (plan, shown) = self.plan_select(query, stmt.clone()).await?;
-        // With repeated output names the subquery below needs the internal unique names
-        // (`SELECT 38 AS c, -x AS c`); PostgreSQL allows them when the list renames them.
+        let planned = field_names(&plan);
+        // With repeated output names the plan has internal unique names and the subquery
+        // below needs them (`SELECT 38 AS c, -x AS c`); PostgreSQL allows them when the list
+        // renames them.
         let mut inner = query.to_string();
-        let own: Vec<String> = match shown {
-            Some(names) => {
-                if let Some((renamed, _)) = names::unique_output_names(&stmt) {
-                    let text = renamed.to_string();
-                    // The printed tree must parse back to itself (see `parse::view_query_text`).
-                    if parse_one(&text).ok().as_ref() == Some(&renamed) {
-                        inner = text;
-                    }
-                }
-                names
+        if planned
+            .iter()
+            .any(|n| n.starts_with(names::INTERNAL_PREFIX))
+            && let Some((renamed, _)) = names::unique_output_names(&stmt)
+        {
+            let text = renamed.to_string();
+            // The printed tree must parse back to itself (see `parse::view_query_text`).
+            if parse_one(&text).ok().as_ref() == Some(&renamed) {
+                inner = text;
             }
-            None => plan
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect(),
-        };
+        }
+        let own: Vec<String> = shown.unwrap_or_else(|| planned.clone());
         if columns.len() > own.len() {
             return Err(Error::plan(
                 "42601",
@@ -793,7 +794,8 @@ impl Session {
                 ));
             }
         }
-        if columns.is_empty() {
+        // Unaliased expressions are named PostgreSQL's way (`count`, not `count(*)`).
+        if all == planned {
             return Ok(query.to_string());
         }
         let list: Vec<String> = all
@@ -1313,6 +1315,15 @@ fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch>
 fn is_duplicate_name_error(e: &Error) -> bool {
     let m = e.to_string().to_ascii_lowercase();
     m.contains("unique expression names") || m.contains("duplicate")
+}
+
+/// The output column names of a plan.
+fn field_names(plan: &LogicalPlan) -> Vec<String> {
+    plan.schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
 }
 
 /// `schema` with its fields renamed to `names` (when given and of the same length).

@@ -1,16 +1,29 @@
-//! Output column names of a SELECT list, PostgreSQL's way, for queries whose names repeat.
+//! Output column names of a SELECT list, PostgreSQL's way.
 //!
-//! PostgreSQL lets a SELECT list repeat a name (`SELECT 1, 1`, `SELECT 38 AS c, -x AS c`); a
-//! DataFusion plan may not. Such a query is planned with unique internal aliases and its
-//! result is shown under the names PostgreSQL gives (its `FigureColname`, parser/parse_target.c:
-//! the alias; else a column's name; else a function's name; else `?column?`).
+//! DataFusion names an unaliased expression by its text (`count(*)`, `Int64(1)`); PostgreSQL
+//! by its `FigureColname` (parser/parse_target.c: the alias; else a column's name; else a
+//! function's name; a cast's type name; else `?column?`). Results and materialized views'
+//! columns are shown under PostgreSQL's names ([`shown_names`]).
+//!
+//! PostgreSQL also lets a SELECT list repeat a name (`SELECT 1, 1`, `SELECT 38 AS c, -x AS
+//! c`); a DataFusion plan may not. Such a query is planned with unique internal aliases
+//! ([`unique_output_names`]).
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, OrderByKind, SelectItem, SetExpr, Statement, Value, ValueWithSpan,
+    DataType, ExactNumberInfo, Expr, Ident, OrderByKind, Query, Select, SelectItem, SetExpr,
+    Statement, TimezoneInfo, Value, ValueWithSpan,
 };
 
 /// The name PostgreSQL shows for an unaliased SELECT-list expression.
 pub fn figure_name(e: &Expr) -> String {
+    figure(e).0
+}
+
+/// PostgreSQL's `FigureColnameInternal`: a name and its strength (2: a column, function or
+/// keyword construct; 1: a `CASE` or a cast's type name; 0: nothing better than `?column?`).
+/// A cast keeps its argument's name when that is strong, else takes the type's name (`1::int`
+/// is `int4`, `(a + 1)::text` is `text`).
+fn figure(e: &Expr) -> (String, u8) {
     fn ident(i: &Ident) -> String {
         if i.quote_style.is_some() {
             i.value.clone()
@@ -18,22 +31,183 @@ pub fn figure_name(e: &Expr) -> String {
             i.value.to_ascii_lowercase()
         }
     }
+    let strong = |n: &str| (n.to_string(), 2);
     match e {
-        Expr::Identifier(i) => ident(i),
-        Expr::CompoundIdentifier(parts) => parts.last().map(ident).unwrap_or_default(),
+        Expr::Identifier(i) => (ident(i), 2),
+        Expr::CompoundIdentifier(parts) => parts
+            .last()
+            .map(|p| (ident(p), 2))
+            .unwrap_or_else(|| ("?column?".into(), 0)),
         Expr::Function(f) => f
             .name
             .0
             .last()
             .and_then(|p| p.as_ident())
-            .map(ident)
-            .unwrap_or_else(|| "?column?".into()),
-        Expr::Nested(inner) => figure_name(inner),
-        Expr::Cast { expr, .. } => figure_name(expr),
-        Expr::Case { .. } => "case".into(),
-        _ => "?column?".into(),
+            .map(|i| match ident(i).as_str() {
+                // The SQL-standard spellings PostgreSQL turns into other functions.
+                "trim" => strong("btrim"),
+                n => strong(n),
+            })
+            .unwrap_or_else(|| ("?column?".into(), 0)),
+        Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => figure(inner),
+        Expr::Cast {
+            expr, data_type, ..
+        } => {
+            let (name, strength) = figure(expr);
+            if strength <= 1 {
+                (type_name(data_type), 1)
+            } else {
+                (name, strength)
+            }
+        }
+        Expr::TypedString(ts) => (type_name(&ts.data_type), 1),
+        Expr::Interval(_) => ("interval".into(), 1),
+        Expr::Case { .. } => ("case".into(), 1),
+        Expr::Exists { .. } => strong("exists"),
+        Expr::Array(_) => strong("array"),
+        Expr::Tuple(_) => strong("row"),
+        Expr::Extract { .. } => strong("extract"),
+        Expr::Substring { .. } => strong("substring"),
+        Expr::Trim { .. } => strong("btrim"),
+        Expr::Position { .. } => strong("position"),
+        Expr::Overlay { .. } => strong("overlay"),
+        Expr::Ceil { .. } => strong("ceil"),
+        Expr::Floor { .. } => strong("floor"),
+        Expr::AtTimeZone { .. } => strong("timezone"),
+        Expr::Subquery(q) => match first_item_name(q) {
+            Some(n) => (n, 2),
+            None => ("?column?".into(), 0),
+        },
+        _ => ("?column?".into(), 0),
     }
 }
+
+/// The name PostgreSQL gives a cast to `t` when its argument has no name of its own: the
+/// last word of the type's internal name (`int4`, `float8`, `varchar`, `timestamptz`).
+fn type_name(t: &DataType) -> String {
+    match t {
+        DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) => "int4".into(),
+        DataType::BigInt(_) | DataType::Int8(_) => "int8".into(),
+        DataType::SmallInt(_) | DataType::Int2(_) => "int2".into(),
+        DataType::Real | DataType::Float4 => "float4".into(),
+        DataType::Double(_) | DataType::DoublePrecision | DataType::Float8 => "float8".into(),
+        DataType::Float(info) => match info {
+            ExactNumberInfo::Precision(p) | ExactNumberInfo::PrecisionAndScale(p, _)
+                if *p <= 24 =>
+            {
+                "float4".into()
+            }
+            _ => "float8".into(),
+        },
+        DataType::Numeric(_) | DataType::Decimal(_) | DataType::Dec(_) => "numeric".into(),
+        DataType::Bool | DataType::Boolean => "bool".into(),
+        DataType::Varchar(_) | DataType::CharacterVarying(_) | DataType::CharVarying(_) => {
+            "varchar".into()
+        }
+        DataType::Char(_) | DataType::Character(_) => "bpchar".into(),
+        DataType::Timestamp(_, tz) => match tz {
+            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => "timestamptz".into(),
+            _ => "timestamp".into(),
+        },
+        DataType::Time(_, tz) => match tz {
+            TimezoneInfo::WithTimeZone | TimezoneInfo::Tz => "timetz".into(),
+            _ => "time".into(),
+        },
+        DataType::Custom(name, _) => name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(|i| i.value.to_ascii_lowercase())
+            .unwrap_or_else(|| "?column?".into()),
+        DataType::Array(_) => "array".into(),
+        other => {
+            let text = other.to_string().to_ascii_lowercase();
+            text.split(['(', ' '])
+                .next()
+                .unwrap_or("?column?")
+                .to_string()
+        }
+    }
+}
+
+/// The shown name of the first output column of a query (a scalar subquery's name).
+fn first_item_name(q: &Query) -> Option<String> {
+    match leftmost_select(&q.body)?.projection.first()? {
+        SelectItem::UnnamedExpr(e) => Some(figure_name(e)),
+        SelectItem::ExprWithAlias { alias, .. } => Some(alias_name(alias)),
+        _ => None,
+    }
+}
+
+/// The SELECT whose list names a query's columns: the body itself, or the leftmost branch
+/// of a set operation (PostgreSQL names a `UNION`'s columns after its first branch).
+fn leftmost_select(body: &SetExpr) -> Option<&Select> {
+    match body {
+        SetExpr::Select(s) => Some(s),
+        SetExpr::Query(q) => leftmost_select(&q.body),
+        SetExpr::SetOperation { left, .. } => leftmost_select(left),
+        _ => None,
+    }
+}
+
+fn alias_name(alias: &Ident) -> String {
+    if alias.quote_style.is_some() {
+        alias.value.clone()
+    } else {
+        alias.value.to_ascii_lowercase()
+    }
+}
+
+/// The output names PostgreSQL shows for a query whose plan names its columns
+/// `planned` (DataFusion names unaliased expressions by their text: `count(*)`, `Int64(1)`).
+/// Each unaliased SELECT-list item gets [`figure_name`]; a wildcard's columns keep their
+/// names. `None` when the statement is not a query, its list has more than one wildcard, or
+/// the names would not change.
+pub fn shown_names(stmt: &Statement, planned: &[String]) -> Option<Vec<String>> {
+    let Statement::Query(query) = stmt else {
+        return None;
+    };
+    let select = leftmost_select(&query.body)?;
+    let items = &select.projection;
+    let wildcards = items
+        .iter()
+        .filter(|i| {
+            matches!(
+                i,
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+            )
+        })
+        .count();
+    if wildcards > 1 || (wildcards == 0 && items.len() != planned.len()) {
+        return None;
+    }
+    if items.len() - wildcards > planned.len() {
+        return None;
+    }
+    let mut names = planned.to_vec();
+    let mut from_end = false;
+    for (i, item) in items.iter().enumerate() {
+        let name = match item {
+            SelectItem::UnnamedExpr(e) => figure_name(e),
+            SelectItem::ExprWithAlias { alias, .. } => alias_name(alias),
+            _ => {
+                from_end = true;
+                continue;
+            }
+        };
+        // Items after the wildcard are counted from the end of the output.
+        let at = if from_end {
+            planned.len() - (items.len() - i)
+        } else {
+            i
+        };
+        names[at] = name;
+    }
+    (names != planned).then_some(names)
+}
+
+/// The start of the internal output names of [`unique_output_names`].
+pub const INTERNAL_PREFIX: &str = "weir_output_";
 
 /// The statement with every SELECT-list item aliased to a unique internal name, and the names
 /// to show; `None` when the statement is not a plain SELECT or its list has a wildcard.
@@ -47,17 +221,10 @@ pub fn unique_output_names(stmt: &Statement) -> Option<(Statement, Vec<String>)>
     };
     let mut names = Vec::with_capacity(select.projection.len());
     for (i, item) in select.projection.iter_mut().enumerate() {
-        let internal = Ident::new(format!("weir_output_{i}"));
+        let internal = Ident::new(format!("{INTERNAL_PREFIX}{i}"));
         let (expr, name) = match item {
             SelectItem::UnnamedExpr(e) => (e.clone(), figure_name(e)),
-            SelectItem::ExprWithAlias { expr, alias } => {
-                let name = if alias.quote_style.is_some() {
-                    alias.value.clone()
-                } else {
-                    alias.value.to_ascii_lowercase()
-                };
-                (expr.clone(), name)
-            }
+            SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), alias_name(alias)),
             _ => return None,
         };
         *item = SelectItem::ExprWithAlias {
@@ -100,6 +267,37 @@ mod tests {
         let (renamed, names) = unique_output_names(&stmt).unwrap();
         assert_eq!(names, ["?column?", "?column?", "c", "c", "count", "y"]);
         assert!(renamed.to_string().contains("weir_output_5"));
+    }
+
+    #[test]
+    fn names_follow_postgres() {
+        let stmt = crate::sql::parse::parse_one(
+            "SELECT count(*), 1, x + 1, 1::int, '1'::text, (a + 1)::text, x::bigint, \
+             CASE WHEN x THEN 1 END, CASE WHEN x THEN 1 END::float, (SELECT max(y) FROM u), \
+             EXISTS (SELECT 1), DATE '2020-01-01', CAST(1.5 AS double precision) AS \"Q\" FROM t",
+        )
+        .unwrap();
+        let planned: Vec<String> = (0..13).map(|i| format!("p{i}")).collect();
+        let names = shown_names(&stmt, &planned).unwrap();
+        assert_eq!(
+            names,
+            [
+                "count", "?column?", "?column?", "int4", "text", "text", "x", "case", "float8",
+                "max", "exists", "date", "Q"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wildcard_keeps_its_columns() {
+        let stmt = crate::sql::parse::parse_one("SELECT 1, *, count(*) FROM t").unwrap();
+        let planned = ["Int64(1)", "a", "b", "count(*)"].map(String::from);
+        assert_eq!(
+            shown_names(&stmt, &planned).unwrap(),
+            ["?column?", "a", "b", "count"]
+        );
+        let same = crate::sql::parse::parse_one("SELECT a, b FROM t").unwrap();
+        assert!(shown_names(&same, &planned[1..3]).is_none());
     }
 
     #[test]

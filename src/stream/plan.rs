@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
-use datafusion::common::{DFSchema, JoinType};
+use datafusion::common::{DFSchema, JoinType, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
@@ -17,7 +17,7 @@ use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
 use crate::error::{Error, Result};
 use crate::sql::provider::RelationProvider;
 use crate::stream::ops::filter::Filter;
-use crate::stream::ops::hash_agg::{AggCall, AggKind, HashAgg};
+use crate::stream::ops::hash_agg::{AggCall, AggKind, AggOrder, HashAgg};
 use crate::stream::ops::hash_join::{HashJoin, JoinKind};
 use crate::stream::ops::nullable_schema;
 use crate::stream::ops::project::Project;
@@ -416,16 +416,6 @@ fn agg_call(
     };
     let name = af.func.name().to_ascii_lowercase();
     let params = &af.params;
-    if params.filter.is_some() {
-        return Err(Error::not_supported(
-            "aggregate FILTER (WHERE ...) in a materialized view is not supported",
-        ));
-    }
-    if !params.order_by.is_empty() {
-        return Err(Error::not_supported(
-            "ORDER BY inside an aggregate in a materialized view is not supported",
-        ));
-    }
     let kind = match (name.as_str(), params.distinct) {
         ("count", false) => AggKind::Count,
         ("count", true) => AggKind::CountDistinct,
@@ -433,6 +423,30 @@ fn agg_call(
         ("avg" | "mean", false) => AggKind::Avg,
         ("min", _) => AggKind::Min,
         ("max", _) => AggKind::Max,
+        // false < true: every value true is the minimum being true.
+        ("bool_and", _) => AggKind::Min,
+        ("bool_or", _) => AggKind::Max,
+        ("bit_and", _) => AggKind::BitAnd,
+        ("bit_or", _) => AggKind::BitOr,
+        ("bit_xor", false) => AggKind::BitXor,
+        ("var" | "var_samp" | "var_sample", false) => AggKind::Variance {
+            population: false,
+            root: false,
+        },
+        ("var_pop" | "var_population", false) => AggKind::Variance {
+            population: true,
+            root: false,
+        },
+        ("stddev" | "stddev_samp", false) => AggKind::Variance {
+            population: false,
+            root: true,
+        },
+        ("stddev_pop", false) => AggKind::Variance {
+            population: true,
+            root: true,
+        },
+        ("string_agg", false) => AggKind::StringAgg,
+        ("array_agg", false) => AggKind::ArrayAgg,
         (n, true) => {
             return Err(Error::not_supported(format!(
                 "{n}(DISTINCT ...) in a materialized view is not supported"
@@ -440,16 +454,64 @@ fn agg_call(
         }
         (n, false) => {
             return Err(Error::not_supported(format!(
-                "aggregate function {n} in a materialized view is not supported (supported: count, sum, avg, min, max, count(DISTINCT))"
+                "aggregate function {n} in a materialized view is not supported (supported: \
+                 count, sum, avg, min, max, bool_and, bool_or, bit_and, bit_or, bit_xor, \
+                 var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg, \
+                 count(DISTINCT))"
             )));
         }
     };
-    if params.args.len() != 1 {
+    let expected_args = if kind == AggKind::StringAgg { 2 } else { 1 };
+    if params.args.len() != expected_args {
         return Err(Error::not_supported(format!(
             "{name} with {} arguments in a materialized view is not supported",
             params.args.len()
         )));
     }
+    let delimiter = if kind == AggKind::StringAgg {
+        match &params.args[1] {
+            Expr::Literal(v, _) => match v {
+                ScalarValue::Utf8(d) | ScalarValue::LargeUtf8(d) | ScalarValue::Utf8View(d) => {
+                    d.clone().unwrap_or_default()
+                }
+                ScalarValue::Null => String::new(),
+                other => other.to_string(),
+            },
+            other => {
+                return Err(Error::not_supported(format!(
+                    "string_agg with a delimiter that is not a constant ({other}) in a materialized view is not supported"
+                )));
+            }
+        }
+    } else {
+        String::new()
+    };
+    // Only string_agg and array_agg depend on the order of their input.
+    let order_by = if matches!(kind, AggKind::StringAgg | AggKind::ArrayAgg) {
+        params
+            .order_by
+            .iter()
+            .map(|o| {
+                Ok(AggOrder {
+                    expr: physical(&o.expr, in_schema)?,
+                    data_type: datafusion::logical_expr::ExprSchemable::get_type(
+                        &o.expr, in_schema,
+                    )?,
+                    options: arrow::compute::SortOptions {
+                        descending: !o.asc,
+                        nulls_first: o.nulls_first,
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    let filter = params
+        .filter
+        .as_ref()
+        .map(|f| physical(f, in_schema))
+        .transpose()?;
     let arg_expr = &params.args[0];
     let arg_type = datafusion::logical_expr::ExprSchemable::get_type(arg_expr, in_schema)?;
     Ok(AggCall {
@@ -457,6 +519,9 @@ fn agg_call(
         arg: physical(arg_expr, in_schema)?,
         arg_type,
         out_type,
+        filter,
+        order_by,
+        delimiter,
         display: e.schema_name().to_string(),
     })
 }

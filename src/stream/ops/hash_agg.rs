@@ -1,11 +1,15 @@
-//! `HashAgg`: incremental GROUP BY with count, sum, avg, min, max and count(DISTINCT).
+//! `HashAgg`: incremental GROUP BY with count, sum, avg, min, max, count(DISTINCT), bool_and,
+//! bool_or, bit_and, bit_or, bit_xor, variance and standard deviation, string_agg and
+//! array_agg (with `ORDER BY` inside the call), each with an optional `FILTER (WHERE ...)`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
+use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Decimal128Type, Float64Type, Int64Type, SchemaRef};
 use arrow::row::{RowConverter, SortField};
+use datafusion::common::utils::SingleRowListArrayBuilder;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
@@ -30,6 +34,53 @@ pub enum AggKind {
     Max,
     /// `count(DISTINCT x)`: a multiset of values; the result is its number of distinct keys.
     CountDistinct,
+    /// `bit_and(x)` over integers: per bit, the number of values with the bit set; a bit is
+    /// in the result when all values have it.
+    BitAnd,
+    /// `bit_or(x)`: a bit is in the result when some value has it (per-bit counts).
+    BitOr,
+    /// `bit_xor(x)`: a bit is in the result when an odd number of values has it.
+    BitXor,
+    /// `var_samp`/`var_pop`/`stddev_samp`/`stddev_pop`: a multiset of values; a changed group
+    /// is recomputed from it in two passes (mean, then squared deviations), so retractions
+    /// leave no rounding residue. `population`: divide by n, else n - 1 (NULL for one
+    /// value); `root`: the standard deviation.
+    Variance {
+        /// Population (n) rather than sample (n - 1) statistics.
+        population: bool,
+        /// Square root of the variance.
+        root: bool,
+    },
+    /// `string_agg(x, delimiter [ORDER BY ...])`: the non-NULL values in order, joined by a
+    /// constant delimiter; kept as a multiset of (order keys, value) rows.
+    StringAgg,
+    /// `array_agg(x [ORDER BY ...])`: the values, NULLs included, in order; as `StringAgg`.
+    ArrayAgg,
+}
+
+impl AggKind {
+    /// True for the aggregates that keep an ordered multiset of their values per group.
+    fn keeps_values(self) -> bool {
+        matches!(
+            self,
+            AggKind::Min
+                | AggKind::Max
+                | AggKind::CountDistinct
+                | AggKind::Variance { .. }
+                | AggKind::StringAgg
+                | AggKind::ArrayAgg
+        )
+    }
+}
+
+/// One `ORDER BY` key inside an aggregate call (`string_agg(x, ',' ORDER BY y DESC)`).
+pub struct AggOrder {
+    /// The key over the input schema.
+    pub expr: Arc<dyn PhysicalExpr>,
+    /// The key's type.
+    pub data_type: DataType,
+    /// Direction and NULL placement.
+    pub options: SortOptions,
 }
 
 /// One aggregate call of a GROUP BY.
@@ -42,6 +93,12 @@ pub struct AggCall {
     pub arg_type: DataType,
     /// The result type (as DataFusion's planner gives it).
     pub out_type: DataType,
+    /// `FILTER (WHERE ...)`: only rows for which it is true reach the aggregate.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// `ORDER BY` inside the call (used by `StringAgg` and `ArrayAgg`; empty otherwise).
+    pub order_by: Vec<AggOrder>,
+    /// `string_agg`'s delimiter (a constant; NULL joins with nothing, as in PostgreSQL).
+    pub delimiter: String,
     /// Display name, for EXPLAIN.
     pub display: String,
 }
@@ -65,6 +122,12 @@ enum Acc {
     },
     /// Value row bytes (order-preserving) to count.
     Values(BTreeMap<Box<[u8]>, i64>),
+    /// Per bit (least significant first), the weighted number of values with it set; `n`:
+    /// the number of non-NULL values.
+    Bits {
+        n: i64,
+        ones: Box<[i64; 64]>,
+    },
 }
 
 struct Group {
@@ -124,8 +187,15 @@ impl HashAgg {
         let arg_converters = aggs
             .iter()
             .map(|a| match a.kind {
-                AggKind::Min | AggKind::Max | AggKind::CountDistinct => {
-                    RowConverter::new(vec![SortField::new(a.arg_type.clone())]).map(Some)
+                k if k.keeps_values() => {
+                    // Order keys first, then the value: the multiset iterates in call order.
+                    let mut fields: Vec<SortField> = a
+                        .order_by
+                        .iter()
+                        .map(|o| SortField::new_with_options(o.data_type.clone(), o.options))
+                        .collect();
+                    fields.push(SortField::new(a.arg_type.clone()));
+                    RowConverter::new(fields).map(Some)
                 }
                 _ => Ok(None),
             })
@@ -161,9 +231,12 @@ impl HashAgg {
                     },
                     _ => Acc::SumInt { n: 0, sum: 0 },
                 },
-                AggKind::Min | AggKind::Max | AggKind::CountDistinct => {
-                    Acc::Values(BTreeMap::new())
-                }
+                AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor => Acc::Bits {
+                    n: 0,
+                    ones: Box::new([0; 64]),
+                },
+                // The rest keep their values (`AggKind::keeps_values`).
+                _ => Acc::Values(BTreeMap::new()),
             })
             .collect()
     }
@@ -183,9 +256,36 @@ impl HashAgg {
             None => None,
         };
         let mut args: Vec<ArgValues> = Vec::with_capacity(self.aggs.len());
+        let mut keep: Vec<Option<BooleanArray>> = Vec::with_capacity(self.aggs.len());
         for (a, conv) in self.aggs.iter().zip(&self.arg_converters) {
             let arr = a.arg.evaluate(batch)?.into_array(n)?;
-            args.push(ArgValues::new(a.kind, &a.arg_type, arr, conv.as_ref())?);
+            let order = a
+                .order_by
+                .iter()
+                .map(|o| Ok(o.expr.evaluate(batch)?.into_array(n)?))
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            args.push(ArgValues::new(
+                a.kind,
+                &a.arg_type,
+                arr,
+                order,
+                conv.as_ref(),
+            )?);
+            keep.push(match &a.filter {
+                Some(f) => {
+                    let mask = f.evaluate(batch)?.into_array(n)?;
+                    let mask = mask.as_boolean_opt().ok_or_else(|| {
+                        Error::plan("42804", "argument of FILTER must be type boolean")
+                    })?;
+                    // NULL counts as false (`prep_null_mask_filter` needs a null buffer).
+                    Some(if mask.null_count() == 0 {
+                        mask.clone()
+                    } else {
+                        arrow::compute::prep_null_mask_filter(mask)
+                    })
+                }
+                None => None,
+            });
         }
         let template = self.new_accs();
         for (i, w) in change.weights.values().iter().enumerate() {
@@ -211,8 +311,10 @@ impl HashAgg {
                 self.dirty.push(key.into());
             }
             group.count += w;
-            for (acc, arg) in group.accs.iter_mut().zip(&args) {
-                arg.update(acc, i, *w)?;
+            for ((acc, arg), keep) in group.accs.iter_mut().zip(&args).zip(&keep) {
+                if keep.as_ref().is_none_or(|k| k.value(i)) {
+                    arg.update(acc, i, *w)?;
+                }
             }
         }
         Ok(())
@@ -275,6 +377,81 @@ impl HashAgg {
                 }),
             },
             (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
+            (AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor, Acc::Bits { n, ones }) => {
+                if *n == 0 {
+                    ScalarValue::Int64(None)
+                } else {
+                    let mut bits = 0u64;
+                    for (b, c) in ones.iter().enumerate() {
+                        let set = match a.kind {
+                            AggKind::BitAnd => *c == *n,
+                            AggKind::BitOr => *c > 0,
+                            _ => c.rem_euclid(2) == 1,
+                        };
+                        if set {
+                            bits |= 1 << b;
+                        }
+                    }
+                    ScalarValue::Int64(Some(bits as i64))
+                }
+            }
+            (AggKind::Variance { population, root }, Acc::Values(m)) => {
+                let (values, counts) = self.decode_values(call, m)?;
+                let values = arrow::compute::cast(&values, &DataType::Float64)?;
+                let values = values.as_primitive::<Float64Type>();
+                let n: i64 = counts.iter().sum();
+                let v = if n == 0 || (n == 1 && !population) {
+                    None
+                } else {
+                    let mut sum = 0.0;
+                    for (i, c) in counts.iter().enumerate() {
+                        sum += values.value(i) * *c as f64;
+                    }
+                    let mean = sum / n as f64;
+                    let mut m2 = 0.0;
+                    for (i, c) in counts.iter().enumerate() {
+                        let d = values.value(i) - mean;
+                        m2 += d * d * *c as f64;
+                    }
+                    let var = m2 / if population { n } else { n - 1 } as f64;
+                    Some(if root { var.sqrt() } else { var })
+                };
+                ScalarValue::Float64(v)
+            }
+            (AggKind::StringAgg, Acc::Values(m)) => {
+                if m.is_empty() {
+                    ScalarValue::Utf8(None)
+                } else {
+                    let (values, counts) = self.decode_values(call, m)?;
+                    let values = arrow::compute::cast(&values, &DataType::Utf8)?;
+                    let values = values.as_string::<i32>();
+                    let mut out = String::new();
+                    let mut first = true;
+                    for (i, c) in counts.iter().enumerate() {
+                        for _ in 0..*c {
+                            if !first {
+                                out.push_str(&a.delimiter);
+                            }
+                            first = false;
+                            out.push_str(values.value(i));
+                        }
+                    }
+                    ScalarValue::Utf8(Some(out))
+                }
+            }
+            (AggKind::ArrayAgg, Acc::Values(m)) => {
+                if m.is_empty() {
+                    ScalarValue::try_from(&a.out_type)?
+                } else {
+                    let (values, counts) = self.decode_values(call, m)?;
+                    let mut take = Vec::new();
+                    for (i, c) in counts.iter().enumerate() {
+                        take.extend(std::iter::repeat_n(i as u32, (*c).max(0) as usize));
+                    }
+                    let values = arrow::compute::take(&values, &UInt32Array::from(take), None)?;
+                    SingleRowListArrayBuilder::new(values).build_list_scalar()
+                }
+            }
             (AggKind::Min | AggKind::Max, Acc::Values(m)) => {
                 let pick = if a.kind == AggKind::Min {
                     m.keys().next()
@@ -300,6 +477,24 @@ impl HashAgg {
             }
         };
         Ok(v)
+    }
+
+    /// The distinct values of a call's multiset in its order (the value column, order keys
+    /// dropped) and each one's count.
+    fn decode_values(
+        &self,
+        call: usize,
+        m: &BTreeMap<Box<[u8]>, i64>,
+    ) -> Result<(ArrayRef, Vec<i64>)> {
+        let conv = self.arg_converters[call]
+            .as_ref()
+            .ok_or_else(|| Error::Internal("multiset aggregate without converter".into()))?;
+        let parser = conv.parser();
+        let mut cols = conv.convert_rows(m.keys().map(|k| parser.parse(k)))?;
+        let values = cols
+            .pop()
+            .ok_or_else(|| Error::Internal("multiset aggregate without a value".into()))?;
+        Ok((values, m.values().copied().collect()))
     }
 
     /// Flushes the changed groups at the barrier: the retraction of each old row and its new row.
@@ -400,8 +595,10 @@ enum ArgValues {
     Int(ArrayRef),
     Float(ArrayRef),
     Decimal(ArrayRef),
+    Bits(ArrayRef),
+    /// Rows of (order keys, value); `nulls`: the value column when NULL values are skipped.
     Rows {
-        nulls: ArrayRef,
+        nulls: Option<ArrayRef>,
         rows: arrow::row::Rows,
     },
 }
@@ -411,6 +608,7 @@ impl ArgValues {
         kind: AggKind,
         arg_type: &DataType,
         arr: ArrayRef,
+        mut order: Vec<ArrayRef>,
         conv: Option<&RowConverter>,
     ) -> Result<Self> {
         Ok(match kind {
@@ -434,11 +632,22 @@ impl ArgValues {
                     )));
                 }
             },
-            AggKind::Min | AggKind::Max | AggKind::CountDistinct => {
+            AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor => {
+                if !arg_type.is_integer() {
+                    return Err(Error::not_supported(format!(
+                        "bit_and/bit_or/bit_xor over {arg_type} in a materialized view"
+                    )));
+                }
+                ArgValues::Bits(arrow::compute::cast(&arr, &DataType::Int64)?)
+            }
+            // The rest keep their values (`AggKind::keeps_values`).
+            _ => {
                 let conv =
                     conv.ok_or_else(|| Error::Internal("missing argument converter".into()))?;
-                let rows = conv.convert_columns(std::slice::from_ref(&arr))?;
-                ArgValues::Rows { nulls: arr, rows }
+                order.push(arr.clone());
+                let rows = conv.convert_columns(&order)?;
+                let nulls = (kind != AggKind::ArrayAgg).then_some(arr);
+                ArgValues::Rows { nulls, rows }
             }
         })
     }
@@ -472,8 +681,19 @@ impl ArgValues {
                     *sum += a.as_primitive::<Decimal128Type>().value(i) * w as i128;
                 }
             }
+            (ArgValues::Bits(a), Acc::Bits { n, ones }) => {
+                if a.is_valid(i) {
+                    *n += w;
+                    let v = a.as_primitive::<Int64Type>().value(i) as u64;
+                    for (b, c) in ones.iter_mut().enumerate() {
+                        if v & (1 << b) != 0 {
+                            *c += w;
+                        }
+                    }
+                }
+            }
             (ArgValues::Rows { nulls, rows }, Acc::Values(m)) => {
-                if nulls.is_valid(i) {
+                if nulls.as_ref().is_none_or(|a| a.is_valid(i)) {
                     let key = rows.row(i);
                     let bytes: &[u8] = key.as_ref();
                     match m.get_mut(bytes) {
