@@ -494,9 +494,7 @@ fn agg_call(
             .map(|o| {
                 Ok(AggOrder {
                     expr: physical(&o.expr, in_schema)?,
-                    data_type: datafusion::logical_expr::ExprSchemable::get_type(
-                        &o.expr, in_schema,
-                    )?,
+                    data_type: o.expr.get_type(in_schema)?,
                     options: arrow::compute::SortOptions {
                         descending: !o.asc,
                         nulls_first: o.nulls_first,

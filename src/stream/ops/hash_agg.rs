@@ -277,12 +277,7 @@ impl HashAgg {
                     let mask = mask.as_boolean_opt().ok_or_else(|| {
                         Error::plan("42804", "argument of FILTER must be type boolean")
                     })?;
-                    // NULL counts as false (`prep_null_mask_filter` needs a null buffer).
-                    Some(if mask.null_count() == 0 {
-                        mask.clone()
-                    } else {
-                        arrow::compute::prep_null_mask_filter(mask)
-                    })
+                    Some(mask.clone())
                 }
                 None => None,
             });
@@ -312,7 +307,8 @@ impl HashAgg {
             }
             group.count += w;
             for ((acc, arg), keep) in group.accs.iter_mut().zip(&args).zip(&keep) {
-                if keep.as_ref().is_none_or(|k| k.value(i)) {
+                // A FILTER that is NULL keeps the row out, as false does.
+                if keep.as_ref().is_none_or(|k| k.is_valid(i) && k.value(i)) {
                     arg.update(acc, i, *w)?;
                 }
             }
@@ -461,12 +457,8 @@ impl HashAgg {
                 match pick {
                     None => ScalarValue::try_from(&a.arg_type)?,
                     Some(bytes) => {
-                        let conv = self.arg_converters[call]
-                            .as_ref()
-                            .ok_or_else(|| Error::Internal("min/max without converter".into()))?;
-                        let parser = conv.parser();
-                        let cols = conv.convert_rows(std::iter::once(parser.parse(bytes)))?;
-                        ScalarValue::try_from_array(&cols[0], 0)?
+                        let col = self.decode(call, std::iter::once(bytes.as_ref()))?;
+                        ScalarValue::try_from_array(&col, 0)?
                     }
                 }
             }
@@ -479,21 +471,24 @@ impl HashAgg {
         Ok(v)
     }
 
-    /// The distinct values of a call's multiset in its order (the value column, order keys
-    /// dropped) and each one's count.
+    /// The values of multiset keys of a call (the value column; order keys dropped).
+    fn decode<'a>(&self, call: usize, keys: impl Iterator<Item = &'a [u8]>) -> Result<ArrayRef> {
+        let conv = self.arg_converters[call]
+            .as_ref()
+            .ok_or_else(|| Error::Internal("multiset aggregate without converter".into()))?;
+        let parser = conv.parser();
+        conv.convert_rows(keys.map(|k| parser.parse(k)))?
+            .pop()
+            .ok_or_else(|| Error::Internal("multiset aggregate without a value".into()))
+    }
+
+    /// The distinct values of a call's multiset in its order and each one's count.
     fn decode_values(
         &self,
         call: usize,
         m: &BTreeMap<Box<[u8]>, i64>,
     ) -> Result<(ArrayRef, Vec<i64>)> {
-        let conv = self.arg_converters[call]
-            .as_ref()
-            .ok_or_else(|| Error::Internal("multiset aggregate without converter".into()))?;
-        let parser = conv.parser();
-        let mut cols = conv.convert_rows(m.keys().map(|k| parser.parse(k)))?;
-        let values = cols
-            .pop()
-            .ok_or_else(|| Error::Internal("multiset aggregate without a value".into()))?;
+        let values = self.decode(call, m.keys().map(|k| k.as_ref()))?;
         Ok((values, m.values().copied().collect()))
     }
 
