@@ -4,7 +4,8 @@
 //! resident memory of the process (server in-process), and, in the same run, the time DuckDB
 //! takes for the same four queries in batch over the same CSV files (if Python's duckdb is
 //! installed). Run: `cargo bench --bench flights_load` (data from `WEIR_FLIGHTS_DIR`, else
-//! `../shared/data/nycflights13`).
+//! `../shared/data/nycflights13`); `WEIR_ROWS_IN_MEMORY=1` keeps the rows of tables and views
+//! in memory instead of the state backend.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -115,9 +116,12 @@ fn main() {
     .expect("schema");
     let (rows, load, flush) = runtime.block_on(async {
         let dir = tempfile_dir();
-        let engine = weir::open(&dir, Duration::from_millis(250))
-            .await
-            .expect("open");
+        let mut config = weir::engine::EngineConfig::new(&dir);
+        config.barrier_interval = Duration::from_millis(250);
+        // `WEIR_ROWS_IN_MEMORY=1`: tables' and views' rows in memory instead of the state
+        // backend (to compare the two).
+        config.rows_in_memory = std::env::var("WEIR_ROWS_IN_MEMORY").is_ok_and(|v| v == "1");
+        let engine = weir::open_with(config).await.expect("open");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -12,8 +12,12 @@
 //! - point `SELECT v FROM t WHERE id = k` on the table, right after a write;
 //! - point `SELECT n, s FROM agg WHERE grp = k` and `SELECT v2 FROM proj WHERE id = k`;
 //!
-//! and the resident memory after the load. Run: `cargo bench --bench scaling` (the test
-//! build's features share its artifacts: `cargo bench --features failpoints --bench scaling`).
+//! and the resident memory after the load and at its peak. Each N runs twice, side by side:
+//! with the rows of tables and views in the state backend (RocksDB, `--memory-limit` from
+//! `WEIR_SCALING_MEMORY_LIMIT`, default `1GB`) and with them in memory; each run is a child
+//! process of its own so that its memory figures are its own. Run: `cargo bench --bench
+//! scaling` (the test build's features share its artifacts: `cargo bench --features
+//! failpoints --bench scaling`).
 
 use std::time::Instant;
 
@@ -31,18 +35,23 @@ async fn load(client: &tokio_postgres::Client, rows: u64) {
 
 struct Figures {
     rows: u64,
+    mode: String,
     load_s: f64,
     insert_flush_ms: f64,
     table_point_ms: f64,
     agg_point_ms: f64,
     proj_point_ms: f64,
     rss_mib: f64,
+    peak_mib: f64,
 }
 
-async fn measure(rows: u64, samples: usize) -> Figures {
+async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figures {
     let dir = std::env::temp_dir().join(format!("weir-scaling-{}-{rows}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let srv = support::Server::start(&dir).await;
+    let mut config = weir::engine::EngineConfig::new(&dir);
+    config.rows_in_memory = in_memory;
+    config.memory_limit = limit;
+    let srv = support::Server::start_with(config).await;
     let client = &srv.client;
     client
         .batch_execute(
@@ -106,16 +115,81 @@ async fn measure(rows: u64, samples: usize) -> Figures {
     let _ = std::fs::remove_dir_all(&dir);
     Figures {
         rows,
+        mode: if in_memory { "memory" } else { "state backend" }.to_string(),
         load_s,
         insert_flush_ms: median_ms(ins),
         table_point_ms: median_ms(tp),
         agg_point_ms: median_ms(ap),
         proj_point_ms: median_ms(pp),
         rss_mib: rss,
+        peak_mib: rss_mib("VmHWM:"),
+    }
+}
+
+/// One measurement in this process: `WEIR_SCALING_CHILD=<rows>,<memory|backend>`; prints one
+/// line of figures separated by tabs.
+fn child(spec: &str, samples: usize, limit: u64) {
+    let (rows, mode) = spec.split_once(',').expect("rows,mode");
+    let rows: u64 = rows.parse().expect("rows");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let f = runtime.block_on(measure(rows, samples, mode == "memory", limit));
+    println!(
+        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+        f.rows,
+        f.mode,
+        f.load_s,
+        f.insert_flush_ms,
+        f.table_point_ms,
+        f.agg_point_ms,
+        f.proj_point_ms,
+        f.rss_mib,
+        f.peak_mib
+    );
+}
+
+fn run_child(rows: u64, mode: &str) -> Figures {
+    let out = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+        .env("WEIR_SCALING_CHILD", format!("{rows},{mode}"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("child run");
+    assert!(
+        out.status.success(),
+        "child run of {rows} rows ({mode}) failed"
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let line = text.lines().last().expect("figures");
+    let v: Vec<&str> = line.split('\t').collect();
+    let num = |i: usize| -> f64 { v[i].parse().expect("figure") };
+    Figures {
+        rows: v[0].parse().expect("rows"),
+        mode: v[1].to_string(),
+        load_s: num(2),
+        insert_flush_ms: num(3),
+        table_point_ms: num(4),
+        agg_point_ms: num(5),
+        proj_point_ms: num(6),
+        rss_mib: num(7),
+        peak_mib: num(8),
     }
 }
 
 fn main() {
+    let samples: usize = std::env::var("WEIR_SCALING_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let limit = std::env::var("WEIR_SCALING_MEMORY_LIMIT")
+        .ok()
+        .map(|s| weir::state::backend::parse_memory_size(&s).expect("memory limit"))
+        .unwrap_or(1 << 30);
+    if let Ok(spec) = std::env::var("WEIR_SCALING_CHILD") {
+        child(&spec, samples, limit);
+        return;
+    }
     let sizes: Vec<u64> = std::env::var("WEIR_SCALING_ROWS")
         .ok()
         .map(|s| {
@@ -124,43 +198,38 @@ fn main() {
                 .collect()
         })
         .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000, 10_000_000]);
-    let samples: usize = std::env::var("WEIR_SCALING_SAMPLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
     println!(
-        "| rows | load + FLUSH (s) | INSERT + FLUSH (ms) | point SELECT t (ms) | point SELECT agg (ms) | point SELECT proj (ms) | RSS after load (MiB) |"
+        "| rows | rows of tables and views in | load + FLUSH (s) | INSERT + FLUSH (ms) | point SELECT t (ms) | point SELECT agg (ms) | point SELECT proj (ms) | RSS after load (MiB) | peak RSS (MiB) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
-    let mut first: Option<Figures> = None;
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut first: Vec<Figures> = Vec::new();
     for rows in sizes {
-        let f = runtime.block_on(measure(rows, samples));
-        println!(
-            "| {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
-            f.rows,
-            f.load_s,
-            f.insert_flush_ms,
-            f.table_point_ms,
-            f.agg_point_ms,
-            f.proj_point_ms,
-            f.rss_mib
-        );
-        if let Some(base) = &first {
+        for (i, mode) in ["backend", "memory"].iter().enumerate() {
+            let f = run_child(rows, mode);
             println!(
-                "|   ratio to {} rows | | {:.2}x | {:.2}x | {:.2}x | {:.2}x | |",
-                base.rows,
-                f.insert_flush_ms / base.insert_flush_ms,
-                f.table_point_ms / base.table_point_ms,
-                f.agg_point_ms / base.agg_point_ms,
-                f.proj_point_ms / base.proj_point_ms
+                "| {} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} |",
+                f.rows,
+                f.mode,
+                f.load_s,
+                f.insert_flush_ms,
+                f.table_point_ms,
+                f.agg_point_ms,
+                f.proj_point_ms,
+                f.rss_mib,
+                f.peak_mib
             );
-        } else {
-            first = Some(f);
+            if let Some(base) = first.get(i) {
+                println!(
+                    "|   ratio to {} rows | | | {:.2}x | {:.2}x | {:.2}x | {:.2}x | | |",
+                    base.rows,
+                    f.insert_flush_ms / base.insert_flush_ms,
+                    f.table_point_ms / base.table_point_ms,
+                    f.agg_point_ms / base.agg_point_ms,
+                    f.proj_point_ms / base.proj_point_ms
+                );
+            } else {
+                first.push(f);
+            }
         }
     }
-    println!("peak RSS of the run: {:.0} MiB", rss_mib("VmHWM:"));
 }

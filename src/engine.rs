@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::session::vars::SessionVars;
 use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values};
 use crate::state::table::{KeyLayout, consolidate};
-use crate::state::{IndexedSnapshot, StateTable, Store};
+use crate::state::{IndexedSnapshot, StateBackend, StateTable, Store};
 use crate::stream::change::ChangeBatch;
 use crate::stream::job::{Job, JobStatus, Recovery};
 use crate::stream::{Epoch, EpochInput, RelationId};
@@ -116,7 +116,7 @@ struct PrimaryKey {
 }
 
 impl TableData {
-    fn new(def: &RelationDef) -> Result<Self> {
+    fn new(def: &RelationDef, backend: Option<&Arc<StateBackend>>) -> Result<Self> {
         let schema = def.schema_ref();
         let (primary_key, key_columns) = match &def.kind {
             RelationKind::Table { primary_key } if !primary_key.is_empty() => {
@@ -134,7 +134,7 @@ impl TableData {
             }
             _ => (None, Vec::new()),
         };
-        let mut contents = StateTable::with_key(schema.clone(), &key_columns)?;
+        let mut contents = StateTable::with_key(schema.clone(), &key_columns)?.stored(backend)?;
         // Every change goes into the table's next snapshot step.
         contents.track_changes();
         Ok(TableData {
@@ -192,7 +192,7 @@ impl TableData {
                 .collect();
             let rows = pk.converter.convert_columns(&cols)?;
             let skip = vec![false; change.len()];
-            if let Some(i) = first_duplicate(&self.contents, &rows, change, &skip) {
+            if let Some(i) = first_duplicate(&self.contents, &rows, change, &skip)? {
                 let key: Vec<(usize, bool)> = pk.columns.iter().map(|c| (*c, false)).collect();
                 return Err(Error::data(
                     "23505",
@@ -243,10 +243,9 @@ impl TableData {
     fn restore(&mut self, store: &Store, id: RelationId) -> Result<(usize, usize)> {
         let mut from_snapshot = 0usize;
         if let Some(snap) = store.read_table_snapshot(id)? {
-            for (key, count) in &snap.rows {
-                self.contents.load_row(key, *count);
-                from_snapshot += *count as usize;
-            }
+            self.contents
+                .load_rows(snap.rows.iter().map(|(k, c)| (k.as_ref(), *c)))?;
+            from_snapshot += snap.rows.iter().map(|(_, c)| *c as usize).sum::<usize>();
             self.snapshot_seq = snap.seq;
             self.snapshot_epoch = snap.epoch;
             self.next_seq = snap.seq + 1;
@@ -308,15 +307,9 @@ impl TableData {
         }
         // Changes are tracked from the table's creation or load on; should they not be, the
         // step writes the whole table in place of the old snapshot.
-        let (changed, full) = match self.contents.take_changes() {
+        let (changed, full) = match self.contents.take_changes()? {
             Some(changed) => (changed, false),
-            None => (
-                self.contents
-                    .rows()
-                    .map(|(k, c)| (Box::from(k), c))
-                    .collect(),
-                true,
-            ),
+            None => (self.contents.rows()?, true),
         };
         store.write_table_snapshot(id, &changed, full, seq, self.last_epoch, truncate_through)?;
         self.snapshot_seq = seq;
@@ -433,6 +426,11 @@ pub struct EngineConfig {
     /// Time between a changed table's snapshot steps (restart loads the snapshot and replays
     /// only the changelog after it; the changelog behind it is truncated).
     pub table_snapshot_interval: Duration,
+    /// Memory budget of the state backend in bytes (its block cache and memtables).
+    pub memory_limit: u64,
+    /// Keep tables', indexes' and views' rows in memory instead of the state backend (for
+    /// benches comparing the two; the server always uses the backend).
+    pub rows_in_memory: bool,
 }
 
 impl EngineConfig {
@@ -444,6 +442,8 @@ impl EngineConfig {
             barrier_interval: Duration::from_millis(DEFAULT_BARRIER_INTERVAL_MS),
             defaults: Vec::new(),
             table_snapshot_interval: Duration::from_millis(DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS),
+            memory_limit: crate::state::backend::default_memory_limit(),
+            rows_in_memory: false,
         }
     }
 }
@@ -451,6 +451,11 @@ impl EngineConfig {
 /// The database engine shared by all sessions.
 pub struct Engine {
     store: Store,
+    /// The state backend (RocksDB, memory bounded).
+    state: Arc<StateBackend>,
+    /// Where tables', indexes' and views' rows live: the state backend, or memory (`None`,
+    /// see [`EngineConfig::rows_in_memory`]).
+    rows_in: Option<Arc<StateBackend>>,
     catalog: Mutex<Catalog>,
     tables: Mutex<HashMap<RelationId, Arc<Mutex<TableData>>>>,
     clock: Mutex<Clock>,
@@ -567,6 +572,8 @@ impl Engine {
         let defaults = defaults.into_defaults();
         let dir = config.data_dir.as_path();
         let store = Store::open(dir)?;
+        let state = StateBackend::open(&dir.join("state"), config.memory_limit)?;
+        let rows_in = (!config.rows_in_memory).then(|| Arc::clone(&state));
         let catalog = match store.get_meta("catalog")? {
             Some(bytes) => Catalog::from_json(&bytes)?,
             None => Catalog::default(),
@@ -576,7 +583,7 @@ impl Engine {
         let mut rows = 0usize;
         let mut snapshot_rows = 0usize;
         for def in catalog.relations().filter(|r| r.is_table()) {
-            let mut data = TableData::new(def)?;
+            let mut data = TableData::new(def, rows_in.as_ref())?;
             let (loaded, replayed) = data.restore(&store, def.id)?;
             for index in catalog.indexes_on(def.id) {
                 let built = SecondaryIndex::build(&index, &data.contents)?;
@@ -605,6 +612,8 @@ impl Engine {
             .unwrap_or_else(|| dir.join("checkpoints"));
         Ok(Arc::new(Engine {
             store,
+            state,
+            rows_in,
             catalog: Mutex::new(catalog),
             tables: Mutex::new(tables),
             clock: Mutex::new(Clock {
@@ -621,6 +630,11 @@ impl Engine {
             checkpoint_dir,
             defaults,
         }))
+    }
+
+    /// The state backend's memory budget and use (`weir_catalog.memory`).
+    pub fn memory_usage(&self) -> crate::state::backend::MemoryUsage {
+        self.state.usage()
     }
 
     /// The server-wide defaults of session variables.
@@ -673,6 +687,7 @@ impl Engine {
             plan,
             def.schema_ref(),
             Some(coordinator),
+            self.rows_in.clone(),
         )?;
         for index in lock(&self.catalog).indexes_on(def.id) {
             job.add_index(&index)?;
@@ -1587,7 +1602,7 @@ impl Engine {
             kind: RelationKind::Table { primary_key },
             depends_on: vec![],
         };
-        let data = TableData::new(&def)?;
+        let data = TableData::new(&def, self.rows_in.as_ref())?;
         let mut next = catalog.clone();
         next.insert(def);
         self.persist_catalog(&next)?;
@@ -1633,6 +1648,7 @@ impl Engine {
             plan,
             schema.clone(),
             Some(coordinator),
+            self.rows_in.clone(),
         )?;
         let snapshot = self.snapshot_input(&df, &job)?;
         job.rebuild(&snapshot)?;
@@ -1775,7 +1791,7 @@ impl Engine {
     /// `0A000` for unsupported constructs.
     pub fn explain_view(&self, name: &str, plan: LogicalPlan) -> Result<Vec<String>> {
         let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
-        let job = Job::try_new(0, name.to_string(), plan, schema, None)?;
+        let job = Job::try_new(0, name.to_string(), plan, schema, None, None)?;
         Ok(job.explain())
     }
 

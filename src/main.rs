@@ -32,6 +32,11 @@ struct Args {
     /// (repeatable). Sessions start with it and RESET returns to it.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     settings: Vec<(String, String)>,
+    /// Memory budget of the state backend (RocksDB block cache and write buffers), e.g.
+    /// `1GB` or `512MB` (default: a quarter of the machine's memory). Rows of tables, indexes
+    /// and views beyond it live on disk; see `weir_catalog.memory`.
+    #[arg(long, value_parser = weir::state::backend::parse_memory_size)]
+    memory_limit: Option<u64>,
 }
 
 fn parse_setting(s: &str) -> Result<(String, String), String> {
@@ -108,6 +113,9 @@ fn main() -> std::process::ExitCode {
         config.table_snapshot_interval = Duration::from_millis(args.table_snapshot_interval_ms);
         config.checkpoint_dir = args.checkpoint_dir.clone();
         config.defaults = args.settings.clone();
+        if let Some(limit) = args.memory_limit {
+            config.memory_limit = limit;
+        }
         let engine = weir::open_with(config).await?;
         let listener = match tokio::net::TcpListener::bind(args.listen).await {
             Ok(l) => l,

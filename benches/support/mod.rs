@@ -53,9 +53,13 @@ pub struct Server {
 impl Server {
     /// Opens an engine on `dir` (barrier every 250 ms), serves it and connects.
     pub async fn start(dir: &Path) -> Server {
-        let engine = weir::open(dir, Duration::from_millis(250))
-            .await
-            .expect("open");
+        Self::start_with(weir::engine::EngineConfig::new(dir)).await
+    }
+
+    /// Opens an engine with `config` (barrier every 250 ms), serves it and connects.
+    pub async fn start_with(mut config: weir::engine::EngineConfig) -> Server {
+        config.barrier_interval = Duration::from_millis(250);
+        let engine = weir::open_with(config).await.expect("open");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -10,6 +10,10 @@
 //!   `checkpoint_id`, `epoch`, `status` (`IN_PROGRESS`, `COMPLETED`, `FAILED`, `EXPIRED`),
 //!   `trigger_time`, `end_time` (timestamptz), `duration_ms`, `alignment_ms`, `state_bytes`
 //!   (full state size), `persisted_bytes` (bytes this checkpoint wrote), `failure_reason`.
+//! - `weir_catalog.memory`: one row on the state backend's memory (bytes, all `bigint`):
+//!   `limit_bytes` (`--memory-limit`), `cache_bytes` (RocksDB block cache in use, memtables
+//!   included), `memtable_bytes`, `disk_bytes` (estimated live rows on disk) and `rss_bytes`
+//!   (the server process's resident memory, from `/proc/self/status`; NULL elsewhere).
 
 use std::sync::Arc;
 
@@ -24,7 +28,7 @@ use datafusion::error::Result as DfResult;
 use crate::engine::Engine;
 use crate::session::SessionVars;
 
-const TABLES: &[&str] = &["checkpoints", "jobs"];
+const TABLES: &[&str] = &["checkpoints", "jobs", "memory"];
 
 /// The `weir_catalog` schema.
 #[derive(Debug)]
@@ -202,6 +206,43 @@ fn checkpoints_batch(engine: &Engine) -> DfResult<RecordBatch> {
     Ok(RecordBatch::try_new(checkpoints_schema(), columns)?)
 }
 
+/// The schema of `weir_catalog.memory`.
+pub fn memory_schema() -> SchemaRef {
+    Arc::new(Schema::new(
+        [
+            "limit_bytes",
+            "cache_bytes",
+            "memtable_bytes",
+            "disk_bytes",
+            "rss_bytes",
+        ]
+        .iter()
+        .map(|n| Field::new(*n, DataType::Int64, true))
+        .collect::<Vec<_>>(),
+    ))
+}
+
+/// The process's resident set size in bytes (Linux), `None` elsewhere.
+fn resident_bytes() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn memory_batch(engine: &Engine) -> DfResult<RecordBatch> {
+    let usage = engine.memory_usage();
+    let value = |v: u64| -> ArrayRef { Arc::new(Int64Array::from(vec![Some(v as i64)])) };
+    let columns = vec![
+        value(usage.limit),
+        value(usage.cache),
+        value(usage.memtables),
+        value(usage.disk),
+        Arc::new(Int64Array::from(vec![resident_bytes()])) as ArrayRef,
+    ];
+    Ok(RecordBatch::try_new(memory_schema(), columns)?)
+}
+
 #[async_trait]
 impl SchemaProvider for WeirCatalogSchema {
     fn table_names(&self) -> Vec<String> {
@@ -212,6 +253,7 @@ impl SchemaProvider for WeirCatalogSchema {
         let batch = match name {
             "jobs" => jobs_batch(&self.engine)?,
             "checkpoints" => checkpoints_batch(&self.engine)?,
+            "memory" => memory_batch(&self.engine)?,
             _ => return Ok(None),
         };
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;

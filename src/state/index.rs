@@ -33,7 +33,7 @@ impl SecondaryIndex {
             .map(|c| (c.column, c.descending))
             .collect();
         let layout = Arc::new(KeyLayout::with_directions(schema, &key)?);
-        let mut table = StateTable::with_layout(layout);
+        let mut table = StateTable::with_layout(layout).stored(rows.backend())?;
         let all = rows.to_change()?;
         if def.unique {
             let keys = table.layout().encode_key(&all.batch)?;
@@ -78,7 +78,7 @@ impl SecondaryIndex {
         let skip: Vec<bool> = (0..change.len())
             .map(|i| key_has_null(&change.batch, &key, i))
             .collect();
-        if let Some(i) = first_duplicate(&self.rows, &keys, change, &skip) {
+        if let Some(i) = first_duplicate(&self.rows, &keys, change, &skip)? {
             return Err(Error::data(
                 "23505",
                 format!(
@@ -118,29 +118,33 @@ pub fn key_values(batch: &RecordBatch, key: &[(usize, bool)], i: usize) -> Strin
 /// The first row of `change` whose key (in `keys`, one per row; rows with `skip` set are
 /// not checked) would be on more than one row of `table` once `change` is applied: the
 /// table's rows with that key prefix plus the change's net weight for it.
+///
+/// # Errors
+/// RocksDB read errors of a stored table.
 pub fn first_duplicate(
     table: &StateTable,
     keys: &Rows,
     change: &ChangeBatch,
     skip: &[bool],
-) -> Option<usize> {
+) -> Result<Option<usize>> {
     let mut delta: HashMap<&[u8], i64> = HashMap::new();
     for (i, w) in change.weights.values().iter().enumerate() {
         if !skip[i] {
             *delta.entry(keys.row(i).data()).or_default() += w;
         }
     }
-    change
+    let checked: Vec<usize> = change
         .weights
         .values()
         .iter()
         .enumerate()
-        .find(|(i, w)| {
-            if skip[*i] || **w <= 0 {
-                return false;
-            }
-            let key = keys.row(*i).data();
-            table.count_prefix(key) + delta[key] > 1
-        })
+        .filter(|(i, w)| !skip[*i] && **w > 0)
         .map(|(i, _)| i)
+        .collect();
+    let held = table.count_prefixes(checked.iter().map(|i| keys.row(*i).data()))?;
+    Ok(checked
+        .into_iter()
+        .zip(held)
+        .find(|(i, held)| held + delta[keys.row(*i).data()] > 1)
+        .map(|(i, _)| i))
 }

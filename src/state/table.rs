@@ -7,10 +7,12 @@
 //! row's key: an equality on leading key columns is a prefix scan, a comparison on the next
 //! key column a range scan.
 //!
-//! The map is a persistent B+-tree (`imbl::OrdMap`): a [`StateSnapshot`] shares every node
-//! with the live table and costs O(1) to take; a later write copies only the nodes on its
-//! path (O(log n)). Publishing an epoch to readers is therefore independent of the table's
-//! size, and a reader at an epoch never sees a later write.
+//! The rows live in the [`StateBackend`] (RocksDB; see [`StateTable::stored`]): writes are
+//! blind merges of weights, a [`StateSnapshot`] is a RocksDB snapshot, O(1) to take. Without a
+//! backend they are a persistent B+-tree in memory (`imbl::OrdMap`), whose snapshot shares
+//! every node with the live table (a later write copies only the nodes on its path). Either
+//! way publishing an epoch to readers is independent of the table's size, and a reader at an
+//! epoch never sees a later write.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
@@ -23,12 +25,18 @@ use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use imbl::OrdMap;
+use rocksdb::WriteBatch;
+use tracing::warn;
 
 use crate::error::{Error, Result};
+use crate::state::backend::{StateBackend, StoreSnapshot, encode_count, stored_key};
 use crate::stream::change::ChangeBatch;
 
 /// A row's key: its columns in key order, in Arrow's row format.
 pub type RowKey = Arc<[u8]>;
+
+/// A row's key bytes and its count (the number of copies of the row; 0 = deleted).
+pub type KeyCount = (Box<[u8]>, i64);
 
 /// Rows per batch when a snapshot is decoded for a reader.
 const SCAN_BATCH_ROWS: usize = 65_536;
@@ -227,61 +235,128 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 /// Where a state table keeps its rows.
 enum RowMap {
-    /// In key order with O(1) snapshots: tables and views, which readers scan.
+    /// In memory, in key order with O(1) snapshots.
     Ordered(OrdMap<RowKey, i64>),
-    /// Unordered and cheaper to update: an operator's private state, which no reader scans.
+    /// In memory, unordered and cheaper to update: an operator's private state, which no
+    /// reader scans.
     Hashed(HashMap<RowKey, i64>),
+    /// In the state backend (RocksDB), in key order: tables, their indexes and views.
+    Stored(StoredRows),
+}
+
+/// A state table's rows in the [`StateBackend`], under its own table id.
+///
+/// Writes are blind (merged counts, see [`StateBackend`]): a retraction of a row that is not
+/// there is not detected as it is in memory; a count that ends at zero or below reads as no
+/// row.
+struct StoredRows {
+    backend: Arc<StateBackend>,
+    id: u64,
+}
+
+impl StoredRows {
+    fn key(&self, row: &[u8]) -> Vec<u8> {
+        stored_key(self.id, row)
+    }
+}
+
+impl Drop for StoredRows {
+    /// A dropped table's rows are removed from the backend (one range tombstone).
+    fn drop(&mut self) {
+        if let Err(e) = self.backend.drop_table(self.id) {
+            warn!(error = %e, table = self.id, "could not drop a stored state table's rows");
+        }
+    }
 }
 
 impl RowMap {
-    fn get(&self, k: &[u8]) -> Option<i64> {
-        match self {
+    fn get(&self, k: &[u8]) -> Result<Option<i64>> {
+        Ok(match self {
             RowMap::Ordered(m) => m.get(k).copied(),
             RowMap::Hashed(m) => m.get(k).copied(),
-        }
-    }
-
-    fn get_mut(&mut self, k: &[u8]) -> Option<&mut i64> {
-        match self {
-            RowMap::Ordered(m) => m.get_mut(k),
-            RowMap::Hashed(m) => m.get_mut(k),
-        }
-    }
-
-    fn insert(&mut self, k: &[u8], v: i64) {
-        match self {
-            RowMap::Ordered(m) => {
-                m.insert(Arc::from(k), v);
-            }
-            RowMap::Hashed(m) => {
-                m.insert(Arc::from(k), v);
-            }
-        }
-    }
-
-    fn remove(&mut self, k: &[u8]) {
-        match self {
-            RowMap::Ordered(m) => {
-                m.remove(k);
-            }
-            RowMap::Hashed(m) => {
-                m.remove(k);
-            }
-        }
+            RowMap::Stored(s) => s.backend.get(&s.key(k))?,
+        })
     }
 
     fn len(&self) -> usize {
         match self {
             RowMap::Ordered(m) => m.len(),
             RowMap::Hashed(m) => m.len(),
+            // Unknown without a scan; only a capacity hint.
+            RowMap::Stored(_) => 0,
         }
     }
 
-    fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], i64)> + '_> {
+    /// Calls `f` on every row (key bytes, count): in key order unless hashed.
+    fn for_each(&self, f: &mut dyn FnMut(&[u8], i64) -> Result<()>) -> Result<()> {
         match self {
-            RowMap::Ordered(m) => Box::new(m.iter().map(|(k, c)| (k.as_ref(), *c))),
-            RowMap::Hashed(m) => Box::new(m.iter().map(|(k, c)| (k.as_ref(), *c))),
+            RowMap::Ordered(m) => m.iter().try_for_each(|(k, c)| f(k, *c)),
+            RowMap::Hashed(m) => m.iter().try_for_each(|(k, c)| f(k, *c)),
+            RowMap::Stored(s) => s.backend.scan(None, s.id, &[], None, &mut |k, c| {
+                f(k, c)?;
+                Ok(true)
+            }),
         }
+    }
+
+    /// Moves the count of `k` by `w` (in memory); `Err` when it would go below zero.
+    fn add_in_memory(&mut self, k: &[u8], w: i64) -> Result<()> {
+        fn add<M>(
+            get_mut: impl FnOnce(&mut M) -> Option<&mut i64>,
+            m: &mut M,
+            w: i64,
+        ) -> Result<Option<bool>> {
+            match get_mut(m) {
+                Some(c) => {
+                    *c += w;
+                    if *c < 0 {
+                        return Err(Error::Internal("state table row count below zero".into()));
+                    }
+                    Ok(Some(*c == 0))
+                }
+                None => Ok(None),
+            }
+        }
+        let state = match self {
+            RowMap::Ordered(m) => add(|m: &mut OrdMap<RowKey, i64>| m.get_mut(k), m, w)?,
+            RowMap::Hashed(m) => add(|m: &mut HashMap<RowKey, i64>| m.get_mut(k), m, w)?,
+            RowMap::Stored(_) => {
+                return Err(Error::Internal(
+                    "in-memory update of a stored state table".into(),
+                ));
+            }
+        };
+        match state {
+            Some(true) => match self {
+                RowMap::Ordered(m) => {
+                    m.remove(k);
+                }
+                RowMap::Hashed(m) => {
+                    m.remove(k);
+                }
+                RowMap::Stored(_) => {}
+            },
+            Some(false) => {}
+            None => {
+                if w < 0 {
+                    return Err(Error::Internal(
+                        "retraction of a row that is not in the state table".into(),
+                    ));
+                }
+                if w > 0 {
+                    match self {
+                        RowMap::Ordered(m) => {
+                            m.insert(Arc::from(k), w);
+                        }
+                        RowMap::Hashed(m) => {
+                            m.insert(Arc::from(k), w);
+                        }
+                        RowMap::Stored(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -289,7 +364,8 @@ impl RowMap {
 ///
 /// Used for a table's contents, a materialized view's contents and an operator's input.
 /// Reads see every applied change; [`StateTable::snapshot`] freezes the current rows for a
-/// reader in O(1).
+/// reader in O(1). Rows live in memory or, once [`StateTable::stored`], in the
+/// [`StateBackend`] (RocksDB), where memory is a bounded cache.
 pub struct StateTable {
     layout: Arc<KeyLayout>,
     rows: RowMap,
@@ -358,6 +434,50 @@ impl StateTable {
         })
     }
 
+    /// This table with its rows in `backend` (when given; otherwise unchanged): its rows
+    /// leave the heap. O(rows held) once; a new table holds none.
+    ///
+    /// # Errors
+    /// RocksDB write errors.
+    pub fn stored(mut self, backend: Option<&Arc<StateBackend>>) -> Result<Self> {
+        self.store_in(backend)?;
+        Ok(self)
+    }
+
+    /// Moves this table's rows into `backend` (when given), as [`StateTable::stored`]; the
+    /// rows of an unordered table are then kept in key order too.
+    ///
+    /// # Errors
+    /// RocksDB write errors.
+    pub fn store_in(&mut self, backend: Option<&Arc<StateBackend>>) -> Result<()> {
+        let Some(backend) = backend else {
+            return Ok(());
+        };
+        if matches!(self.rows, RowMap::Stored(_)) {
+            return Ok(());
+        }
+        let stored = StoredRows {
+            backend: Arc::clone(backend),
+            id: backend.allocate(),
+        };
+        let mut batch = WriteBatch::default();
+        self.rows.for_each(&mut |k, c| {
+            batch.put(stored.key(k), encode_count(c));
+            Ok(())
+        })?;
+        backend.write(batch)?;
+        self.rows = RowMap::Stored(stored);
+        Ok(())
+    }
+
+    /// The backend holding the rows, when they are stored.
+    pub fn backend(&self) -> Option<&Arc<StateBackend>> {
+        match &self.rows {
+            RowMap::Stored(s) => Some(&s.backend),
+            _ => None,
+        }
+    }
+
     /// The key layout.
     pub fn layout(&self) -> &Arc<KeyLayout> {
         &self.layout
@@ -377,37 +497,91 @@ impl StateTable {
     /// The rows changed since the last call (or since tracking began), each with its current
     /// count (0 = deleted); `None` when changes were not tracked and the whole table must be
     /// written. Tracking continues afterwards.
-    pub fn take_changes(&mut self) -> Option<Vec<(Box<[u8]>, i64)>> {
-        let dirty = self.dirty.replace(ChangedKeys::default())?;
+    ///
+    /// # Errors
+    /// RocksDB read errors of a stored table.
+    pub fn take_changes(&mut self) -> Result<Option<Vec<KeyCount>>> {
+        let Some(dirty) = self.dirty.replace(ChangedKeys::default()) else {
+            return Ok(None);
+        };
         let mut seen: HashSet<&[u8]> = HashSet::with_capacity(dirty.ends.len());
-        let mut out = Vec::with_capacity(dirty.ends.len());
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(dirty.ends.len());
         let mut start = 0;
         for end in &dirty.ends {
             let k = &dirty.bytes[start..*end];
             start = *end;
             if seen.insert(k) {
-                let c = self.rows.get(k).unwrap_or(0);
-                out.push((Box::from(k), c));
+                keys.push(k);
             }
         }
-        Some(out)
+        let counts: Vec<i64> = match &self.rows {
+            RowMap::Stored(s) => {
+                let stored: Vec<Vec<u8>> = keys.iter().map(|k| s.key(k)).collect();
+                s.backend
+                    .get_many(&stored)?
+                    .into_iter()
+                    .map(|c| c.unwrap_or(0))
+                    .collect()
+            }
+            rows => keys
+                .iter()
+                .map(|k| Ok(rows.get(k)?.unwrap_or(0)))
+                .collect::<Result<_>>()?,
+        };
+        Ok(Some(
+            keys.into_iter()
+                .zip(counts)
+                .map(|(k, c)| (Box::from(k), c))
+                .collect(),
+        ))
     }
 
-    /// Every distinct row's key bytes and count, in key order.
-    pub fn rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
-        self.rows.iter()
+    /// Every distinct row's key bytes and count, in key order (unordered tables: in no
+    /// particular order). O(n).
+    ///
+    /// # Errors
+    /// RocksDB read errors of a stored table.
+    pub fn rows(&self) -> Result<Vec<KeyCount>> {
+        let mut out = Vec::with_capacity(self.rows.len());
+        self.rows.for_each(&mut |k, c| {
+            out.push((Box::from(k), c));
+            Ok(())
+        })?;
+        Ok(out)
     }
 
-    /// Loads a row from a checkpoint (key bytes in this table's layout, count > 0), without
-    /// recording it as a change.
-    pub fn load_row(&mut self, key: &[u8], count: i64) {
-        if count > 0 {
-            self.total += count;
-            match self.rows.get_mut(key) {
-                Some(c) => *c += count,
-                None => self.rows.insert(key, count),
+    /// Loads rows from a checkpoint or a table snapshot (key bytes in this table's layout,
+    /// counts > 0), without recording them as changes. Keys already present add up.
+    ///
+    /// # Errors
+    /// RocksDB errors of a stored table.
+    pub fn load_rows<'a>(&mut self, rows: impl IntoIterator<Item = (&'a [u8], i64)>) -> Result<()> {
+        const WRITE_BATCH_ROWS: usize = 16_384;
+        match &mut self.rows {
+            RowMap::Stored(s) => {
+                let mut batch = WriteBatch::default();
+                for (k, c) in rows {
+                    if c <= 0 {
+                        continue;
+                    }
+                    batch.merge(s.key(k), encode_count(c));
+                    self.total += c;
+                    if batch.len() >= WRITE_BATCH_ROWS {
+                        s.backend.write(std::mem::take(&mut batch))?;
+                    }
+                }
+                s.backend.write(batch)?;
+            }
+            _ => {
+                for (k, c) in rows {
+                    if c > 0 {
+                        self.total += c;
+                        self.rows.add_in_memory(k, c)?;
+                    }
+                }
             }
         }
+        Ok(())
     }
 
     /// The row schema.
@@ -428,7 +602,8 @@ impl StateTable {
     /// Applies a change batch: each row's count moves by its weight. O(rows × log n).
     ///
     /// # Errors
-    /// [`Error::Internal`] if a count would become negative (a retraction of a missing row).
+    /// [`Error::Internal`] if a count would become negative (a retraction of a missing row);
+    /// RocksDB errors of a stored table (then nothing of the batch is applied).
     pub fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
         if change.is_empty() {
             return Ok(());
@@ -439,35 +614,37 @@ impl StateTable {
         } else {
             Some(self.layout.encode(&change.batch)?)
         };
-        for (i, w) in change.weights.values().iter().enumerate() {
-            // Rows of a schema without columns are all the empty row.
-            let bytes: &[u8] = match &rows {
+        // Rows of a schema without columns are all the empty row.
+        let key = |i: usize| -> &[u8] {
+            match &rows {
                 Some(r) => r.row(i).data(),
                 None => &[],
-            };
-            if let Some(d) = &mut self.dirty {
-                d.bytes.extend_from_slice(bytes);
-                d.ends.push(d.bytes.len());
             }
-            match self.rows.get_mut(bytes) {
-                Some(c) => {
-                    *c += w;
-                    if *c == 0 {
-                        self.rows.remove(bytes);
-                    } else if *c < 0 {
-                        return Err(Error::Internal("state table row count below zero".into()));
-                    }
-                }
-                None => {
-                    if *w < 0 {
-                        return Err(Error::Internal(
-                            "retraction of a row that is not in the state table".into(),
-                        ));
-                    }
-                    if *w > 0 {
-                        self.rows.insert(bytes, *w);
-                    }
-                }
+        };
+        if let RowMap::Stored(s) = &self.rows {
+            // Blind writes: each distinct row's net weight is merged into its stored count
+            // (the backend's merge operator adds), without reading it first; in key order,
+            // which makes the memtable inserts cheaper.
+            let mut net: HashMap<&[u8], i64> = HashMap::with_capacity(change.len());
+            for (i, w) in change.weights.values().iter().enumerate() {
+                *net.entry(key(i)).or_default() += w;
+            }
+            let mut net: Vec<(&[u8], i64)> = net.into_iter().filter(|(_, w)| *w != 0).collect();
+            net.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let mut batch = WriteBatch::default();
+            for (k, w) in net {
+                batch.merge(s.key(k), encode_count(w));
+            }
+            s.backend.write(batch)?;
+        } else {
+            for (i, w) in change.weights.values().iter().enumerate() {
+                self.rows.add_in_memory(key(i), *w)?;
+            }
+        }
+        for (i, w) in change.weights.values().iter().enumerate() {
+            if let Some(d) = &mut self.dirty {
+                d.bytes.extend_from_slice(key(i));
+                d.ends.push(d.bytes.len());
             }
             self.total += w;
         }
@@ -477,64 +654,101 @@ impl StateTable {
     /// The count of each row of `batch` (0 when absent), in order. O(rows × log n).
     ///
     /// # Errors
-    /// Arrow errors when `batch` has another schema.
+    /// Arrow errors when `batch` has another schema; RocksDB read errors.
     pub fn counts(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
         if batch.num_columns() == 0 {
-            let c = self.rows.get(&[]).unwrap_or(0);
+            let c = self.rows.get(&[])?.unwrap_or(0);
             return Ok(vec![c; batch.num_rows()]);
         }
         let rows = self.layout.encode(batch)?;
-        Ok((0..batch.num_rows())
-            .map(|i| self.rows.get(rows.row(i).data()).unwrap_or(0))
-            .collect())
+        (0..batch.num_rows())
+            .map(|i| Ok(self.rows.get(rows.row(i).data())?.unwrap_or(0)))
+            .collect()
     }
 
     /// The number of rows (duplicates counted) whose key starts with `prefix` (a key prefix
     /// as encoded by [`KeyLayout`] for the leading key columns). O(log n + matches).
-    pub fn count_prefix(&self, prefix: &[u8]) -> i64 {
+    ///
+    /// # Errors
+    /// RocksDB read errors.
+    pub fn count_prefix(&self, prefix: &[u8]) -> Result<i64> {
         match &self.rows {
             RowMap::Ordered(m) => {
                 let range = KeyRange::prefix(prefix.to_vec());
-                m.range::<_, [u8]>(range.as_refs()).map(|(_, c)| *c).sum()
+                Ok(m.range::<_, [u8]>(range.as_refs()).map(|(_, c)| *c).sum())
             }
-            RowMap::Hashed(m) => m
+            RowMap::Hashed(m) => Ok(m
                 .iter()
                 .filter(|(k, _)| k.starts_with(prefix))
                 .map(|(_, c)| *c)
-                .sum(),
+                .sum()),
+            RowMap::Stored(s) => {
+                let mut sum = 0;
+                let upper = prefix_successor(prefix);
+                s.backend
+                    .scan(None, s.id, prefix, upper.as_deref(), &mut |_, c| {
+                        sum += c;
+                        Ok(true)
+                    })?;
+                Ok(sum)
+            }
+        }
+    }
+
+    /// For each of `prefixes`, the number of rows (duplicates counted) whose key starts with
+    /// it, as [`StateTable::count_prefix`]; a stored table reads them all through one
+    /// iterator. O(prefixes × log n + matches).
+    ///
+    /// # Errors
+    /// RocksDB read errors.
+    pub fn count_prefixes<'a>(
+        &self,
+        prefixes: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Vec<i64>> {
+        match &self.rows {
+            RowMap::Stored(s) => s.backend.count_prefixes(s.id, prefixes),
+            _ => prefixes.into_iter().map(|p| self.count_prefix(p)).collect(),
         }
     }
 
     /// All rows (each repeated by its count) as one batch, in key order. O(n).
     ///
     /// # Errors
-    /// Arrow errors from decoding.
+    /// Arrow errors from decoding; RocksDB read errors.
     pub fn to_batch(&self) -> Result<RecordBatch> {
-        let iter = self
-            .rows
+        let rows = self.rows()?;
+        let iter = rows
             .iter()
-            .flat_map(|(k, c)| std::iter::repeat_n(k, c as usize));
+            .flat_map(|(k, c)| std::iter::repeat_n(k.as_ref(), *c as usize));
         self.layout.decode(iter, self.total as usize)
     }
 
     /// The contents as a change batch of inserts, each distinct row once with its count.
     ///
     /// # Errors
-    /// Arrow errors from decoding.
+    /// Arrow errors from decoding; RocksDB read errors.
     pub fn to_change(&self) -> Result<ChangeBatch> {
+        let rows = self.rows()?;
         let batch = self
             .layout
-            .decode(self.rows.iter().map(|(k, _)| k), self.rows.len())?;
-        let weights = self.rows.iter().map(|(_, c)| c).collect::<Vec<_>>().into();
+            .decode(rows.iter().map(|(k, _)| k.as_ref()), rows.len())?;
+        let weights = rows.iter().map(|(_, c)| *c).collect::<Vec<_>>().into();
         ChangeBatch::new(batch, weights)
     }
 
-    /// The current rows, frozen for a reader. O(1) for an ordered table (the snapshot shares
-    /// its nodes); O(n) for an [`StateTable::unordered`] one.
+    /// The current rows, frozen for a reader. O(1) for an ordered or stored table (the
+    /// snapshot shares its nodes, or is a RocksDB snapshot); O(n) for an
+    /// [`StateTable::unordered`] one.
     pub fn snapshot(&self) -> StateSnapshot {
         let rows = match &self.rows {
-            RowMap::Ordered(m) => m.clone(),
-            RowMap::Hashed(m) => m.iter().map(|(k, c)| (Arc::clone(k), *c)).collect(),
+            RowMap::Ordered(m) => SnapshotRows::Memory(m.clone()),
+            RowMap::Hashed(m) => {
+                SnapshotRows::Memory(m.iter().map(|(k, c)| (Arc::clone(k), *c)).collect())
+            }
+            RowMap::Stored(s) => SnapshotRows::Stored {
+                snapshot: Arc::new(s.backend.snapshot()),
+                id: s.id,
+            },
         };
         StateSnapshot {
             layout: Arc::clone(&self.layout),
@@ -544,12 +758,22 @@ impl StateTable {
     }
 }
 
+/// The rows a [`StateSnapshot`] reads.
+#[derive(Clone)]
+enum SnapshotRows {
+    Memory(OrdMap<RowKey, i64>),
+    Stored {
+        snapshot: Arc<StoreSnapshot>,
+        id: u64,
+    },
+}
+
 /// The rows of a [`StateTable`] as of one moment (an epoch for a view, an acknowledged write
 /// for a table): what a `SELECT` reads. Later writes to the table do not show.
 #[derive(Clone)]
 pub struct StateSnapshot {
     layout: Arc<KeyLayout>,
-    rows: OrdMap<RowKey, i64>,
+    rows: SnapshotRows,
     total: i64,
 }
 
@@ -586,35 +810,55 @@ impl StateSnapshot {
     /// batches of at most 65,536 rows, stopping after `limit` rows. O(log n + rows read).
     ///
     /// # Errors
-    /// Arrow errors from decoding.
+    /// Arrow errors from decoding; RocksDB read errors.
     pub fn scan(&self, range: &KeyRange, limit: Option<usize>) -> Result<Vec<RecordBatch>> {
         let mut out = Vec::new();
         if range.is_empty() {
             return Ok(out);
         }
-        let limit = limit.unwrap_or(usize::MAX);
-        let mut taken = 0usize;
-        let mut keys: Vec<&[u8]> = Vec::new();
-        for (k, c) in self.rows.range::<_, [u8]>(range.as_refs()) {
-            for _ in 0..*c {
-                if taken == limit {
-                    break;
+        let mut reader = ScanBatches {
+            layout: &self.layout,
+            limit: limit.unwrap_or(usize::MAX),
+            taken: 0,
+            keys: Vec::new(),
+            out: &mut out,
+        };
+        match &self.rows {
+            SnapshotRows::Memory(m) => {
+                for (k, c) in m.range::<_, [u8]>(range.as_refs()) {
+                    if !reader.push(k, *c)? {
+                        break;
+                    }
                 }
-                keys.push(k.as_ref());
-                taken += 1;
             }
-            if keys.len() >= SCAN_BATCH_ROWS {
-                let n = keys.len();
-                out.push(self.layout.decode(keys.drain(..), n)?);
-            }
-            if taken == limit {
-                break;
+            SnapshotRows::Stored { snapshot, id } => {
+                // RocksDB iterates [lower, upper): an excluded lower key and an included
+                // upper key move to their successors (the key followed by a zero byte).
+                let successor = |k: &Vec<u8>| {
+                    let mut s = k.clone();
+                    s.push(0);
+                    s
+                };
+                let lower = match &range.lower {
+                    Bound::Included(k) => k.clone(),
+                    Bound::Excluded(k) => successor(k),
+                    Bound::Unbounded => Vec::new(),
+                };
+                let upper = match &range.upper {
+                    Bound::Included(k) => Some(successor(k)),
+                    Bound::Excluded(k) => Some(k.clone()),
+                    Bound::Unbounded => None,
+                };
+                snapshot.backend().scan(
+                    Some(snapshot),
+                    *id,
+                    &lower,
+                    upper.as_deref(),
+                    &mut |k, c| reader.push(k, c),
+                )?;
             }
         }
-        if !keys.is_empty() || out.is_empty() {
-            let n = keys.len();
-            out.push(self.layout.decode(keys.into_iter(), n)?);
-        }
+        reader.finish()?;
         Ok(out)
     }
 
@@ -633,6 +877,49 @@ impl StateSnapshot {
     /// Arrow errors while encoding a literal.
     pub fn key_range(&self, filters: &[Expr]) -> Result<KeyRange> {
         key_range(&self.layout, filters)
+    }
+}
+
+/// Gathers scanned rows into decoded batches of at most [`SCAN_BATCH_ROWS`] rows.
+struct ScanBatches<'a> {
+    layout: &'a KeyLayout,
+    limit: usize,
+    taken: usize,
+    keys: Vec<Box<[u8]>>,
+    out: &'a mut Vec<RecordBatch>,
+}
+
+impl ScanBatches<'_> {
+    /// Adds a row `count` times; `false` once the limit is reached.
+    fn push(&mut self, key: &[u8], count: i64) -> Result<bool> {
+        for _ in 0..count {
+            if self.taken == self.limit {
+                return Ok(false);
+            }
+            self.keys.push(Box::from(key));
+            self.taken += 1;
+        }
+        if self.keys.len() >= SCAN_BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(self.taken < self.limit)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let n = self.keys.len();
+        let batch = self
+            .layout
+            .decode(self.keys.iter().map(|k| k.as_ref()), n)?;
+        self.keys.clear();
+        self.out.push(batch);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<()> {
+        if !self.keys.is_empty() || self.out.is_empty() {
+            self.flush()?;
+        }
+        Ok(())
     }
 }
 
@@ -944,16 +1231,128 @@ mod tests {
         ChangeBatch::new(b, Int64Array::from(w)).unwrap()
     }
 
+    /// A state backend in a temporary directory (kept alive by the returned guard).
+    fn stored_backend(limit: u64) -> (tempfile::TempDir, Arc<StateBackend>) {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = StateBackend::open(&dir.path().join("state"), limit).unwrap();
+        (dir, backend)
+    }
+
+    /// Runs `check` on a table in memory and on one in the state backend.
+    fn on_both_backends(check: impl Fn(Option<&Arc<StateBackend>>)) {
+        check(None);
+        let (_dir, backend) = stored_backend(64 << 20);
+        check(Some(&backend));
+    }
+
     #[test]
     fn multiset_counts_duplicates_and_retractions() {
-        let c = change(vec![Some("a"), Some("a"), None], vec![1, 1, 1]);
-        let mut t = StateTable::new(c.schema()).unwrap();
+        on_both_backends(|backend| {
+            let c = change(vec![Some("a"), Some("a"), None], vec![1, 1, 1]);
+            let mut t = StateTable::new(c.schema())
+                .unwrap()
+                .stored(backend)
+                .unwrap();
+            t.apply(&c).unwrap();
+            assert_eq!(t.len(), 3);
+            assert_eq!(t.rows().unwrap().len(), 2);
+            t.apply(&change(vec![Some("a")], vec![-1])).unwrap();
+            assert_eq!(t.len(), 2);
+            assert_eq!(t.to_batch().unwrap().num_rows(), 2);
+            if backend.is_none() {
+                // In memory a retraction of a missing row is caught; stored writes are blind.
+                assert!(t.apply(&change(vec![Some("zz")], vec![-1])).is_err());
+            }
+            // A retraction within the batch that inserts the row is fine.
+            t.apply(&change(vec![Some("b"), Some("b")], vec![1, -1]))
+                .unwrap();
+            assert_eq!(
+                t.counts(&change(vec![Some("a"), Some("b"), None], vec![1, 1, 1]).batch)
+                    .unwrap(),
+                vec![1, 0, 1]
+            );
+            t.apply(&change(vec![Some("a"), None], vec![-1, -1]))
+                .unwrap();
+            assert!(t.is_empty());
+            assert!(t.rows().unwrap().is_empty());
+        });
+    }
+
+    #[test]
+    fn stored_tables_track_changes_load_and_drop_their_rows() {
+        let (_dir, backend) = stored_backend(64 << 20);
+        let c = change(vec![Some("a"), Some("b"), Some("c")], vec![1, 2, 1]);
+        let mut t = StateTable::new(c.schema())
+            .unwrap()
+            .stored(Some(&backend))
+            .unwrap();
+        t.track_changes();
         t.apply(&c).unwrap();
+        t.apply(&change(vec![Some("c")], vec![-1])).unwrap();
+        let mut changed = t.take_changes().unwrap().unwrap();
+        changed.sort();
+        let counts: Vec<i64> = changed.iter().map(|(_, c)| *c).collect();
+        assert_eq!(counts, vec![1, 2, 0], "a, b and the deleted c");
+        assert_eq!(t.take_changes().unwrap().unwrap().len(), 0);
+        // Loading the rows into another stored table reproduces them; the tables do not mix.
+        let mut u = StateTable::new(c.schema())
+            .unwrap()
+            .stored(Some(&backend))
+            .unwrap();
+        let rows = t.rows().unwrap();
+        u.load_rows(rows.iter().map(|(k, c)| (k.as_ref(), *c)))
+            .unwrap();
+        u.load_rows(rows.iter().map(|(k, c)| (k.as_ref(), *c)))
+            .unwrap();
+        assert_eq!(u.len(), 6);
         assert_eq!(t.len(), 3);
-        t.apply(&change(vec![Some("a")], vec![-1])).unwrap();
-        assert_eq!(t.len(), 2);
-        assert_eq!(t.to_batch().unwrap().num_rows(), 2);
-        assert!(t.apply(&change(vec![Some("zz")], vec![-1])).is_err());
+        let snapshot = u.snapshot();
+        drop(u);
+        // The snapshot still reads the dropped table's rows; a new table starts empty.
+        assert_eq!(
+            snapshot.scan(&KeyRange::all(), None).unwrap()[0].num_rows(),
+            6
+        );
+        let v = StateTable::new(c.schema())
+            .unwrap()
+            .stored(Some(&backend))
+            .unwrap();
+        assert!(v.rows().unwrap().is_empty());
+        assert_eq!(t.to_batch().unwrap().num_rows(), 3);
+    }
+
+    #[test]
+    fn stored_rows_beyond_the_memory_limit_stay_readable() {
+        // 16 MiB of budget, about 60 MiB of rows: most of them are read back from disk.
+        let (_dir, backend) = stored_backend(16 << 20);
+        let mut t = keyed(0).stored(Some(&backend)).unwrap();
+        let n = 600_000i64;
+        for chunk in 0..6 {
+            let ids: Vec<i64> = (chunk * n / 6..(chunk + 1) * n / 6).collect();
+            let vs: Vec<String> = ids.iter().map(|i| format!("{i:0>80}")).collect();
+            let b = RecordBatch::try_new(
+                t.schema().clone(),
+                vec![
+                    Arc::new(StringArray::from(vs)),
+                    Arc::new(Int64Array::from(ids.clone())),
+                ],
+            )
+            .unwrap();
+            t.apply(&ChangeBatch::new(b, Int64Array::from(vec![1; ids.len()])).unwrap())
+                .unwrap();
+        }
+        let usage = backend.usage();
+        assert!(usage.cache <= usage.limit + (4 << 20), "{usage:?}");
+        let s = t.snapshot();
+        use datafusion::prelude::{col, lit};
+        assert_eq!(ids_in(&s, &[col("id").eq(lit(123_456i64))]), vec![123_456]);
+        assert_eq!(
+            ids_in(&s, &[col("id").gt_eq(lit(n - 3))]),
+            vec![n - 3, n - 2, n - 1]
+        );
+        let all = ids_in(&s, &[]);
+        assert_eq!(all.len() as i64, n);
+        assert!(all.iter().enumerate().all(|(i, id)| *id == i as i64));
     }
 
     fn keyed(n: i64) -> StateTable {
@@ -983,8 +1382,14 @@ mod tests {
 
     #[test]
     fn key_ranges_read_only_the_matching_rows() {
+        on_both_backends(key_ranges_on);
+    }
+
+    fn key_ranges_on(backend: Option<&Arc<StateBackend>>) {
         use datafusion::prelude::{col, lit};
-        let t = keyed(1000);
+        let t = keyed(0).stored(backend).unwrap();
+        let mut t = t;
+        t.apply(&keyed(1000).to_change().unwrap()).unwrap();
         let s = t.snapshot();
         // Key order is numeric order, negatives first (memcomparable encoding).
         assert_eq!(ids_in(&s, &[]).len(), 1000);
@@ -1024,13 +1429,16 @@ mod tests {
 
     #[test]
     fn snapshots_do_not_see_later_writes() {
-        let mut t = keyed(10);
-        let before = t.snapshot();
-        let all = t.to_change().unwrap();
-        t.apply(&all.negate()).unwrap();
-        assert_eq!(t.len(), 0);
-        assert_eq!(before.len(), 10);
-        assert_eq!(ids_in(&before, &[]).len(), 10);
+        on_both_backends(|backend| {
+            let mut t = keyed(10).stored(backend).unwrap();
+            let before = t.snapshot();
+            let all = t.to_change().unwrap();
+            t.apply(&all.negate()).unwrap();
+            assert_eq!(t.len(), 0);
+            assert_eq!(before.len(), 10);
+            assert_eq!(ids_in(&before, &[]).len(), 10);
+            assert!(ids_in(&t.snapshot(), &[]).is_empty());
+        });
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! coordinator and its restart strategy.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
@@ -14,7 +15,7 @@ use crate::checkpoint::{
 };
 use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
-use crate::state::{IndexedSnapshot, StateTable};
+use crate::state::{IndexedSnapshot, StateBackend, StateTable};
 use crate::stream::change::ChangeBatch;
 use crate::stream::{Epoch, EpochInput, Operator, RelationId, plan};
 
@@ -92,6 +93,8 @@ pub struct Job {
     pub restarts: u64,
     /// The last recovery (at start or after a failure).
     pub last_recovery: Option<Recovery>,
+    /// Where the view's contents live (in memory when `None`).
+    backend: Option<Arc<StateBackend>>,
 }
 
 impl Job {
@@ -105,10 +108,13 @@ impl Job {
         plan: LogicalPlan,
         schema: SchemaRef,
         coordinator: Option<CheckpointCoordinator>,
+        backend: Option<Arc<StateBackend>>,
     ) -> Result<Self> {
         let mut sources = BTreeSet::new();
-        let root = plan::build(&plan, &mut sources)?;
-        let contents = StateTable::with_key(schema.clone(), &plan::stream_key(&plan))?;
+        let mut root = plan::build(&plan, &mut sources)?;
+        root.visit_state(&mut |t| t.store_in(backend.as_ref()))?;
+        let contents = StateTable::with_key(schema.clone(), &plan::stream_key(&plan))?
+            .stored(backend.as_ref())?;
         let restart = RestartTracker::new(
             coordinator
                 .as_ref()
@@ -129,6 +135,7 @@ impl Job {
             restart,
             restarts: 0,
             last_recovery: None,
+            backend,
         })
     }
 
@@ -211,7 +218,10 @@ impl Job {
     pub fn reset(&mut self) -> Result<()> {
         let mut sources = BTreeSet::new();
         self.root = plan::build(&self.plan, &mut sources)?;
-        self.contents = StateTable::with_key(self.schema.clone(), &plan::stream_key(&self.plan))?;
+        self.root
+            .visit_state(&mut |t| t.store_in(self.backend.as_ref()))?;
+        self.contents = StateTable::with_key(self.schema.clone(), &plan::stream_key(&self.plan))?
+            .stored(self.backend.as_ref())?;
         self.rebuild_indexes()?;
         self.status = JobStatus::Running;
         Ok(())
@@ -247,13 +257,13 @@ impl Job {
     pub fn collect_state(&mut self, backend: StateBackendKind) -> Result<Vec<TableChanges>> {
         let mut out = Vec::new();
         self.visit_state(&mut |t| {
-            let full = |t: &StateTable| t.rows().map(|(k, c)| (Box::from(k), c)).collect();
+            let full = |t: &StateTable| t.rows();
             let change = match backend {
-                StateBackendKind::Memory => TableChanges::Full(full(t)),
-                StateBackendKind::RocksDb => match t.take_changes() {
+                StateBackendKind::Memory => TableChanges::Full(full(t)?),
+                StateBackendKind::RocksDb => match t.take_changes()? {
                     Some(delta) => TableChanges::Delta(delta),
                     None => {
-                        let rows = full(t);
+                        let rows = full(t)?;
                         t.track_changes();
                         TableChanges::Full(rows)
                     }
@@ -283,9 +293,7 @@ impl Job {
         let mut tables = image.tables.into_iter();
         self.visit_state(&mut |t| {
             if let Some(rows) = tables.next() {
-                for (k, c) in rows {
-                    t.load_row(&k, c);
-                }
+                t.load_rows(rows.iter().map(|(k, c)| (k.as_ref(), *c)))?;
             }
             if track {
                 t.track_changes();

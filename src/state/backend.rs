@@ -1,0 +1,409 @@
+//! The state backend: a RocksDB instance that holds the rows of state tables off the heap,
+//! in key order, under a memory budget.
+//!
+//! Every stored [`StateTable`](super::StateTable) gets an id; its rows live under the key
+//! `<table id: u64 BE><row key>` with the value `<count: i64 LE>`, so a table is one
+//! contiguous key range and a key prefix of a table is a contiguous sub-range (prefix and
+//! range scans are RocksDB range iterations). Writes go to the memtable without a WAL: the
+//! backend is a working store, rebuilt at every start from the durable store (tables'
+//! snapshots and changelogs) and from checkpoints, so it is emptied when it opens.
+//!
+//! Memory: RocksDB's block cache and its memtables share one budget, `--memory-limit`
+//! (the memtables are charged to the cache through a write buffer manager, as RocksDB's
+//! "Write Buffer Manager" wiki page describes); rows beyond it are on disk.
+
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rocksdb::{
+    BlockBasedOptions, Cache, DB, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
+    WriteBufferManager, WriteOptions,
+};
+
+use crate::error::{Error, Result};
+
+/// The memory budget when none is given: a quarter of the machine's memory, at least 256 MiB
+/// (1 GiB when the machine's memory cannot be read).
+pub fn default_memory_limit() -> u64 {
+    const FLOOR: u64 = 256 << 20;
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    match total {
+        Some(bytes) => (bytes / 4).max(FLOOR),
+        None => 1 << 30,
+    }
+}
+
+/// Parses a memory size: bytes, or a number with `kB`, `MB`, `GB` or `TB` (powers of 1024, as
+/// PostgreSQL reads memory settings), e.g. `512MB`, `1GB`.
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_memory_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" | "k" => 1 << 10,
+        "mb" | "m" => 1 << 20,
+        "gb" | "g" => 1 << 30,
+        "tb" | "t" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "invalid memory size \"{text}\": use bytes or a number with kB, MB, GB or TB"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid memory size \"{text}\": expected a number"))?;
+    let bytes = (value * scale as f64) as u64;
+    if bytes < (16 << 20) {
+        return Err(format!(
+            "memory limit \"{text}\" is too small: at least 16MB"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Memory in use by the backend (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// The budget (`--memory-limit`).
+    pub limit: u64,
+    /// Block cache in use, memtables included (they are charged to the cache).
+    pub cache: u64,
+    /// Memtables (rows written and not yet flushed to disk).
+    pub memtables: u64,
+    /// Estimated bytes of live rows on disk.
+    pub disk: u64,
+}
+
+/// The RocksDB instance behind stored state tables (see the module docs).
+pub struct StateBackend {
+    db: Arc<DB>,
+    cache: Cache,
+    limit: u64,
+    dir: PathBuf,
+    next_id: AtomicU64,
+    write: WriteOptions,
+}
+
+impl std::fmt::Debug for StateBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateBackend")
+            .field("dir", &self.dir)
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+impl StateBackend {
+    /// Opens an empty backend in `dir` (anything there is removed first) with a memory budget
+    /// of `limit` bytes.
+    ///
+    /// # Errors
+    /// [`Error::State`] when the directory cannot be emptied or RocksDB fails to open.
+    pub fn open(dir: &Path, limit: u64) -> Result<Arc<Self>> {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| {
+                Error::State(format!(
+                    "cannot empty state directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        std::fs::create_dir_all(dir)?;
+        let cache = Cache::new_lru_cache(limit as usize);
+        // Memtables take at most half of the budget, charged to the cache so that cache and
+        // memtables together stay within it.
+        let buffers = WriteBufferManager::new_write_buffer_manager_with_cache(
+            (limit / 2) as usize,
+            // Writes wait for a flush rather than grow the memtables past the budget.
+            true,
+            cache.clone(),
+        );
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+        // Index and bloom filter blocks are charged to the cache too, partitioned (as RocksDB's
+        // "Partitioned Index/Filters" wiki page recommends when memory is bounded): a lookup
+        // loads one small partition, not a whole file's filter; the top levels stay pinned.
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_bloom_filter(10.0, false);
+        table.set_index_type(rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
+        table.set_partition_filters(true);
+        table.set_metadata_block_size(4096);
+        table.set_pin_top_level_index_and_filter(true);
+        table.set_cache_index_and_filter_blocks_with_high_priority(true);
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        opts.set_block_based_table_factory(&table);
+        opts.set_write_buffer_manager(&buffers);
+        opts.set_write_buffer_size(((limit / 8) as usize).clamp(1 << 20, 64 << 20));
+        opts.set_max_write_buffer_number(4);
+        // A bloom filter over whole keys in the memtables: a read of a key not written
+        // recently (most inserts) skips the memtables' skip lists.
+        opts.set_memtable_whole_key_filtering(true);
+        opts.set_memtable_prefix_bloom_ratio(0.05);
+        // The default column family opened by name, so that batched MultiGet can address it.
+        opts.set_merge_operator_associative("weir_add_counts", add_counts);
+        opts.set_compaction_filter(
+            "weir_drop_zero_counts",
+            |_level: u32, _key: &[u8], value: &[u8]| {
+                if decode_count(value) <= 0 {
+                    rocksdb::CompactionDecision::Remove
+                } else {
+                    rocksdb::CompactionDecision::Keep
+                }
+            },
+        );
+        let default =
+            rocksdb::ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
+        let db = DB::open_cf_descriptors(&opts, dir, [default])?;
+        let mut write = WriteOptions::default();
+        write.disable_wal(true);
+        Ok(Arc::new(StateBackend {
+            db: Arc::new(db),
+            cache,
+            limit,
+            dir: dir.to_path_buf(),
+            next_id: AtomicU64::new(1),
+            write,
+        }))
+    }
+
+    /// A new table id: the key prefix of a new stored state table.
+    pub(crate) fn allocate(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The memory budget in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Memory and disk in use now.
+    pub fn usage(&self) -> MemoryUsage {
+        let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        MemoryUsage {
+            limit: self.limit,
+            cache: self.cache.get_usage() as u64,
+            memtables: prop("rocksdb.cur-size-all-mem-tables"),
+            disk: prop("rocksdb.estimate-live-data-size"),
+        }
+    }
+
+    /// The count of a stored key; `None` when absent (or merged down to zero).
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<i64>> {
+        Ok(self
+            .db
+            .get_pinned(key)?
+            .map(|v| decode_count(&v))
+            .filter(|c| *c > 0))
+    }
+
+    /// The counts of many stored keys at once (RocksDB's batched MultiGet), in order.
+    pub(crate) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<i64>>> {
+        let Some(cf) = self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME) else {
+            return keys.iter().map(|k| self.get(k)).collect();
+        };
+        self.db
+            .batched_multi_get_cf(cf, keys.iter(), keys.is_sorted())
+            .into_iter()
+            .map(|r| Ok(r?.map(|v| decode_count(&v)).filter(|c| *c > 0)))
+            .collect()
+    }
+
+    pub(crate) fn write(&self, batch: WriteBatch) -> Result<()> {
+        Ok(self.db.write_opt(batch, &self.write)?)
+    }
+
+    /// Removes every row of table `id` (one range tombstone).
+    pub(crate) fn drop_table(&self, id: u64) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.delete_range(table_prefix(id), table_prefix(id + 1));
+        self.write(batch)
+    }
+
+    /// The rows of table `id` whose row keys lie in `[lower, upper)` (`upper = None`: to the
+    /// table's end), read at `snapshot` (or now), in key order: `f(row key, count)` until it
+    /// returns `false`.
+    ///
+    /// # Errors
+    /// RocksDB read errors.
+    pub(crate) fn scan(
+        &self,
+        snapshot: Option<&StoreSnapshot>,
+        id: u64,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8], i64) -> Result<bool>,
+    ) -> Result<()> {
+        let mut opts = ReadOptions::default();
+        let mut low = table_prefix(id).to_vec();
+        low.extend_from_slice(lower);
+        let high = match upper {
+            Some(u) => {
+                let mut h = table_prefix(id).to_vec();
+                h.extend_from_slice(u);
+                h
+            }
+            None => table_prefix(id + 1).to_vec(),
+        };
+        opts.set_iterate_lower_bound(low.clone());
+        opts.set_iterate_upper_bound(high);
+        if let Some(s) = snapshot {
+            opts.set_snapshot(&s.snapshot);
+        }
+        let mut it = self.db.raw_iterator_opt(opts);
+        it.seek(&low);
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            let count = decode_count(v);
+            if count > 0 && !f(&k[8..], count)? {
+                return Ok(());
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(())
+    }
+
+    /// For each prefix, the sum of the counts of table `id`'s rows whose row key starts with
+    /// it, read through one iterator (seeking is much cheaper than opening an iterator).
+    ///
+    /// # Errors
+    /// RocksDB read errors.
+    pub(crate) fn count_prefixes<'a>(
+        &self,
+        id: u64,
+        prefixes: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Vec<i64>> {
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(table_prefix(id).to_vec());
+        opts.set_iterate_upper_bound(table_prefix(id + 1).to_vec());
+        let mut it = self.db.raw_iterator_opt(opts);
+        let mut out = Vec::new();
+        for prefix in prefixes {
+            let wanted = stored_key(id, prefix);
+            it.seek(&wanted);
+            let mut sum = 0;
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                    break;
+                };
+                if !k.starts_with(&wanted) {
+                    break;
+                }
+                sum += decode_count(v);
+                it.next();
+            }
+            it.status()?;
+            out.push(sum);
+        }
+        Ok(out)
+    }
+
+    /// A consistent view of every stored table as of now, kept until dropped.
+    pub(crate) fn snapshot(self: &Arc<Self>) -> StoreSnapshot {
+        let snapshot = self.db.snapshot();
+        // SAFETY: the snapshot borrows the database; `StoreSnapshot` holds an `Arc` of the
+        // same database and drops the snapshot first (see its `Drop`), so the database
+        // outlives it.
+        let snapshot: SnapshotWithThreadMode<'static, DB> = unsafe {
+            std::mem::transmute::<SnapshotWithThreadMode<'_, DB>, SnapshotWithThreadMode<'static, DB>>(
+                snapshot,
+            )
+        };
+        StoreSnapshot {
+            snapshot: ManuallyDrop::new(snapshot),
+            backend: Arc::clone(self),
+        }
+    }
+}
+
+/// A RocksDB snapshot of the backend: what a reader at one epoch sees.
+pub struct StoreSnapshot {
+    snapshot: ManuallyDrop<SnapshotWithThreadMode<'static, DB>>,
+    backend: Arc<StateBackend>,
+}
+
+impl StoreSnapshot {
+    /// The backend the snapshot reads.
+    pub(crate) fn backend(&self) -> &Arc<StateBackend> {
+        &self.backend
+    }
+}
+
+impl Drop for StoreSnapshot {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, while `backend` (and so the database) is still alive.
+        unsafe { ManuallyDrop::drop(&mut self.snapshot) }
+    }
+}
+
+/// The key prefix of table `id`.
+pub(crate) fn table_prefix(id: u64) -> [u8; 8] {
+    id.to_be_bytes()
+}
+
+/// The stored key of `row` in table `id`.
+pub(crate) fn stored_key(id: u64, row: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + row.len());
+    k.extend_from_slice(&table_prefix(id));
+    k.extend_from_slice(row);
+    k
+}
+
+pub(crate) fn encode_count(c: i64) -> [u8; 8] {
+    c.to_le_bytes()
+}
+
+/// The merge operator of counts: the stored count plus every merged weight (a row's count
+/// moves by the weights of its changes without being read first).
+fn add_counts(
+    _key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &rocksdb::MergeOperands,
+) -> Option<Vec<u8>> {
+    let mut sum = existing.map(decode_count).unwrap_or(0);
+    for op in operands {
+        sum += decode_count(op);
+    }
+    Some(encode_count(sum).to_vec())
+}
+
+fn decode_count(v: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&v[..8]);
+    i64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes_parse_like_postgres_settings() {
+        assert_eq!(parse_memory_size("1GB"), Ok(1 << 30));
+        assert_eq!(parse_memory_size("512MB"), Ok(512 << 20));
+        assert_eq!(parse_memory_size("1.5GB"), Ok(3 << 29));
+        assert_eq!(parse_memory_size("33554432"), Ok(32 << 20));
+        assert!(parse_memory_size("1XB").is_err());
+        assert!(parse_memory_size("1kB").is_err(), "below the floor");
+        assert!(parse_memory_size("").is_err());
+    }
+}
