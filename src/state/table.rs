@@ -301,60 +301,40 @@ impl RowMap {
 
     /// Moves the count of `k` by `w` (in memory); `Err` when it would go below zero.
     fn add_in_memory(&mut self, k: &[u8], w: i64) -> Result<()> {
-        fn add<M>(
-            get_mut: impl FnOnce(&mut M) -> Option<&mut i64>,
-            m: &mut M,
-            w: i64,
-        ) -> Result<Option<bool>> {
-            match get_mut(m) {
-                Some(c) => {
-                    *c += w;
-                    if *c < 0 {
-                        return Err(Error::Internal("state table row count below zero".into()));
-                    }
-                    Ok(Some(*c == 0))
-                }
-                None => Ok(None),
-            }
-        }
-        let state = match self {
-            RowMap::Ordered(m) => add(|m: &mut OrdMap<RowKey, i64>| m.get_mut(k), m, w)?,
-            RowMap::Hashed(m) => add(|m: &mut HashMap<RowKey, i64>| m.get_mut(k), m, w)?,
+        let count = match self {
+            RowMap::Ordered(m) => m.get_mut(k),
+            RowMap::Hashed(m) => m.get_mut(k),
             RowMap::Stored(_) => {
                 return Err(Error::Internal(
                     "in-memory update of a stored state table".into(),
                 ));
             }
         };
-        match state {
-            Some(true) => match self {
-                RowMap::Ordered(m) => {
-                    m.remove(k);
+        match count {
+            Some(c) => {
+                *c += w;
+                if *c < 0 {
+                    return Err(Error::Internal("state table row count below zero".into()));
                 }
-                RowMap::Hashed(m) => {
-                    m.remove(k);
-                }
-                RowMap::Stored(_) => {}
-            },
-            Some(false) => {}
-            None => {
-                if w < 0 {
-                    return Err(Error::Internal(
-                        "retraction of a row that is not in the state table".into(),
-                    ));
-                }
-                if w > 0 {
+                if *c == 0 {
                     match self {
-                        RowMap::Ordered(m) => {
-                            m.insert(Arc::from(k), w);
-                        }
-                        RowMap::Hashed(m) => {
-                            m.insert(Arc::from(k), w);
-                        }
+                        RowMap::Ordered(m) => drop(m.remove(k)),
+                        RowMap::Hashed(m) => drop(m.remove(k)),
                         RowMap::Stored(_) => {}
                     }
                 }
             }
+            None if w < 0 => {
+                return Err(Error::Internal(
+                    "retraction of a row that is not in the state table".into(),
+                ));
+            }
+            None if w > 0 => match self {
+                RowMap::Ordered(m) => drop(m.insert(Arc::from(k), w)),
+                RowMap::Hashed(m) => drop(m.insert(Arc::from(k), w)),
+                RowMap::Stored(_) => {}
+            },
+            None => {}
         }
         Ok(())
     }

@@ -97,6 +97,21 @@ pub struct Job {
     backend: Option<Arc<StateBackend>>,
 }
 
+/// A freshly compiled operator tree, the tables it reads, and empty view contents, every
+/// state table in `backend` when given.
+fn fresh_state(
+    plan: &LogicalPlan,
+    schema: &SchemaRef,
+    backend: Option<&Arc<StateBackend>>,
+) -> Result<(Box<dyn Operator>, BTreeSet<RelationId>, StateTable)> {
+    let mut sources = BTreeSet::new();
+    let mut root = plan::build(plan, &mut sources)?;
+    root.visit_state(&mut |t| t.store_in(backend))?;
+    let contents =
+        StateTable::with_key(schema.clone(), &plan::stream_key(plan))?.stored(backend)?;
+    Ok((root, sources, contents))
+}
+
 impl Job {
     /// Compiles a job from an optimized plan; its contents start empty.
     ///
@@ -110,11 +125,7 @@ impl Job {
         coordinator: Option<CheckpointCoordinator>,
         backend: Option<Arc<StateBackend>>,
     ) -> Result<Self> {
-        let mut sources = BTreeSet::new();
-        let mut root = plan::build(&plan, &mut sources)?;
-        root.visit_state(&mut |t| t.store_in(backend.as_ref()))?;
-        let contents = StateTable::with_key(schema.clone(), &plan::stream_key(&plan))?
-            .stored(backend.as_ref())?;
+        let (root, sources, contents) = fresh_state(&plan, &schema, backend.as_ref())?;
         let restart = RestartTracker::new(
             coordinator
                 .as_ref()
@@ -216,12 +227,8 @@ impl Job {
     /// # Errors
     /// [`Error::NotSupported`] if the plan no longer compiles.
     pub fn reset(&mut self) -> Result<()> {
-        let mut sources = BTreeSet::new();
-        self.root = plan::build(&self.plan, &mut sources)?;
-        self.root
-            .visit_state(&mut |t| t.store_in(self.backend.as_ref()))?;
-        self.contents = StateTable::with_key(self.schema.clone(), &plan::stream_key(&self.plan))?
-            .stored(self.backend.as_ref())?;
+        (self.root, _, self.contents) =
+            fresh_state(&self.plan, &self.schema, self.backend.as_ref())?;
         self.rebuild_indexes()?;
         self.status = JobStatus::Running;
         Ok(())
