@@ -735,26 +735,34 @@ impl Engine {
     /// the members that failed (their restart strategy decides what follows); the views over
     /// a failed member are left to that decision too.
     ///
-    /// Each member picks its newest completed checkpoint at or before the checkpoints its
-    /// downstream members picked (upstream checkpoints are retained for this), or none. Then the
-    /// epochs are replayed in segments between the picked epochs, every active member in
-    /// creation order, a segment's changelog entries summed into one change batch: a member
-    /// joins at its checkpoint's epoch (restored) or, without one, at the newest epoch of its
-    /// upstream members (the target when it reads only tables), by backfilling from its
-    /// inputs' contents at that epoch.
+    /// Downstream first, each member gets a bound: the target, lowered to the epoch of every
+    /// checkpoint a downstream member picked (and to the bound of a downstream member that
+    /// picked none), and picks its newest completed checkpoint at or before its bound, or
+    /// none. Upstream first, each member gets its start epoch: its checkpoint's, or without
+    /// one the newest start of its upstream members, or (reading only tables) its bound, where
+    /// it is backfilled from the tables' contents as of that epoch. So every upstream member
+    /// starts at or before the epoch its readers restored, even when an upstream checkpoint
+    /// the readers relied on is missing. Then the epochs are replayed in segments between
+    /// the start epochs, every active member in creation order, a segment's changelog entries
+    /// summed into one change batch: a member joins at its start epoch (restored or
+    /// backfilled from its inputs' contents at that epoch).
     fn recover_jobs(
         &self,
         df: &mut Dataflow,
         members: &BTreeSet<RelationId>,
         target: Epoch,
     ) -> Result<Vec<(RelationId, Error)>> {
-        // 1. Choose checkpoints, downstream first.
+        // 1. Bounds and checkpoints, downstream first.
         let mut picked: BTreeMap<RelationId, Option<(u64, Epoch)>> = BTreeMap::new();
+        let mut bound: BTreeMap<RelationId, Epoch> = BTreeMap::new();
         for id in members.iter().rev() {
-            let bound = members
+            let b = members
                 .iter()
                 .filter(|d| df.jobs.get(d).is_some_and(|j| j.sources.contains(id)))
-                .filter_map(|d| picked.get(d).copied().flatten().map(|(_, e)| e))
+                .filter_map(|d| match picked.get(d).copied().flatten() {
+                    Some((_, e)) => Some(e),
+                    None => bound.get(d).copied(),
+                })
                 .min()
                 .unwrap_or(target)
                 .min(target);
@@ -762,12 +770,14 @@ impl Engine {
                 .jobs
                 .get(id)
                 .and_then(|j| j.coordinator.as_ref())
-                .and_then(|c| c.completed().into_iter().rfind(|(_, e)| *e <= bound));
+                .and_then(|c| c.completed().into_iter().rfind(|(_, e)| *e <= b));
+            bound.insert(*id, b);
             picked.insert(*id, pick);
         }
-        // 2. Start epochs: the checkpoint's, or the newest upstream member's, or (reading
-        //    only tables) the target itself: backfilled from the tables' contents as of the
-        //    target, no changelog (which may be truncated) read.
+        // 2. Start epochs, upstream first: the checkpoint's, or the newest upstream member's,
+        //    or (reading only tables) the bound: backfilled from the tables' contents as of
+        //    the bound (their current contents minus the changelog after it, which is kept
+        //    for every retained checkpoint, see `changelog_needed_after`).
         let mut start: BTreeMap<RelationId, Epoch> = BTreeMap::new();
         for id in members {
             let e = match picked[id] {
@@ -777,7 +787,7 @@ impl Engine {
                     .iter()
                     .filter_map(|s| start.get(s).copied())
                     .max()
-                    .unwrap_or(target),
+                    .unwrap_or(bound[id]),
             };
             start.insert(*id, e);
         }
@@ -1500,7 +1510,10 @@ impl Engine {
             let Some(c) = &job.coordinator else {
                 continue;
             };
-            let kept = c.retain_policy(&bounds.remove(id).unwrap_or_default());
+            // A checkpoint still in flight pins its upstream checkpoints too: once it
+            // completes, its recovery needs them.
+            let mut kept = c.retain_policy(&bounds.remove(id).unwrap_or_default());
+            kept.extend(c.in_flight_epochs());
             for s in &job.sources {
                 if df.jobs.contains_key(s) {
                     bounds.entry(*s).or_default().extend(kept.iter().copied());

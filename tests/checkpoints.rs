@@ -540,3 +540,85 @@ async fn epochs_keep_growing_across_restarts_after_idle_checkpoints() {
     );
     server.stop().await;
 }
+
+/// A view over a view restored from a checkpoint whose upstream has no checkpoint at or
+/// before that epoch (it was lost; retention or a crash can also leave it so): the upstream
+/// must start no later than its reader, from its tables' contents as of the reader's epoch,
+/// and every later epoch must reach the reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_over_a_view_recovers_when_the_upstream_checkpoint_is_gone() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE t (k INT, v BIGINT);
+             SET checkpoint.interval = '100ms';
+             CREATE MATERIALIZED VIEW up AS SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k;
+             CREATE MATERIALIZED VIEW down AS SELECT count(*) AS groups, sum(n) AS rows, sum(s) AS total FROM up;
+             INSERT INTO t VALUES (1, 10), (2, 20), (2, 5);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+        next_completed(&c, "down").await;
+        // `down` keeps that checkpoint; `up` goes on checkpointing later epochs.
+        c.batch_execute("ALTER MATERIALIZED VIEW down SET (checkpoint.interval = 'off')")
+            .await
+            .unwrap();
+        c.batch_execute("INSERT INTO t VALUES (3, 7), (1, 1); DELETE FROM t WHERE k = 2; FLUSH")
+            .await
+            .unwrap();
+        next_completed(&c, "up").await;
+        c.batch_execute("INSERT INTO t VALUES (4, 100); FLUSH")
+            .await
+            .unwrap();
+        drop(c);
+        server.stop().await;
+    }
+    // Lose every checkpoint of `up` (the view created first of the two: the lower id).
+    let mut jobs: Vec<(u64, std::path::PathBuf)> =
+        std::fs::read_dir(dir.path().join("checkpoints"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.file_name().unwrap().to_str().unwrap().parse().unwrap(), p))
+            .collect();
+    jobs.sort();
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    for e in std::fs::read_dir(&jobs[0].1).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap().to_string_lossy().starts_with("chk-") {
+            std::fs::remove_dir_all(p).unwrap();
+        }
+    }
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    assert_eq!(job_field(&c, "up", "recovered_checkpoint_id").await, "NULL");
+    assert_ne!(
+        job_field(&c, "down", "recovered_checkpoint_id").await,
+        "NULL"
+    );
+    // Rows left: (1, 10), (3, 7), (1, 1), (4, 100): groups 1, 3, 4.
+    assert_eq!(
+        common::query_text(&c, "SELECT k, n, s FROM up ORDER BY k").await,
+        vec![
+            vec!["1", "2", "11"],
+            vec!["3", "1", "7"],
+            vec!["4", "1", "100"]
+        ]
+    );
+    assert_eq!(
+        common::query_text(&c, "SELECT groups, rows, total FROM down").await,
+        vec![vec!["3", "4", "118"]]
+    );
+    c.batch_execute("INSERT INTO t VALUES (5, 1); FLUSH")
+        .await
+        .unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT groups, rows, total FROM down").await,
+        vec![vec!["4", "5", "119"]]
+    );
+    server.stop().await;
+}

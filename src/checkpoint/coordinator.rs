@@ -84,6 +84,7 @@ enum Flight {
 
 struct InFlight {
     id: u64,
+    epoch: Epoch,
     trigger: Instant,
     state: Arc<Mutex<Flight>>,
 }
@@ -305,6 +306,15 @@ impl CheckpointCoordinator {
         lock(&self.storage).retain_policy(self.settings.retained, bounds)
     }
 
+    /// The epochs of the checkpoints in flight (triggered, not yet completed or aborted).
+    pub fn in_flight_epochs(&self) -> Vec<u64> {
+        lock(&self.shared)
+            .in_flight
+            .iter()
+            .map(|f| f.epoch.0)
+            .collect()
+    }
+
     /// Completed checkpoints (id, epoch), oldest first.
     pub fn completed(&self) -> Vec<(u64, Epoch)> {
         lock(&self.storage)
@@ -429,6 +439,7 @@ impl CheckpointCoordinator {
             }
             shared.in_flight.push(InFlight {
                 id,
+                epoch,
                 trigger: now,
                 state: state.clone(),
             });
