@@ -12,7 +12,9 @@
 //! - point `SELECT v FROM t WHERE id = k` on the table, right after a write;
 //! - point `SELECT n, s FROM agg WHERE grp = k` and `SELECT v2 FROM proj WHERE id = k`;
 //!
-//! and the resident memory after the load and at its peak. Each N runs twice, side by side:
+//! and the resident memory after the load and at its peak. With `WEIR_SCALING_JOIN=1` the table
+//! also has a join view over it (`j`: each row of `t` joined by `grp` to a 1,000-row table
+//! `d`), so the load and each INSERT maintain a join's two state tables too. Each N runs twice, side by side:
 //! with the rows of tables and views in the state backend (RocksDB, `--memory-limit` from
 //! `WEIR_SCALING_MEMORY_LIMIT`, default `1GB`) and with them in memory; each run is a child
 //! process of its own so that its memory figures are its own. Run: `cargo bench --bench
@@ -61,6 +63,18 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
         )
         .await
         .expect("schema");
+    if std::env::var("WEIR_SCALING_JOIN").is_ok_and(|v| v == "1") {
+        let dims: Vec<String> = (0..1000).map(|g| format!("({g}, 'g{g}')")).collect();
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE d (grp BIGINT PRIMARY KEY, name TEXT);
+                 INSERT INTO d VALUES {};
+                 CREATE MATERIALIZED VIEW j AS SELECT t.id, t.v, d.name FROM t JOIN d ON t.grp = d.grp;",
+                dims.join(", ")
+            ))
+            .await
+            .expect("join schema");
+    }
     let t0 = Instant::now();
     load(client, rows).await;
     client.batch_execute("FLUSH").await.expect("flush");

@@ -459,6 +459,7 @@ impl CheckpointCoordinator {
                 trigger_unix_ms,
                 end_unix_ms: 0,
                 offsets,
+                state_format: crate::checkpoint::storage::STATE_FORMAT,
             },
             state,
             generation: lock(&self.storage).generation(),

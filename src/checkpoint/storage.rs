@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use rocksdb::{DB, IteratorMode, Options, WriteBatch, WriteOptions};
 use serde::{Deserialize, Serialize};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::StateBackendKind;
 use crate::error::{Error, Result};
@@ -90,7 +90,16 @@ pub struct Manifest {
     pub end_unix_ms: i64,
     /// Source offsets: each source relation id and the last epoch of it included.
     pub offsets: BTreeMap<u64, u64>,
+    /// The layout of the operators' state tables ([`STATE_FORMAT`] when written; 0 in
+    /// manifests written before the field existed).
+    #[serde(default)]
+    pub state_format: u32,
 }
+
+/// The layout version of the operators' state tables in a checkpoint. A checkpoint of another
+/// version cannot be restored (its rows are keyed differently) and is discarded at open: the
+/// view is then rebuilt from its inputs. 1: join sides keyed by (join key, row).
+pub const STATE_FORMAT: u32 = 1;
 
 /// What the sync phase leaves for the async phase.
 #[derive(Debug)]
@@ -187,7 +196,16 @@ impl CheckpointStorage {
                     let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
                         Error::State(format!("corrupt checkpoint {}: {e}", meta.display()))
                     })?;
-                    completed.insert(id, m);
+                    if m.state_format == STATE_FORMAT {
+                        completed.insert(id, m);
+                    } else {
+                        info!(
+                            path = %entry.path().display(),
+                            format = m.state_format,
+                            "discarding a checkpoint of another state format"
+                        );
+                        let _ = fs::remove_dir_all(entry.path());
+                    }
                 }
                 _ => {
                     debug!(path = %entry.path().display(), "removing an incomplete checkpoint");
@@ -730,6 +748,7 @@ mod tests {
             trigger_unix_ms: 0,
             end_unix_ms: 0,
             offsets: BTreeMap::new(),
+            state_format: STATE_FORMAT,
         }
     }
 
@@ -782,5 +801,38 @@ mod tests {
         let back = s.restore(1).unwrap();
         assert_eq!(back.tables[0].len(), 3);
         assert_eq!(back.tables[2].len(), 2);
+    }
+
+    #[test]
+    fn checkpoints_of_another_state_format_are_discarded_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            CheckpointStorage::open(
+                dir.path().join("chk"),
+                dir.path().join("work"),
+                StateBackendKind::Memory,
+            )
+            .unwrap()
+        };
+        let mut s = open();
+        for id in [1, 2] {
+            let image = StateImage {
+                tables: vec![rows(3, 0)],
+            };
+            let p = s.snapshot(id, Some(image)).unwrap();
+            let m = s.persist(manifest(id), p).unwrap();
+            s.commit(m).unwrap();
+        }
+        drop(s);
+        // Checkpoint 1 as an older version wrote it: no `state_format` field.
+        let meta = dir.path().join("chk/chk-1/_metadata.json");
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+        json.as_object_mut().unwrap().remove("state_format");
+        std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
+        let s = open();
+        let ids: Vec<u64> = s.completed().map(|m| m.id).collect();
+        assert_eq!(ids, vec![2]);
+        assert!(!dir.path().join("chk/chk-1").exists());
     }
 }

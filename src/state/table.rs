@@ -675,6 +675,37 @@ impl StateTable {
         }
     }
 
+    /// Calls `f(key bytes, count)` on every row whose key starts with `prefix`, in key order
+    /// (unordered tables: in no particular order, O(n)). O(log n + matches).
+    ///
+    /// # Errors
+    /// RocksDB read errors; errors of `f`.
+    pub fn scan_prefix(
+        &self,
+        prefix: &[u8],
+        f: &mut dyn FnMut(&[u8], i64) -> Result<()>,
+    ) -> Result<()> {
+        match &self.rows {
+            RowMap::Ordered(m) => {
+                let range = KeyRange::prefix(prefix.to_vec());
+                m.range::<_, [u8]>(range.as_refs())
+                    .try_for_each(|(k, c)| f(k, *c))
+            }
+            RowMap::Hashed(m) => m
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .try_for_each(|(k, c)| f(k, *c)),
+            RowMap::Stored(s) => {
+                let upper = prefix_successor(prefix);
+                s.backend
+                    .scan(None, s.id, prefix, upper.as_deref(), &mut |k, c| {
+                        f(k, c)?;
+                        Ok(true)
+                    })
+            }
+        }
+    }
+
     /// For each of `prefixes`, the number of rows (duplicates counted) whose key starts with
     /// it, as [`StateTable::count_prefix`]; a stored table reads them all through one
     /// iterator. O(prefixes × log n + matches).

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, UInt32Array};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{ArrayRef, BooleanArray, UInt32Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
@@ -27,31 +27,29 @@ pub enum JoinKind {
     Full,
 }
 
-/// The rows of one join key on one side: row bytes to count.
-#[derive(Default)]
-struct Bucket {
-    rows: HashMap<Box<[u8]>, i64>,
-    /// Sum of the counts.
-    total: i64,
-}
-
-/// One side's state table: join key bytes to the rows with that key.
-#[derive(Default)]
-struct SideState {
-    buckets: HashMap<Box<[u8]>, Bucket>,
-}
-
 /// An output row under construction: left row bytes, right row bytes (None = NULL padding).
 type OutRow = (Option<Box<[u8]>>, Option<Box<[u8]>>, i64);
 
-/// Incremental equi-join (Δ(L⋈R) = ΔL⋈R + L'⋈ΔR, applied row by row).
+/// What a change needs to know of one join key: the other side's rows with it (row bytes,
+/// count) and their total, and this side's total before the change's rows so far.
+struct KeyState {
+    other: Vec<(Box<[u8]>, i64)>,
+    other_total: i64,
+    this_total: i64,
+}
+
+/// Incremental equi-join (Δ(L⋈R) = ΔL⋈R + L'⋈ΔR).
 ///
 /// Input: a left and a right stream. Output: left columns then right columns (DataFusion's
-/// `Join` schema). State: per side, rows keyed by the join key (Arrow row format). Rows whose
-/// key has a NULL never match (SQL `=`), unless the join was built with
-/// [`HashJoin::with_nulls_matching`] (`IS NOT DISTINCT FROM`). For outer joins a preserved row with no match is
-/// emitted padded with NULLs; when the first match arrives the padded row is retracted, and
-/// when the last match leaves it is emitted again.
+/// `Join` schema). State: one state table per side holding its rows keyed by (join key, row):
+/// columns `__join_key_<i>` (the evaluated key expressions) then the side's columns, all
+/// in the key, so that the rows with one join key are one prefix scan (in the state backend,
+/// not in memory). A change reads, once per distinct join key in it, the other side's rows
+/// with that key, then writes its own rows as one batch. Rows whose key has a NULL never
+/// match (SQL `=`) and are not kept, unless the join was built with
+/// [`HashJoin::with_nulls_matching`] (`IS NOT DISTINCT FROM`). For outer joins a preserved
+/// row with no match is emitted padded with NULLs; when the first match arrives the padded
+/// row is retracted, and when the last match leaves it is emitted again.
 pub struct HashJoin {
     left: Box<dyn Operator>,
     right: Box<dyn Operator>,
@@ -64,11 +62,25 @@ pub struct HashJoin {
     key_converter: RowConverter,
     left_rows: RowConverter,
     right_rows: RowConverter,
-    left_state: SideState,
-    right_state: SideState,
-    /// Each side's rows as a multiset: the durable form of the side states.
-    left_seen: StateTable,
-    right_seen: StateTable,
+    /// Each side's rows keyed by (join key, row); see the type's docs.
+    left_state: StateTable,
+    right_state: StateTable,
+}
+
+/// The schema of a side's state table: the join key columns, then the side's columns (all
+/// nullable).
+fn side_schema(key_types: &[DataType], side: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = key_types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Field::new(format!("__join_key_{i}"), t.clone(), true))
+        .collect();
+    fields.extend(
+        side.fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true)),
+    );
+    Arc::new(Schema::new(fields))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -94,14 +106,15 @@ impl HashJoin {
     ) -> Result<Self> {
         let key_converter = RowConverter::new(
             key_types
-                .into_iter()
+                .iter()
+                .cloned()
                 .map(arrow::row::SortField::new)
                 .collect(),
         )?;
         let left_rows = row_converter(&left.schema())?;
-        let left_seen = StateTable::unordered(left.schema())?;
-        let right_seen = StateTable::unordered(right.schema())?;
         let right_rows = row_converter(&right.schema())?;
+        let left_state = StateTable::new(side_schema(&key_types, &left.schema()))?;
+        let right_state = StateTable::new(side_schema(&key_types, &right.schema()))?;
         Ok(HashJoin {
             left,
             right,
@@ -113,10 +126,8 @@ impl HashJoin {
             key_converter,
             left_rows,
             right_rows,
-            left_state: SideState::default(),
-            right_state: SideState::default(),
-            left_seen,
-            right_seen,
+            left_state,
+            right_state,
         })
     }
 
@@ -134,6 +145,8 @@ impl HashJoin {
         }
     }
 
+    /// Joins one change of `side` against the other side's state (appending the output rows
+    /// to `out`), then applies it to this side's state.
     fn apply(&mut self, side: Side, change: &ChangeBatch, out: &mut Vec<OutRow>) -> Result<()> {
         let n = change.len();
         let exprs = if side == Side::Left {
@@ -159,8 +172,8 @@ impl HashJoin {
             Side::Left
         });
         let (this, other) = match side {
-            Side::Left => (&mut self.left_state, &self.right_state),
-            Side::Right => (&mut self.right_state, &self.left_state),
+            Side::Left => (&self.left_state, &self.right_state),
+            Side::Right => (&self.right_state, &self.left_state),
         };
         let pair = |mine: &[u8], theirs: Option<&[u8]>, w: i64| -> OutRow {
             let mine = Some(Box::from(mine));
@@ -170,9 +183,12 @@ impl HashJoin {
                 Side::Right => (theirs, mine, w),
             }
         };
+        let mut by_key: HashMap<&[u8], KeyState> = HashMap::new();
+        let mut kept = Vec::with_capacity(n);
         for (i, w) in change.weights.values().iter().copied().enumerate() {
             let row: &[u8] = rows.row(i).data();
             let has_null_key = !self.nulls_match && key_cols.iter().any(|c| c.is_null(i));
+            kept.push(!has_null_key);
             if has_null_key {
                 // A NULL key matches nothing and needs no state: its padded row comes and goes
                 // with its own weight.
@@ -182,38 +198,42 @@ impl HashJoin {
                 continue;
             }
             let key: &[u8] = keys.row(i).data();
-            let other_bucket = other.buckets.get(key);
-            let other_total = other_bucket.map(|b| b.total).unwrap_or(0);
-            if let Some(b) = other_bucket {
-                for (orow, c) in &b.rows {
-                    out.push(pair(row, Some(orow), w * c));
+            let state = match by_key.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let mut rows = Vec::new();
+                    let mut total = 0;
+                    other.scan_prefix(key, &mut |k, c| {
+                        rows.push((Box::from(&k[key.len()..]), c));
+                        total += c;
+                        Ok(())
+                    })?;
+                    // This side's count matters only to pad the other side's rows.
+                    let this_total = if other_preserved && total > 0 {
+                        this.count_prefix(key)?
+                    } else {
+                        0
+                    };
+                    e.insert(KeyState {
+                        other: rows,
+                        other_total: total,
+                        this_total,
+                    })
                 }
+            };
+            for (orow, c) in &state.other {
+                out.push(pair(row, Some(orow), w * c));
             }
-            if this_preserved && other_total == 0 {
+            if this_preserved && state.other_total == 0 {
                 out.push(pair(row, None, w));
             }
-            let bucket = this.buckets.entry(key.into()).or_default();
-            let before = bucket.total;
-            bucket.total += w;
-            let after = bucket.total;
-            match bucket.rows.get_mut(row) {
-                Some(c) => {
-                    *c += w;
-                    if *c == 0 {
-                        bucket.rows.remove(row);
-                    }
+            if other_preserved && state.other_total > 0 {
+                let before = state.this_total;
+                state.this_total += w;
+                let after = state.this_total;
+                if after < 0 {
+                    return Err(Error::Internal("join side count below zero".into()));
                 }
-                None => {
-                    bucket.rows.insert(row.into(), w);
-                }
-            }
-            if after < 0 {
-                return Err(Error::Internal("join side count below zero".into()));
-            }
-            if after == 0 {
-                this.buckets.remove(key);
-            }
-            if other_preserved && let Some(b) = other_bucket {
                 // The other side's rows with this key were padded while this side had none.
                 let sign = match (before == 0, after == 0) {
                     (true, false) => -1,
@@ -221,7 +241,7 @@ impl HashJoin {
                     _ => 0,
                 };
                 if sign != 0 {
-                    for (orow, c) in &b.rows {
+                    for (orow, c) in &state.other {
                         let padded = match side {
                             Side::Left => (None, Some(orow.clone()), sign * c),
                             Side::Right => (Some(orow.clone()), None, sign * c),
@@ -231,7 +251,22 @@ impl HashJoin {
                 }
             }
         }
-        Ok(())
+        drop(by_key);
+        let state = match side {
+            Side::Left => &mut self.left_state,
+            Side::Right => &mut self.right_state,
+        };
+        let mut columns = key_cols;
+        columns.extend(change.batch.columns().iter().cloned());
+        let stored = ChangeBatch::new(
+            batch_from_columns(state.schema(), columns, n)?,
+            change.weights.clone(),
+        )?;
+        if kept.iter().all(|k| *k) {
+            state.apply(&stored)
+        } else {
+            state.apply(&stored.filter(&BooleanArray::from(kept))?)
+        }
     }
 
     fn build(&self, out: Vec<OutRow>) -> Result<ChangeBatch> {
@@ -286,13 +321,11 @@ impl Operator for HashJoin {
         let left = self.left.process(input)?;
         let right = self.right.process(input)?;
         let mut out = Vec::new();
-        for c in &left {
+        for c in left.iter().filter(|c| !c.is_empty()) {
             self.apply(Side::Left, c, &mut out)?;
-            self.left_seen.apply(c)?;
         }
-        for c in &right {
+        for c in right.iter().filter(|c| !c.is_empty()) {
             self.apply(Side::Right, c, &mut out)?;
-            self.right_seen.apply(c)?;
         }
         if out.is_empty() {
             return Ok(vec![]);
@@ -318,26 +351,15 @@ impl Operator for HashJoin {
     }
 
     fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        f(&mut self.left_seen)?;
-        f(&mut self.right_seen)?;
+        f(&mut self.left_state)?;
+        f(&mut self.right_state)?;
         self.left.visit_state(f)?;
         self.right.visit_state(f)
     }
 
     fn restore(&mut self) -> Result<()> {
+        // The side state tables are the whole state: nothing to re-derive.
         self.left.restore()?;
-        self.right.restore()?;
-        // Re-derive the side states; the join rows they produce are already in the view.
-        let mut discard = Vec::new();
-        let left = self.left_seen.to_change()?;
-        if !left.is_empty() {
-            self.apply(Side::Left, &left, &mut discard)?;
-        }
-        discard.clear();
-        let right = self.right_seen.to_change()?;
-        if !right.is_empty() {
-            self.apply(Side::Right, &right, &mut discard)?;
-        }
-        Ok(())
+        self.right.restore()
     }
 }
