@@ -652,27 +652,12 @@ impl StateTable {
     /// # Errors
     /// RocksDB read errors.
     pub fn count_prefix(&self, prefix: &[u8]) -> Result<i64> {
-        match &self.rows {
-            RowMap::Ordered(m) => {
-                let range = KeyRange::prefix(prefix.to_vec());
-                Ok(m.range::<_, [u8]>(range.as_refs()).map(|(_, c)| *c).sum())
-            }
-            RowMap::Hashed(m) => Ok(m
-                .iter()
-                .filter(|(k, _)| k.starts_with(prefix))
-                .map(|(_, c)| *c)
-                .sum()),
-            RowMap::Stored(s) => {
-                let mut sum = 0;
-                let upper = prefix_successor(prefix);
-                s.backend
-                    .scan(None, s.id, prefix, upper.as_deref(), &mut |_, c| {
-                        sum += c;
-                        Ok(true)
-                    })?;
-                Ok(sum)
-            }
-        }
+        let mut sum = 0;
+        self.scan_prefix(prefix, &mut |_, c| {
+            sum += c;
+            Ok(())
+        })?;
+        Ok(sum)
     }
 
     /// Calls `f(key bytes, count)` on every row whose key starts with `prefix`, in key order
