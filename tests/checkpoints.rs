@@ -137,7 +137,7 @@ async fn incremental_checkpoints_retention_and_recovery_from_the_checkpoint() {
         c.batch_execute(
             "CREATE TABLE big (k BIGINT, v BIGINT);
              SET checkpoint.interval = '200ms';
-             CREATE MATERIALIZED VIEW agg AS SELECT k, count(*) AS n, sum(v) AS s FROM big GROUP BY k;",
+             CREATE MATERIALIZED VIEW agg AS SELECT k, count(*) AS n, sum(v) AS s, max(v) AS m FROM big GROUP BY k;",
         )
         .await
         .unwrap();
@@ -149,6 +149,7 @@ async fn incremental_checkpoints_retention_and_recovery_from_the_checkpoint() {
         c.batch_execute("FLUSH").await.unwrap();
         let first = next_completed(&c, "agg").await;
         let state1 = first.state.unwrap();
+        // max(v) keeps every value of its group: the state grows with the rows.
         assert!(state1 > 1_000_000, "state of 1M rows is {state1} bytes");
 
         let mut data = String::new();
@@ -225,7 +226,7 @@ async fn incremental_checkpoints_retention_and_recovery_from_the_checkpoint() {
     let total = n + 1037;
     let rows = common::query_text(
         &c,
-        "SELECT k, n, s FROM agg WHERE k IN (0, 5, 999) ORDER BY k",
+        "SELECT k, n, s, m FROM agg WHERE k IN (0, 5, 999) ORDER BY k",
     )
     .await;
     for r in rows {
@@ -233,6 +234,7 @@ async fn incremental_checkpoints_retention_and_recovery_from_the_checkpoint() {
         let vals: Vec<i64> = (0..total).filter(|i| i % 1000 == k).collect();
         assert_eq!(int(&r[1]), vals.len() as i64, "count for k={k}");
         assert_eq!(int(&r[2]), vals.iter().sum::<i64>(), "sum for k={k}");
+        assert_eq!(int(&r[3]), *vals.iter().max().unwrap(), "max for k={k}");
     }
     let sums = common::query_text(&c, "SELECT sum(n), sum(s) FROM agg").await;
     assert_eq!(int(&sums[0][0]), total);
@@ -620,5 +622,135 @@ async fn a_view_over_a_view_recovers_when_the_upstream_checkpoint_is_gone() {
         common::query_text(&c, "SELECT groups, rows, total FROM down").await,
         vec![vec!["4", "5", "119"]]
     );
+    server.stop().await;
+}
+
+/// The views' answers computed here from the rows of `a` (k, v) and `b` (k).
+fn expected_views(a: &[(i64, i64)], b: &[Option<i64>]) -> [Vec<Vec<String>>; 3] {
+    let mut groups: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    for (k, v) in a {
+        groups.entry(*k).or_default().push(*v);
+    }
+    let agg = groups
+        .iter()
+        .map(|(k, vs)| {
+            let distinct: BTreeSet<i64> = vs.iter().map(|v| v % 5).collect();
+            let mut desc = vs.clone();
+            desc.sort_by(|x, y| y.cmp(x));
+            let ss: Vec<String> = desc.iter().map(|v| format!("s{v}")).collect();
+            vec![
+                k.to_string(),
+                distinct.len().to_string(),
+                vs.iter().min().unwrap().to_string(),
+                vs.iter().max().unwrap().to_string(),
+                ss.join(","),
+                vs.iter().fold(0, |acc, v| acc | v).to_string(),
+            ]
+        })
+        .collect();
+    let mut rows: Vec<(i64, i64)> = a.to_vec();
+    rows.sort();
+    let semi = rows
+        .iter()
+        .filter(|(k, _)| b.contains(&Some(*k)))
+        .map(|(k, v)| vec![k.to_string(), v.to_string()])
+        .collect();
+    // PostgreSQL's NOT IN: true only when no right key equals k and none is NULL (or when
+    // the right side is empty).
+    let anti = rows
+        .iter()
+        .filter(|(k, _)| b.is_empty() || (!b.contains(&Some(*k)) && !b.contains(&None)))
+        .map(|(k, v)| vec![k.to_string(), v.to_string()])
+        .collect();
+    [agg, semi, anti]
+}
+
+async fn check_views(c: &tokio_postgres::Client, a: &[(i64, i64)], b: &[Option<i64>]) {
+    let [agg, semi, anti] = expected_views(a, b);
+    assert_eq!(
+        common::query_text(c, "SELECT k, d, lo, hi, ss, bo FROM agg ORDER BY k").await,
+        agg
+    );
+    assert_eq!(
+        common::query_text(c, "SELECT k, v FROM semi ORDER BY k, v").await,
+        semi
+    );
+    assert_eq!(
+        common::query_text(c, "SELECT k, v FROM anti ORDER BY k, v").await,
+        anti
+    );
+}
+
+/// An aggregate's accumulator and value tables and a semi/anti join's state tables are the
+/// whole of their state: restored from a checkpoint, they go on retracting correctly (the
+/// minimum deleted, a NULL arriving on the right of NOT IN and leaving again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_and_semi_joins_go_on_from_their_restored_state_tables() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut a: Vec<(i64, i64)> = (0..300).map(|i| (i % 7, i)).collect();
+    let mut b: Vec<Option<i64>> = vec![Some(1), Some(2), Some(3)];
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE a (k BIGINT, v BIGINT, s TEXT);
+             CREATE TABLE b (k BIGINT);
+             SET checkpoint.interval = '100ms';
+             CREATE MATERIALIZED VIEW agg AS SELECT k, count(DISTINCT v % 5) AS d, min(v) AS lo,
+                 max(v) AS hi, string_agg(s, ',' ORDER BY v DESC) AS ss, bit_or(v) AS bo
+                 FROM a GROUP BY k;
+             CREATE MATERIALIZED VIEW semi AS SELECT k, v FROM a WHERE k IN (SELECT k FROM b);
+             CREATE MATERIALIZED VIEW anti AS SELECT k, v FROM a WHERE k NOT IN (SELECT k FROM b);
+             INSERT INTO b VALUES (1), (2), (3);",
+        )
+        .await
+        .unwrap();
+        let data: String = a.iter().map(|(k, v)| format!("{k}\t{v}\ts{v}\n")).collect();
+        copy_rows(&c, "COPY a FROM STDIN", data).await;
+        c.batch_execute("FLUSH").await.unwrap();
+        check_views(&c, &a, &b).await;
+        for job in ["agg", "semi", "anti"] {
+            next_completed(&c, job).await;
+        }
+        drop(c);
+        server.stop().await;
+    }
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    for job in ["agg", "semi", "anti"] {
+        assert_ne!(
+            job_field(&c, job, "recovered_checkpoint_id").await,
+            "NULL",
+            "{job}"
+        );
+        assert_eq!(job_field(&c, job, "replayed_rows").await, "0", "{job}");
+    }
+    check_views(&c, &a, &b).await;
+    // Each group loses its smallest values (min moves, distinct counts may drop).
+    c.batch_execute("DELETE FROM a WHERE v < 20; FLUSH")
+        .await
+        .unwrap();
+    a.retain(|(_, v)| *v >= 20);
+    check_views(&c, &a, &b).await;
+    // A NULL on the right of NOT IN empties it; its leaving brings the rows back.
+    c.batch_execute("INSERT INTO b VALUES (NULL); FLUSH")
+        .await
+        .unwrap();
+    b.push(None);
+    check_views(&c, &a, &b).await;
+    c.batch_execute("DELETE FROM b WHERE k IS NULL OR k = 2; FLUSH")
+        .await
+        .unwrap();
+    b.retain(|k| k.is_some() && *k != Some(2));
+    check_views(&c, &a, &b).await;
+    // A whole group leaves, and comes back with one row.
+    c.batch_execute("DELETE FROM a WHERE k = 3; INSERT INTO a VALUES (3, 1000, 's1000'); FLUSH")
+        .await
+        .unwrap();
+    a.retain(|(k, _)| *k != 3);
+    a.push((3, 1000));
+    check_views(&c, &a, &b).await;
     server.stop().await;
 }

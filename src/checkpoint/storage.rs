@@ -98,8 +98,9 @@ pub struct Manifest {
 
 /// The layout version of the operators' state tables in a checkpoint. A checkpoint of another
 /// version cannot be restored (its rows are keyed differently) and is discarded at open: the
-/// view is then rebuilt from its inputs. 1: join sides keyed by (join key, row).
-pub const STATE_FORMAT: u32 = 1;
+/// view is then rebuilt from its inputs. 1: join sides keyed by (join key, row); 2: an
+/// aggregate keeps accumulator rows per group and value tables, not its input rows.
+pub const STATE_FORMAT: u32 = 2;
 
 /// What the sync phase leaves for the async phase.
 #[derive(Debug)]

@@ -57,9 +57,10 @@ pub struct KeyLayout {
     order: Vec<usize>,
     /// How many leading columns of `order` were declared as the key (primary key, group key).
     key_len: usize,
-    /// Per position of `order`: whether the column sorts descending (an index's `DESC`
-    /// column; NULLs first, as PostgreSQL's `DESC` default).
-    descending: Vec<bool>,
+    /// Per position of `order`: the column's direction and NULL placement (an index's
+    /// `DESC` column sorts descending with NULLs first, as PostgreSQL's `DESC` default; an
+    /// aggregate's `ORDER BY` inside the call may ask for any).
+    options: Vec<SortOptions>,
     converter: RowConverter,
 }
 
@@ -79,20 +80,41 @@ impl KeyLayout {
     /// # Errors
     /// Arrow errors when a column type has no row encoding.
     pub fn with_directions(schema: SchemaRef, key: &[(usize, bool)]) -> Result<Self> {
+        let key: Vec<(usize, SortOptions)> = key
+            .iter()
+            .map(|(c, d)| {
+                (
+                    *c,
+                    SortOptions {
+                        descending: *d,
+                        nulls_first: true,
+                    },
+                )
+            })
+            .collect();
+        Self::with_options(schema, &key)
+    }
+
+    /// The layout of rows of `schema` keyed by the columns `key`, each `(column, options)`
+    /// (direction and NULL placement); the remaining columns follow ascending, NULLs first.
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn with_options(schema: SchemaRef, key: &[(usize, SortOptions)]) -> Result<Self> {
         let mut order: Vec<usize> = key.iter().map(|(c, _)| *c).collect();
-        let mut descending: Vec<bool> = key.iter().map(|(_, d)| *d).collect();
+        let mut options: Vec<SortOptions> = key.iter().map(|(_, o)| *o).collect();
         for i in 0..schema.fields().len() {
             if !order.contains(&i) {
                 order.push(i);
-                descending.push(false);
+                options.push(SortOptions::default());
             }
         }
-        let converter = converter_for(&schema, &order, &descending)?;
+        let converter = converter_for(&schema, &order, &options)?;
         Ok(KeyLayout {
             schema,
             order,
             key_len: key.len(),
-            descending,
+            options,
             converter,
         })
     }
@@ -116,7 +138,7 @@ impl KeyLayout {
         let converter = converter_for(
             &self.schema,
             &self.order[..self.key_len],
-            &self.descending[..self.key_len],
+            &self.options[..self.key_len],
         )?;
         let columns: Vec<ArrayRef> = self.order[..self.key_len]
             .iter()
@@ -135,8 +157,16 @@ impl KeyLayout {
         Ok(self.converter.convert_columns(&columns)?)
     }
 
-    /// Decodes keys into columns in schema order.
-    fn decode<'a>(&self, keys: impl Iterator<Item = &'a [u8]>, rows: usize) -> Result<RecordBatch> {
+    /// Decodes row keys (as [`StateTable::scan_prefix`] passes them) into a batch of
+    /// `rows` rows, columns in schema order.
+    ///
+    /// # Errors
+    /// Arrow errors when a key is not of this layout.
+    pub fn decode<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a [u8]>,
+        rows: usize,
+    ) -> Result<RecordBatch> {
         if self.order.is_empty() {
             return batch_from_columns(&self.schema, Vec::new(), rows);
         }
@@ -157,7 +187,7 @@ impl KeyLayout {
     /// (each already of its column's type).
     fn prefix(&self, values: &[ScalarValue]) -> Result<Vec<u8>> {
         let n = values.len();
-        let converter = converter_for(&self.schema, &self.order[..n], &self.descending[..n])?;
+        let converter = converter_for(&self.schema, &self.order[..n], &self.options[..n])?;
         let arrays = values
             .iter()
             .map(|v| v.to_array())
@@ -670,23 +700,44 @@ impl StateTable {
         prefix: &[u8],
         f: &mut dyn FnMut(&[u8], i64) -> Result<()>,
     ) -> Result<()> {
+        self.scan_prefix_while(prefix, &mut |k, c| {
+            f(k, c)?;
+            Ok(true)
+        })
+    }
+
+    /// As [`StateTable::scan_prefix`], stopping at the first row for which `f` returns
+    /// `false`: the first row of a prefix (a group's minimum) costs one seek, O(log n).
+    ///
+    /// # Errors
+    /// RocksDB read errors; errors of `f`.
+    pub fn scan_prefix_while(
+        &self,
+        prefix: &[u8],
+        f: &mut dyn FnMut(&[u8], i64) -> Result<bool>,
+    ) -> Result<()> {
         match &self.rows {
             RowMap::Ordered(m) => {
                 let range = KeyRange::prefix(prefix.to_vec());
-                m.range::<_, [u8]>(range.as_refs())
-                    .try_for_each(|(k, c)| f(k, *c))
+                for (k, c) in m.range::<_, [u8]>(range.as_refs()) {
+                    if !f(k, *c)? {
+                        break;
+                    }
+                }
+                Ok(())
             }
-            RowMap::Hashed(m) => m
-                .iter()
-                .filter(|(k, _)| k.starts_with(prefix))
-                .try_for_each(|(k, c)| f(k, *c)),
+            RowMap::Hashed(m) => {
+                for (k, c) in m.iter().filter(|(k, _)| k.starts_with(prefix)) {
+                    if !f(k, *c)? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
             RowMap::Stored(s) => {
                 let upper = prefix_successor(prefix);
                 s.backend
-                    .scan(None, s.id, prefix, upper.as_deref(), &mut |k, c| {
-                        f(k, c)?;
-                        Ok(true)
-                    })
+                    .scan(None, s.id, prefix, upper.as_deref(), &mut |k, c| f(k, c))
             }
         }
     }
@@ -1022,7 +1073,7 @@ fn key_comparison(layout: &KeyLayout, filter: &Expr) -> Option<(usize, Operator,
     }
     let position = layout.order.iter().position(|c| *c == index)?;
     // On a descending column a greater value has a smaller key.
-    let op = if layout.descending[position] {
+    let op = if layout.options[position].descending {
         op.swap()?
     } else {
         op
@@ -1129,20 +1180,12 @@ fn tighter_upper(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
 fn converter_for(
     schema: &SchemaRef,
     columns: &[usize],
-    descending: &[bool],
+    options: &[SortOptions],
 ) -> Result<RowConverter> {
     let fields = columns
         .iter()
-        .zip(descending)
-        .map(|(i, d)| {
-            SortField::new_with_options(
-                schema.field(*i).data_type().clone(),
-                SortOptions {
-                    descending: *d,
-                    nulls_first: true,
-                },
-            )
-        })
+        .zip(options)
+        .map(|(i, o)| SortField::new_with_options(schema.field(*i).data_type().clone(), *o))
         .collect();
     Ok(RowConverter::new(fields)?)
 }

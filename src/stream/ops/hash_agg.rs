@@ -2,20 +2,25 @@
 //! bool_or, bit_and, bit_or, bit_xor, variance and standard deviation, string_agg and
 //! array_agg (with `ORDER BY` inside the call), each with an optional `FILTER (WHERE ...)`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
+    UInt32Array,
+};
 use arrow::compute::SortOptions;
-use arrow::datatypes::{DataType, Decimal128Type, Float64Type, Int64Type, SchemaRef};
-use arrow::row::{RowConverter, SortField};
+use arrow::datatypes::{
+    DataType, Decimal128Type, Field, Float64Type, Int64Type, Schema, SchemaRef,
+};
+use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::utils::SingleRowListArrayBuilder;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
 use crate::error::{Error, Result};
 use crate::state::StateTable;
-use crate::state::table::batch_from_columns;
+use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
 use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
@@ -103,10 +108,12 @@ pub struct AggCall {
     pub display: String,
 }
 
-/// Per-group state of one aggregate call.
-#[derive(Debug, Clone)]
+/// Per-group accumulator of one call: its scalar part. The aggregates that keep values keep
+/// them in the call's value state table, not here.
+#[derive(Debug, Clone, PartialEq)]
 enum Acc {
     Count(i64),
+    /// Integer sum (i128: no overflow before 2^127).
     SumInt {
         n: i64,
         sum: i128,
@@ -115,40 +122,65 @@ enum Acc {
         n: i64,
         sum: f64,
     },
+    /// Decimal sum in units of the argument's scale.
     SumDecimal {
         n: i64,
         sum: i128,
-        scale: i8,
     },
-    /// Value row bytes (order-preserving) to count.
-    Values(BTreeMap<Box<[u8]>, i64>),
     /// Per bit (least significant first), the weighted number of values with it set; `n`:
     /// the number of non-NULL values.
     Bits {
         n: i64,
         ones: Box<[i64; 64]>,
     },
+    /// `count(DISTINCT x)`: the number of distinct values in the value state table.
+    Distinct(i64),
+    /// Min, max, variance, string_agg, array_agg: all in the value state table.
+    Values,
 }
 
-struct Group {
-    /// Number of input rows in the group (sum of weights).
+/// A group's accumulators: its number of input rows (sum of weights) and one [`Acc`] per call.
+#[derive(Debug, Clone, PartialEq)]
+struct GroupAcc {
     count: i64,
     accs: Vec<Acc>,
-    /// The aggregate values last emitted for the group, if a row is out.
-    emitted: Option<Vec<ScalarValue>>,
-    /// Changed in the current epoch (its key is in `HashAgg::dirty`).
-    dirty: bool,
+}
+
+/// A group changed in the current epoch.
+struct Touched {
+    key: Box<[u8]>,
+    /// The accumulators stored before this epoch (`None`: no row stored for the group).
+    old: Option<GroupAcc>,
+    /// The accumulators with this epoch's changes.
+    acc: GroupAcc,
+    /// The output row emitted for the group before this epoch, if any.
+    old_out: Option<Vec<ScalarValue>>,
 }
 
 /// Incremental hash aggregation.
 ///
 /// Input: any schema. Output: the group columns, then one column per aggregate call
-/// (DataFusion's `Aggregate` schema). Stream key: the group columns. State: one entry per group
-/// (key bytes in Arrow's row format), holding the row count and each call's accumulator; min,
-/// max and count(DISTINCT) keep a multiset of values. Weights add to counts and sums. On the
-/// barrier, each changed group emits `-1` of its previous row and `+1` of its new row (nothing
-/// when unchanged); a group whose count drops to zero is retracted and forgotten. Without GROUP
-/// BY there is one group that always exists, so the view has one row even over empty input.
+/// (DataFusion's `Aggregate` schema). Stream key: the group columns.
+///
+/// State, all in state tables (in the state backend, not in memory):
+/// - the group table: one row per group, keyed by the group columns (`__group_<i>`), then
+///   `__rows` (the group's input rows, Int64) and each call's accumulator columns: count
+///   (Int64); sum and avg (`n` Int64, and the sum as Decimal128(38, 0) for integers and
+///   decimals in the argument's scale, Float64 for floats); bit_and/or/xor (`n`, and 64
+///   per-bit counts as 512 bytes of Binary); count(DISTINCT) (the number of distinct values);
+/// - per call that keeps its values (min, max, count(DISTINCT), variance, string_agg,
+///   array_agg), a value table: the multiset of (group columns, `ORDER BY` keys of the call,
+///   value), so a group's values are one prefix scan in the call's order. `max` stores its
+///   values descending, so min and max are each the first row of the group's prefix.
+///
+/// Per epoch, for each changed group: one point read of its accumulator row, the changes'
+/// values written to the value tables, and one accumulator row written back; the group's
+/// previous output row is recomputed from the state as it was before the epoch. On the
+/// barrier each changed group emits `-1` of its previous row and `+1` of its new row (nothing
+/// when unchanged); a group whose count drops to zero is retracted and its row deleted.
+/// Cost: O(changed groups × log n), plus, for variance, string_agg and array_agg, the values
+/// of the changed groups (their result depends on all of them). Without GROUP BY there is one
+/// group that always exists, so the view has one row even over empty input.
 pub struct HashAgg {
     /// The input operator.
     pub input: Box<dyn Operator>,
@@ -156,20 +188,84 @@ pub struct HashAgg {
     aggs: Vec<AggCall>,
     schema: SchemaRef,
     key_converter: Option<RowConverter>,
-    arg_converters: Vec<Option<RowConverter>>,
-    groups: HashMap<Box<[u8]>, Group>,
-    dirty: Vec<Box<[u8]>>,
+    /// The accumulators of a new group (they fix the group table's columns).
+    template: Vec<Acc>,
+    /// One row per group (see the type's docs).
+    groups: StateTable,
+    /// Per call, its value table when it keeps values.
+    values: Vec<Option<StateTable>>,
+    /// Whether an epoch has run since the operator was built (the global aggregate's row is
+    /// then known to be out).
     started: bool,
-    /// The input rows seen so far (a multiset): the durable form of the groups, which are
-    /// re-derived from it on restore.
-    seen: StateTable,
+}
+
+/// One change batch evaluated against the group keys, arguments and filters.
+struct Evaluated {
+    len: usize,
+    keys: Option<Rows>,
+    group_cols: Vec<ArrayRef>,
+    args: Vec<ArgValues>,
+    keep: Vec<Option<BooleanArray>>,
+}
+
+impl Evaluated {
+    fn key(&self, i: usize) -> &[u8] {
+        match &self.keys {
+            Some(k) => k.row(i).data(),
+            None => &[],
+        }
+    }
+
+    /// Whether row `i` reaches call `j` (a FILTER that is NULL keeps it out, as false does).
+    fn kept(&self, j: usize, i: usize) -> bool {
+        self.keep[j]
+            .as_ref()
+            .is_none_or(|k| k.is_valid(i) && k.value(i))
+    }
+}
+
+fn template_for(a: &AggCall) -> Acc {
+    match a.kind {
+        AggKind::Count => Acc::Count(0),
+        AggKind::Sum | AggKind::Avg => match &a.arg_type {
+            DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+                Acc::SumFloat { n: 0, sum: 0.0 }
+            }
+            DataType::Decimal128(_, _) | DataType::Decimal256(_, _) => {
+                Acc::SumDecimal { n: 0, sum: 0 }
+            }
+            _ => Acc::SumInt { n: 0, sum: 0 },
+        },
+        AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor => Acc::Bits {
+            n: 0,
+            ones: Box::new([0; 64]),
+        },
+        AggKind::CountDistinct => Acc::Distinct(0),
+        _ => Acc::Values,
+    }
+}
+
+/// The group table's columns of one accumulator.
+fn acc_fields(j: usize, acc: &Acc) -> Vec<Field> {
+    let f = |name: &str, t: DataType| Field::new(format!("__acc_{j}_{name}"), t, true);
+    let wide = DataType::Decimal128(38, 0);
+    match acc {
+        Acc::Count(_) => vec![f("count", DataType::Int64)],
+        Acc::SumInt { .. } | Acc::SumDecimal { .. } => {
+            vec![f("n", DataType::Int64), f("sum", wide)]
+        }
+        Acc::SumFloat { .. } => vec![f("n", DataType::Int64), f("sum", DataType::Float64)],
+        Acc::Bits { .. } => vec![f("n", DataType::Int64), f("ones", DataType::Binary)],
+        Acc::Distinct(_) => vec![f("distinct", DataType::Int64)],
+        Acc::Values => vec![],
+    }
 }
 
 impl HashAgg {
     /// Builds the operator; `group_types` are the types of the group expressions.
     ///
     /// # Errors
-    /// Arrow errors when a group or argument type has no row encoding.
+    /// Arrow errors when a group, argument or order key type has no row encoding.
     pub fn try_new(
         input: Box<dyn Operator>,
         group_exprs: Vec<Arc<dyn PhysicalExpr>>,
@@ -181,96 +277,89 @@ impl HashAgg {
             None
         } else {
             Some(RowConverter::new(
-                group_types.into_iter().map(SortField::new).collect(),
+                group_types.iter().cloned().map(SortField::new).collect(),
             )?)
         };
-        let arg_converters = aggs
+        let group_fields: Vec<Field> = group_types
             .iter()
-            .map(|a| match a.kind {
-                k if k.keeps_values() => {
-                    // Order keys first, then the value: the multiset iterates in call order.
-                    let mut fields: Vec<SortField> = a
-                        .order_by
-                        .iter()
-                        .map(|o| SortField::new_with_options(o.data_type.clone(), o.options))
-                        .collect();
-                    fields.push(SortField::new(a.arg_type.clone()));
-                    RowConverter::new(fields).map(Some)
+            .enumerate()
+            .map(|(i, t)| Field::new(format!("__group_{i}"), t.clone(), true))
+            .collect();
+        let template: Vec<Acc> = aggs.iter().map(template_for).collect();
+        let mut fields = group_fields.clone();
+        fields.push(Field::new("__rows", DataType::Int64, true));
+        for (j, acc) in template.iter().enumerate() {
+            fields.extend(acc_fields(j, acc));
+        }
+        let groups = StateTable::new(Arc::new(Schema::new(fields)))?;
+        let values = aggs
+            .iter()
+            .map(|a| {
+                if !a.kind.keeps_values() {
+                    return Ok(None);
                 }
-                _ => Ok(None),
+                let g = group_fields.len();
+                let mut fields = group_fields.clone();
+                let mut key: Vec<(usize, SortOptions)> =
+                    (0..g).map(|i| (i, SortOptions::default())).collect();
+                for (k, o) in a.order_by.iter().enumerate() {
+                    fields.push(Field::new(
+                        format!("__order_{k}"),
+                        o.data_type.clone(),
+                        true,
+                    ));
+                    key.push((g + k, o.options));
+                }
+                fields.push(Field::new("__value", a.arg_type.clone(), true));
+                // Max keeps its values descending: its result is the first of the group.
+                let value_order = SortOptions {
+                    descending: a.kind == AggKind::Max,
+                    nulls_first: true,
+                };
+                key.push((fields.len() - 1, value_order));
+                let layout = KeyLayout::with_options(Arc::new(Schema::new(fields)), &key)?;
+                Ok(Some(StateTable::with_layout(Arc::new(layout))))
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        let seen = StateTable::unordered(input.schema())?;
+            .collect::<Result<Vec<_>>>()?;
         Ok(HashAgg {
-            seen,
             input,
             group_exprs,
             aggs,
             schema,
             key_converter,
-            arg_converters,
-            groups: HashMap::new(),
-            dirty: Vec::new(),
+            template,
+            groups,
+            values,
             started: false,
         })
     }
 
-    fn new_accs(&self) -> Vec<Acc> {
-        self.aggs
-            .iter()
-            .map(|a| match a.kind {
-                AggKind::Count => Acc::Count(0),
-                AggKind::Sum | AggKind::Avg => match &a.arg_type {
-                    DataType::Float16 | DataType::Float32 | DataType::Float64 => {
-                        Acc::SumFloat { n: 0, sum: 0.0 }
-                    }
-                    DataType::Decimal128(_, s) | DataType::Decimal256(_, s) => Acc::SumDecimal {
-                        n: 0,
-                        sum: 0,
-                        scale: *s,
-                    },
-                    _ => Acc::SumInt { n: 0, sum: 0 },
-                },
-                AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor => Acc::Bits {
-                    n: 0,
-                    ones: Box::new([0; 64]),
-                },
-                // The rest keep their values (`AggKind::keeps_values`).
-                _ => Acc::Values(BTreeMap::new()),
-            })
-            .collect()
+    fn is_global(&self) -> bool {
+        self.key_converter.is_none()
     }
 
-    fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
+    fn evaluate(&self, change: &ChangeBatch) -> Result<Evaluated> {
         let n = change.len();
         let batch = &change.batch;
+        let group_cols = self
+            .group_exprs
+            .iter()
+            .map(|e| Ok(e.evaluate(batch)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
         let keys = match &self.key_converter {
-            Some(conv) => {
-                let cols = self
-                    .group_exprs
-                    .iter()
-                    .map(|e| Ok(e.evaluate(batch)?.into_array(n)?))
-                    .collect::<Result<Vec<ArrayRef>>>()?;
-                Some(conv.convert_columns(&cols)?)
-            }
+            Some(conv) => Some(conv.convert_columns(&group_cols)?),
             None => None,
         };
-        let mut args: Vec<ArgValues> = Vec::with_capacity(self.aggs.len());
-        let mut keep: Vec<Option<BooleanArray>> = Vec::with_capacity(self.aggs.len());
-        for (a, conv) in self.aggs.iter().zip(&self.arg_converters) {
+        let mut args = Vec::with_capacity(self.aggs.len());
+        let mut keep = Vec::with_capacity(self.aggs.len());
+        for a in &self.aggs {
             let arr = a.arg.evaluate(batch)?.into_array(n)?;
             let order = a
                 .order_by
                 .iter()
                 .map(|o| Ok(o.expr.evaluate(batch)?.into_array(n)?))
                 .collect::<Result<Vec<ArrayRef>>>()?;
-            args.push(ArgValues::new(
-                a.kind,
-                &a.arg_type,
-                arr,
-                order,
-                conv.as_ref(),
-            )?);
+            args.push(ArgValues::new(a.kind, &a.arg_type, arr, order)?);
             keep.push(match &a.filter {
                 Some(f) => {
                     let mask = f.evaluate(batch)?.into_array(n)?;
@@ -282,44 +371,211 @@ impl HashAgg {
                 None => None,
             });
         }
-        let template = self.new_accs();
-        for (i, w) in change.weights.values().iter().enumerate() {
-            let key: &[u8] = match &keys {
-                Some(k) => k.row(i).data(),
-                None => &[],
-            };
-            if !self.groups.contains_key(key) {
-                let g = Group {
-                    count: 0,
-                    accs: template.clone(),
-                    emitted: None,
-                    dirty: false,
+        Ok(Evaluated {
+            len: n,
+            keys,
+            group_cols,
+            args,
+            keep,
+        })
+    }
+
+    /// Reads the stored accumulators of the touched groups (one prefix seek each) and the
+    /// output each had before this epoch.
+    fn load(&self, touched: &mut [Touched]) -> Result<()> {
+        let mut found: Vec<(usize, Box<[u8]>)> = Vec::new();
+        for (t, group) in touched.iter().enumerate() {
+            self.groups.scan_prefix_while(&group.key, &mut |k, _| {
+                found.push((t, Box::from(k)));
+                Ok(false)
+            })?;
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        let batch = self
+            .groups
+            .layout()
+            .decode(found.iter().map(|(_, k)| k.as_ref()), found.len())?;
+        let accs = self.decode_accs(&batch)?;
+        for ((t, _), acc) in found.into_iter().zip(accs) {
+            let group = &mut touched[t];
+            group.acc = acc.clone();
+            group.old_out = Some(self.outputs(&group.key, &acc)?);
+            group.old = Some(acc);
+        }
+        Ok(())
+    }
+
+    /// The accumulators of each row of a batch of the group table.
+    fn decode_accs(&self, batch: &arrow::array::RecordBatch) -> Result<Vec<GroupAcc>> {
+        let g = self.group_exprs.len();
+        let int = |c: usize| -> Result<&Int64Array> {
+            batch
+                .column(c)
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| Error::Internal("group table column is not Int64".into()))
+        };
+        let rows = int(g)?;
+        let mut out: Vec<GroupAcc> = (0..batch.num_rows())
+            .map(|i| GroupAcc {
+                count: rows.value(i),
+                accs: Vec::with_capacity(self.template.len()),
+            })
+            .collect();
+        let mut col = g + 1;
+        for t in &self.template {
+            let width = acc_fields(0, t).len();
+            for (i, group) in out.iter_mut().enumerate() {
+                let acc = match t {
+                    Acc::Count(_) => Acc::Count(int(col)?.value(i)),
+                    Acc::Distinct(_) => Acc::Distinct(int(col)?.value(i)),
+                    Acc::SumInt { .. } | Acc::SumDecimal { .. } => {
+                        let n = int(col)?.value(i);
+                        let sum = batch
+                            .column(col + 1)
+                            .as_primitive_opt::<Decimal128Type>()
+                            .ok_or_else(|| Error::Internal("sum column is not decimal".into()))?
+                            .value(i);
+                        if matches!(t, Acc::SumInt { .. }) {
+                            Acc::SumInt { n, sum }
+                        } else {
+                            Acc::SumDecimal { n, sum }
+                        }
+                    }
+                    Acc::SumFloat { .. } => Acc::SumFloat {
+                        n: int(col)?.value(i),
+                        sum: batch
+                            .column(col + 1)
+                            .as_primitive_opt::<Float64Type>()
+                            .ok_or_else(|| Error::Internal("sum column is not float".into()))?
+                            .value(i),
+                    },
+                    Acc::Bits { .. } => {
+                        let bytes = batch
+                            .column(col + 1)
+                            .as_binary_opt::<i32>()
+                            .ok_or_else(|| Error::Internal("bits column is not binary".into()))?
+                            .value(i);
+                        let mut ones = Box::new([0i64; 64]);
+                        for (b, chunk) in bytes.chunks_exact(8).enumerate().take(64) {
+                            let mut le = [0u8; 8];
+                            le.copy_from_slice(chunk);
+                            ones[b] = i64::from_le_bytes(le);
+                        }
+                        Acc::Bits {
+                            n: int(col)?.value(i),
+                            ones,
+                        }
+                    }
+                    Acc::Values => Acc::Values,
                 };
-                self.groups.insert(key.into(), g);
+                group.accs.push(acc);
             }
-            let group = self
-                .groups
-                .get_mut(key)
-                .ok_or_else(|| Error::Internal("group vanished".into()))?;
-            if !group.dirty {
-                group.dirty = true;
-                self.dirty.push(key.into());
-            }
-            group.count += w;
-            for ((acc, arg), keep) in group.accs.iter_mut().zip(&args).zip(&keep) {
-                // A FILTER that is NULL keeps the row out, as false does.
-                if keep.as_ref().is_none_or(|k| k.is_valid(i) && k.value(i)) {
-                    arg.update(acc, i, *w)?;
+            col += width;
+        }
+        Ok(out)
+    }
+
+    /// The group table rows of `(group key, accumulators)` with their weights.
+    fn encode_accs(&self, rows: &[(&[u8], &GroupAcc, i64)]) -> Result<ChangeBatch> {
+        let n = rows.len();
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        if let Some(conv) = &self.key_converter {
+            let parser = conv.parser();
+            columns.extend(conv.convert_rows(rows.iter().map(|(k, _, _)| parser.parse(k)))?);
+        }
+        columns.push(Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|(_, a, _)| a.count),
+        )));
+        for (j, t) in self.template.iter().enumerate() {
+            let accs = || rows.iter().map(move |(_, a, _)| &a.accs[j]);
+            let n_of = |acc: &Acc| match acc {
+                Acc::Count(c) | Acc::Distinct(c) => *c,
+                Acc::SumInt { n, .. }
+                | Acc::SumFloat { n, .. }
+                | Acc::SumDecimal { n, .. }
+                | Acc::Bits { n, .. } => *n,
+                Acc::Values => 0,
+            };
+            match t {
+                Acc::Values => {}
+                Acc::Count(_) | Acc::Distinct(_) => {
+                    columns.push(Arc::new(Int64Array::from_iter_values(accs().map(n_of))));
+                }
+                Acc::SumInt { .. } | Acc::SumDecimal { .. } => {
+                    columns.push(Arc::new(Int64Array::from_iter_values(accs().map(n_of))));
+                    let sums = accs().map(|a| match a {
+                        Acc::SumInt { sum, .. } | Acc::SumDecimal { sum, .. } => *sum,
+                        _ => 0,
+                    });
+                    columns.push(Arc::new(
+                        Decimal128Array::from_iter_values(sums).with_precision_and_scale(38, 0)?,
+                    ));
+                }
+                Acc::SumFloat { .. } => {
+                    columns.push(Arc::new(Int64Array::from_iter_values(accs().map(n_of))));
+                    columns.push(Arc::new(Float64Array::from_iter_values(accs().map(
+                        |a| match a {
+                            Acc::SumFloat { sum, .. } => *sum,
+                            _ => 0.0,
+                        },
+                    ))));
+                }
+                Acc::Bits { .. } => {
+                    columns.push(Arc::new(Int64Array::from_iter_values(accs().map(n_of))));
+                    let bytes: Vec<Vec<u8>> = accs()
+                        .map(|a| match a {
+                            Acc::Bits { ones, .. } => {
+                                ones.iter().flat_map(|c| c.to_le_bytes()).collect()
+                            }
+                            _ => Vec::new(),
+                        })
+                        .collect();
+                    columns.push(Arc::new(BinaryArray::from_iter_values(bytes)));
                 }
             }
         }
-        Ok(())
+        let batch = batch_from_columns(self.groups.schema(), columns, n)?;
+        let weights: Int64Array = rows.iter().map(|(_, _, w)| *w).collect::<Vec<_>>().into();
+        ChangeBatch::new(batch, weights)
+    }
+
+    /// The output values of a group with accumulators `acc` (value tables as they are now).
+    fn outputs(&self, key: &[u8], acc: &GroupAcc) -> Result<Vec<ScalarValue>> {
+        let mut out = Vec::with_capacity(self.aggs.len());
+        for (j, a) in self.aggs.iter().enumerate() {
+            let v = match &acc.accs[j] {
+                Acc::Values => {
+                    let table = self.values[j].as_ref().ok_or_else(|| {
+                        Error::Internal("aggregate that keeps values without a table".into())
+                    })?;
+                    let mut keys: Vec<Box<[u8]>> = Vec::new();
+                    let mut counts: Vec<i64> = Vec::new();
+                    let first_only = matches!(a.kind, AggKind::Min | AggKind::Max);
+                    table.scan_prefix_while(key, &mut |k, c| {
+                        keys.push(Box::from(k));
+                        counts.push(c);
+                        Ok(!first_only)
+                    })?;
+                    let batch = table
+                        .layout()
+                        .decode(keys.iter().map(|k| k.as_ref()), keys.len())?;
+                    let values = batch.column(batch.num_columns() - 1).clone();
+                    self.value_of(j, values, &counts)?
+                }
+                acc => self.value(j, acc)?,
+            };
+            out.push(v);
+        }
+        Ok(out)
     }
 
     fn value(&self, call: usize, acc: &Acc) -> Result<ScalarValue> {
         let a = &self.aggs[call];
         let v = match (a.kind, acc) {
             (AggKind::Count, Acc::Count(c)) => ScalarValue::Int64(Some(*c)),
+            (AggKind::CountDistinct, Acc::Distinct(c)) => ScalarValue::Int64(Some(*c)),
             (AggKind::Sum, Acc::SumInt { n, sum }) => {
                 if *n == 0 {
                     ScalarValue::Int64(None)
@@ -332,10 +588,10 @@ impl HashAgg {
             (AggKind::Sum, Acc::SumFloat { n, sum }) => {
                 ScalarValue::Float64(if *n == 0 { None } else { Some(*sum) })
             }
-            (AggKind::Sum, Acc::SumDecimal { n, sum, scale }) => {
+            (AggKind::Sum, Acc::SumDecimal { n, sum }) => {
                 let (p, s) = match &a.out_type {
                     DataType::Decimal128(p, s) => (*p, *s),
-                    _ => (38, *scale),
+                    _ => (38, self.arg_scale(call)),
                 };
                 ScalarValue::Decimal128(if *n == 0 { None } else { Some(*sum) }, p, s)
             }
@@ -349,30 +605,32 @@ impl HashAgg {
             } else {
                 Some(*sum / *n as f64)
             }),
-            (AggKind::Avg, Acc::SumDecimal { n, sum, scale }) => match &a.out_type {
-                DataType::Decimal128(p, s) => {
-                    if *n == 0 {
-                        ScalarValue::Decimal128(None, *p, *s)
-                    } else {
-                        let shift = (*s as i32 - *scale as i32).max(0) as u32;
-                        let num = sum * 10i128.pow(shift);
-                        let d = *n as i128;
-                        // Round half away from zero, as PostgreSQL's numeric division does.
-                        let q = if (num >= 0) == (d >= 0) {
-                            (num + d / 2) / d
+            (AggKind::Avg, Acc::SumDecimal { n, sum }) => {
+                let scale = self.arg_scale(call);
+                match &a.out_type {
+                    DataType::Decimal128(p, s) => {
+                        if *n == 0 {
+                            ScalarValue::Decimal128(None, *p, *s)
                         } else {
-                            (num - d / 2) / d
-                        };
-                        ScalarValue::Decimal128(Some(q), *p, *s)
+                            let shift = (*s as i32 - scale as i32).max(0) as u32;
+                            let num = sum * 10i128.pow(shift);
+                            let d = *n as i128;
+                            // Round half away from zero, as PostgreSQL's numeric division does.
+                            let q = if (num >= 0) == (d >= 0) {
+                                (num + d / 2) / d
+                            } else {
+                                (num - d / 2) / d
+                            };
+                            ScalarValue::Decimal128(Some(q), *p, *s)
+                        }
                     }
+                    _ => ScalarValue::Float64(if *n == 0 {
+                        None
+                    } else {
+                        Some(*sum as f64 / 10f64.powi(scale as i32) / *n as f64)
+                    }),
                 }
-                _ => ScalarValue::Float64(if *n == 0 {
-                    None
-                } else {
-                    Some(*sum as f64 / 10f64.powi(*scale as i32) / *n as f64)
-                }),
-            },
-            (AggKind::CountDistinct, Acc::Values(m)) => ScalarValue::Int64(Some(m.len() as i64)),
+            }
             (AggKind::BitAnd | AggKind::BitOr | AggKind::BitXor, Acc::Bits { n, ones }) => {
                 if *n == 0 {
                     ScalarValue::Int64(None)
@@ -391,8 +649,36 @@ impl HashAgg {
                     ScalarValue::Int64(Some(bits as i64))
                 }
             }
-            (AggKind::Variance { population, root }, Acc::Values(m)) => {
-                let (values, counts) = self.decode_values(call, m)?;
+            _ => {
+                return Err(Error::Internal(
+                    "aggregate state does not match its call".into(),
+                ));
+            }
+        };
+        Ok(v)
+    }
+
+    /// The scale of a decimal argument (0 for others).
+    fn arg_scale(&self, call: usize) -> i8 {
+        match &self.aggs[call].arg_type {
+            DataType::Decimal128(_, s) | DataType::Decimal256(_, s) => *s,
+            _ => 0,
+        }
+    }
+
+    /// The result of a call that keeps values, from a group's distinct values in the call's
+    /// order and each one's count (min and max: the first value only).
+    fn value_of(&self, call: usize, values: ArrayRef, counts: &[i64]) -> Result<ScalarValue> {
+        let a = &self.aggs[call];
+        let v = match a.kind {
+            AggKind::Min | AggKind::Max => {
+                if values.is_empty() {
+                    ScalarValue::try_from(&a.arg_type)?
+                } else {
+                    ScalarValue::try_from_array(&values, 0)?
+                }
+            }
+            AggKind::Variance { population, root } => {
                 let values = arrow::compute::cast(&values, &DataType::Float64)?;
                 let values = values.as_primitive::<Float64Type>();
                 let n: i64 = counts.iter().sum();
@@ -414,11 +700,10 @@ impl HashAgg {
                 };
                 ScalarValue::Float64(v)
             }
-            (AggKind::StringAgg, Acc::Values(m)) => {
-                if m.is_empty() {
+            AggKind::StringAgg => {
+                if values.is_empty() {
                     ScalarValue::Utf8(None)
                 } else {
-                    let (values, counts) = self.decode_values(call, m)?;
                     let values = arrow::compute::cast(&values, &DataType::Utf8)?;
                     let values = values.as_string::<i32>();
                     let mut out = String::new();
@@ -435,11 +720,10 @@ impl HashAgg {
                     ScalarValue::Utf8(Some(out))
                 }
             }
-            (AggKind::ArrayAgg, Acc::Values(m)) => {
-                if m.is_empty() {
+            AggKind::ArrayAgg => {
+                if values.is_empty() {
                     ScalarValue::try_from(&a.out_type)?
                 } else {
-                    let (values, counts) = self.decode_values(call, m)?;
                     let mut take = Vec::new();
                     for (i, c) in counts.iter().enumerate() {
                         take.extend(std::iter::repeat_n(i as u32, (*c).max(0) as usize));
@@ -448,117 +732,166 @@ impl HashAgg {
                     SingleRowListArrayBuilder::new(values).build_list_scalar()
                 }
             }
-            (AggKind::Min | AggKind::Max, Acc::Values(m)) => {
-                let pick = if a.kind == AggKind::Min {
-                    m.keys().next()
-                } else {
-                    m.keys().next_back()
-                };
-                match pick {
-                    None => ScalarValue::try_from(&a.arg_type)?,
-                    Some(bytes) => {
-                        let col = self.decode(call, std::iter::once(bytes.as_ref()))?;
-                        ScalarValue::try_from_array(&col, 0)?
-                    }
-                }
-            }
             _ => {
-                return Err(Error::Internal(
-                    "aggregate state does not match its call".into(),
-                ));
+                return Err(Error::Internal("aggregate does not keep values".into()));
             }
         };
         Ok(v)
     }
 
-    /// The values of multiset keys of a call (the value column; order keys dropped).
-    fn decode<'a>(&self, call: usize, keys: impl Iterator<Item = &'a [u8]>) -> Result<ArrayRef> {
-        let conv = self.arg_converters[call]
-            .as_ref()
-            .ok_or_else(|| Error::Internal("multiset aggregate without converter".into()))?;
-        let parser = conv.parser();
-        conv.convert_rows(keys.map(|k| parser.parse(k)))?
-            .pop()
-            .ok_or_else(|| Error::Internal("multiset aggregate without a value".into()))
-    }
-
-    /// The distinct values of a call's multiset in its order and each one's count.
-    fn decode_values(
-        &self,
-        call: usize,
-        m: &BTreeMap<Box<[u8]>, i64>,
-    ) -> Result<(ArrayRef, Vec<i64>)> {
-        let values = self.decode(call, m.keys().map(|k| k.as_ref()))?;
-        Ok((values, m.values().copied().collect()))
-    }
-
-    /// Flushes the changed groups at the barrier: the retraction of each old row and its new row.
-    fn flush(&mut self) -> Result<Vec<ChangeBatch>> {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        if !self.started && self.key_converter.is_none() {
-            // The global aggregate's single row exists from the start, even over empty input.
-            if !self.groups.contains_key(&[][..]) {
-                let accs = self.new_accs();
-                self.groups.insert(
-                    Box::from(&[][..]),
-                    Group {
-                        count: 0,
-                        accs,
-                        emitted: None,
-                        dirty: false,
-                    },
-                );
-            }
-            dirty.push(Box::from(&[][..]));
+    /// Applies one evaluated change: the touched groups' accumulators (in memory until the
+    /// barrier) and the value tables (written now).
+    fn update(
+        &mut self,
+        e: &Evaluated,
+        change: &ChangeBatch,
+        index: &HashMap<Box<[u8]>, usize>,
+        touched: &mut [Touched],
+    ) -> Result<()> {
+        let weights = change.weights.values();
+        let slots: Vec<usize> = (0..change.len())
+            .map(|i| {
+                index
+                    .get(e.key(i))
+                    .copied()
+                    .ok_or_else(|| Error::Internal("group not touched".into()))
+            })
+            .collect::<Result<_>>()?;
+        for (i, w) in weights.iter().enumerate() {
+            touched[slots[i]].acc.count += w;
         }
-        self.started = true;
-        dirty.dedup();
-        let mut keys: Vec<Box<[u8]>> = Vec::new();
+        for j in 0..self.aggs.len() {
+            let arg = &e.args[j];
+            if let ArgValues::Values { arr, order } = arg {
+                self.update_values(j, e, change, arr, order, index, touched)?;
+                continue;
+            }
+            for (i, w) in weights.iter().enumerate() {
+                if e.kept(j, i) {
+                    arg.update(&mut touched[slots[i]].acc.accs[j], i, *w)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one change's values of call `j` to its value table; for count(DISTINCT),
+    /// moves the touched groups' distinct counts by the values whose count crossed zero.
+    #[allow(clippy::too_many_arguments)]
+    fn update_values(
+        &mut self,
+        j: usize,
+        e: &Evaluated,
+        change: &ChangeBatch,
+        arr: &ArrayRef,
+        order: &[ArrayRef],
+        index: &HashMap<Box<[u8]>, usize>,
+        touched: &mut [Touched],
+    ) -> Result<()> {
+        let kind = self.aggs[j].kind;
+        let n = change.len();
+        let mask: BooleanArray = (0..n)
+            .map(|i| Some(e.kept(j, i) && (kind == AggKind::ArrayAgg || arr.is_valid(i))))
+            .collect();
+        let table = self.values[j]
+            .as_mut()
+            .ok_or_else(|| Error::Internal("aggregate that keeps values without a table".into()))?;
+        let mut columns = e.group_cols.clone();
+        columns.extend(order.iter().cloned());
+        columns.push(arr.clone());
+        let rows = ChangeBatch::new(
+            batch_from_columns(table.schema(), columns, n)?,
+            change.weights.clone(),
+        )?
+        .filter(&mask)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if kind != AggKind::CountDistinct {
+            return table.apply(&rows);
+        }
+        let rows = consolidate(table.schema(), &[rows])?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let before = table.counts(&rows.batch)?;
+        let g = self.group_exprs.len();
+        let keys = match &self.key_converter {
+            Some(conv) => Some(conv.convert_columns(&rows.batch.columns()[..g])?),
+            None => None,
+        };
+        for (i, (b, w)) in before.iter().zip(rows.weights.values()).enumerate() {
+            let after = b + w;
+            let step = match (*b > 0, after > 0) {
+                (false, true) => 1,
+                (true, false) => -1,
+                _ => 0,
+            };
+            if step == 0 {
+                continue;
+            }
+            let key: &[u8] = match &keys {
+                Some(k) => k.row(i).data(),
+                None => &[],
+            };
+            let t = index
+                .get(key)
+                .copied()
+                .ok_or_else(|| Error::Internal("group not touched".into()))?;
+            if let Acc::Distinct(c) = &mut touched[t].acc.accs[j] {
+                *c += step;
+            }
+        }
+        table.apply(&rows)
+    }
+
+    /// At the barrier: each touched group's accumulator row written back and its output
+    /// changes (the retraction of its old row, its new row).
+    fn flush(&mut self, touched: Vec<Touched>) -> Result<Vec<ChangeBatch>> {
+        let global = self.is_global();
+        let mut writes: Vec<(&[u8], &GroupAcc, i64)> = Vec::new();
+        let mut keys: Vec<&[u8]> = Vec::new();
         let mut values: Vec<Vec<ScalarValue>> = Vec::new();
         let mut weights: Vec<i64> = Vec::new();
-        for key in dirty {
-            let Some(group) = self.groups.get_mut(&key) else {
-                continue;
-            };
-            group.dirty = false;
-            let group = self
-                .groups
-                .get(&key)
-                .ok_or_else(|| Error::Internal("group vanished".into()))?;
-            let alive = group.count > 0 || self.key_converter.is_none();
-            if group.count < 0 {
+        let mut news: Vec<Option<Vec<ScalarValue>>> = Vec::with_capacity(touched.len());
+        for t in &touched {
+            if t.acc.count < 0 {
                 return Err(Error::Internal("group count below zero".into()));
             }
-            let new = if alive {
-                let mut v = Vec::with_capacity(group.accs.len());
-                for (i, acc) in group.accs.iter().enumerate() {
-                    v.push(self.value(i, acc)?);
-                }
-                Some(v)
+            let alive = t.acc.count > 0 || global;
+            news.push(if alive {
+                Some(self.outputs(&t.key, &t.acc)?)
             } else {
                 None
-            };
-            let old = group.emitted.clone();
-            if old == new {
+            });
+        }
+        for (t, new) in touched.iter().zip(news) {
+            let alive = new.is_some();
+            if t.old.as_ref() != Some(&t.acc) || !alive {
+                if let Some(old) = &t.old {
+                    writes.push((&t.key, old, -1));
+                }
+                if alive {
+                    writes.push((&t.key, &t.acc, 1));
+                }
+            }
+            if t.old_out == new {
                 continue;
             }
-            if let Some(old) = old {
-                keys.push(key.clone());
-                values.push(old);
+            if let Some(old) = &t.old_out {
+                keys.push(&t.key);
+                values.push(old.clone());
                 weights.push(-1);
             }
-            if let Some(new) = &new {
-                keys.push(key.clone());
-                values.push(new.clone());
+            if let Some(new) = new {
+                keys.push(&t.key);
+                values.push(new);
                 weights.push(1);
             }
-            if alive {
-                if let Some(g) = self.groups.get_mut(&key) {
-                    g.emitted = new;
-                }
-            } else {
-                self.groups.remove(&key);
-            }
+        }
+        if !writes.is_empty() {
+            let rows = self.encode_accs(&writes)?;
+            self.groups.apply(&rows)?;
         }
         if keys.is_empty() {
             return Ok(vec![]);
@@ -591,10 +924,10 @@ enum ArgValues {
     Float(ArrayRef),
     Decimal(ArrayRef),
     Bits(ArrayRef),
-    /// Rows of (order keys, value); `nulls`: the value column when NULL values are skipped.
-    Rows {
-        nulls: Option<ArrayRef>,
-        rows: arrow::row::Rows,
+    /// The value and the call's `ORDER BY` keys, for the value table.
+    Values {
+        arr: ArrayRef,
+        order: Vec<ArrayRef>,
     },
 }
 
@@ -603,8 +936,7 @@ impl ArgValues {
         kind: AggKind,
         arg_type: &DataType,
         arr: ArrayRef,
-        mut order: Vec<ArrayRef>,
-        conv: Option<&RowConverter>,
+        order: Vec<ArrayRef>,
     ) -> Result<Self> {
         Ok(match kind {
             AggKind::Count => ArgValues::Count(arr),
@@ -636,14 +968,7 @@ impl ArgValues {
                 ArgValues::Bits(arrow::compute::cast(&arr, &DataType::Int64)?)
             }
             // The rest keep their values (`AggKind::keeps_values`).
-            _ => {
-                let conv =
-                    conv.ok_or_else(|| Error::Internal("missing argument converter".into()))?;
-                order.push(arr.clone());
-                let rows = conv.convert_columns(&order)?;
-                let nulls = (kind != AggKind::ArrayAgg).then_some(arr);
-                ArgValues::Rows { nulls, rows }
-            }
+            _ => ArgValues::Values { arr, order },
         })
     }
 
@@ -670,7 +995,7 @@ impl ArgValues {
                     }
                 }
             }
-            (ArgValues::Decimal(a), Acc::SumDecimal { n, sum, .. }) => {
+            (ArgValues::Decimal(a), Acc::SumDecimal { n, sum }) => {
                 if a.is_valid(i) {
                     *n += w;
                     *sum += a.as_primitive::<Decimal128Type>().value(i) * w as i128;
@@ -683,23 +1008,6 @@ impl ArgValues {
                     for (b, c) in ones.iter_mut().enumerate() {
                         if v & (1 << b) != 0 {
                             *c += w;
-                        }
-                    }
-                }
-            }
-            (ArgValues::Rows { nulls, rows }, Acc::Values(m)) => {
-                if nulls.as_ref().is_none_or(|a| a.is_valid(i)) {
-                    let key = rows.row(i);
-                    let bytes: &[u8] = key.as_ref();
-                    match m.get_mut(bytes) {
-                        Some(c) => {
-                            *c += w;
-                            if *c == 0 {
-                                m.remove(bytes);
-                            }
-                        }
-                        None => {
-                            m.insert(bytes.into(), w);
                         }
                     }
                 }
@@ -720,41 +1028,90 @@ impl Operator for HashAgg {
     }
 
     fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
-        for change in self.input.process(input)? {
-            if !change.is_empty() {
-                self.apply(&change)?;
-                self.seen.apply(&change)?;
+        let changes: Vec<ChangeBatch> = self
+            .input
+            .process(input)?
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect();
+        let evaluated = changes
+            .iter()
+            .map(|c| self.evaluate(c))
+            .collect::<Result<Vec<_>>>()?;
+        // The groups this epoch touches, in first-seen order.
+        let mut index: HashMap<Box<[u8]>, usize> = HashMap::new();
+        let mut touched: Vec<Touched> = Vec::new();
+        let fresh = GroupAcc {
+            count: 0,
+            accs: self.template.clone(),
+        };
+        let mut touch = |key: &[u8]| {
+            if !index.contains_key(key) {
+                index.insert(Box::from(key), touched.len());
+                touched.push(Touched {
+                    key: Box::from(key),
+                    old: None,
+                    acc: fresh.clone(),
+                    old_out: None,
+                });
+            }
+        };
+        if !self.started && self.is_global() {
+            // The global aggregate's row exists from the first epoch on, even over empty
+            // input (when its row is stored already, this changes nothing).
+            touch(&[]);
+        }
+        self.started = true;
+        for e in &evaluated {
+            for i in 0..e.len {
+                touch(e.key(i));
             }
         }
-        self.flush()
+        if touched.is_empty() {
+            return Ok(vec![]);
+        }
+        self.load(&mut touched)?;
+        for (e, c) in evaluated.iter().zip(&changes) {
+            self.update(e, c, &index, &mut touched)?;
+        }
+        self.flush(touched)
     }
 
     fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        f(&mut self.seen)?;
+        f(&mut self.groups)?;
+        for t in self.values.iter_mut().flatten() {
+            f(t)?;
+        }
         self.input.visit_state(f)
     }
 
     fn restore(&mut self) -> Result<()> {
-        self.input.restore()?;
-        let rows = self.seen.to_change()?;
-        if !rows.is_empty() {
-            self.apply(&rows)?;
-        }
-        // The groups' rows are already in the restored view contents: flush only to record
-        // them as emitted.
-        self.flush()?;
-        Ok(())
+        // The group and value tables are the whole state: nothing to re-derive.
+        self.input.restore()
     }
 
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
         let keys: Vec<String> = self.group_exprs.iter().map(|e| e.to_string()).collect();
         let aggs: Vec<&str> = self.aggs.iter().map(|a| a.display.as_str()).collect();
+        let kept: Vec<&str> = self
+            .aggs
+            .iter()
+            .zip(&self.values)
+            .filter(|(_, t)| t.is_some())
+            .map(|(a, _)| a.display.as_str())
+            .collect();
+        let values = if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; values of [{}] keyed by (group, value)", kept.join(", "))
+        };
         out.push(format!(
-            "{}StreamHashAgg: group_key=[{}] aggs=[{}] (state table: input rows; groups keyed by [{}])",
+            "{}StreamHashAgg: group_key=[{}] aggs=[{}] (state tables: accumulators keyed by [{}]{})",
             "  ".repeat(depth),
             keys.join(", "),
             aggs.join(", "),
-            keys.join(", ")
+            keys.join(", "),
+            values
         ));
         self.input.explain(depth + 1, out);
     }
