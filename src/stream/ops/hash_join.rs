@@ -69,7 +69,7 @@ pub struct HashJoin {
 
 /// The schema of a side's state table: the join key columns, then the side's columns (all
 /// nullable).
-fn side_schema(key_types: &[DataType], side: &SchemaRef) -> SchemaRef {
+pub(crate) fn side_schema(key_types: &[DataType], side: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<Field> = key_types
         .iter()
         .enumerate()

@@ -3,19 +3,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array};
-use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{batch_from_columns, row_converter};
 use crate::stream::change::ChangeBatch;
+use crate::stream::ops::hash_join::side_schema;
 use crate::stream::{EpochInput, Operator};
-
-/// Row bytes (Arrow row format) to their count.
-type RowCounts = HashMap<Box<[u8]>, i64>;
 
 /// Which left rows a [`SemiJoin`] keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,11 +30,19 @@ pub enum SemiKind {
 
 /// Incremental semi/anti equi-join. Output: the left rows (left schema) that pass.
 ///
-/// State: each side's rows as a multiset (checkpointed), and derived from them the left rows
-/// by join key and the right side's count per key, its total and its NULL-key count.
-/// Per epoch: `L'⋉R' − L⋉R = (L⋉R' − L⋉R) + ΔL⋉R'`; the first term re-evaluates only the
-/// left rows whose key's right count crossed zero, or every left row when the right side's
-/// total or NULL count crossed zero (`NOT IN` only).
+/// State, in state tables (in the state backend, not in memory):
+/// - the left rows keyed by (join key, row): columns `__join_key_<i>` then the left columns,
+///   so a key's rows are one prefix scan. Rows whose key has a NULL are kept only for `NOT
+///   IN` (their verdict changes when the right side becomes empty or not); for `IN` and `NOT
+///   EXISTS` it never changes;
+/// - the right side's join keys (`__semi_key_<i>`), a multiset: a key's count is its number
+///   of right rows; and the right keys with a NULL apart (their count decides `NOT IN`).
+///
+/// Per epoch: `L'⋉R' − L⋉R = (L⋉R' − L⋉R) + ΔL⋉R'`; the first term re-reads only the left
+/// rows of the keys whose right count crossed zero (one prefix scan each), or every left row
+/// when the right side's total or NULL count crossed zero (`NOT IN` only). The second costs
+/// one right-count lookup per distinct key of the change. So an epoch costs O(change × log n)
+/// plus the left rows whose verdict flips.
 pub struct SemiJoin {
     left: Box<dyn Operator>,
     right: Box<dyn Operator>,
@@ -48,14 +54,12 @@ pub struct SemiJoin {
     schema: SchemaRef,
     key_converter: RowConverter,
     left_rows: RowConverter,
-    /// Left rows by key (`None`: a key with a NULL): row bytes to count.
-    left_by_key: HashMap<Option<Box<[u8]>>, RowCounts>,
-    /// Right rows per non-NULL key.
-    right_counts: RowCounts,
-    right_total: i64,
-    right_nulls: i64,
-    left_seen: StateTable,
-    right_seen: StateTable,
+    /// Left rows keyed by (join key, row).
+    left_state: StateTable,
+    /// The right side's keys without a NULL (all keys when NULLs match).
+    right_state: StateTable,
+    /// The right side's keys with a NULL.
+    right_nulls: StateTable,
 }
 
 /// What decides whether a left row passes: its key's right count and the right side's totals.
@@ -63,6 +67,20 @@ pub struct SemiJoin {
 struct RightView {
     total: i64,
     nulls: i64,
+}
+
+/// One change's join keys: their columns, encodings, and which have a NULL that matches
+/// nothing.
+struct Keys {
+    cols: Vec<ArrayRef>,
+    rows: Rows,
+    null: Vec<bool>,
+}
+
+impl Keys {
+    fn key(&self, i: usize) -> Option<&[u8]> {
+        (!self.null[i]).then(|| self.rows.row(i).data())
+    }
 }
 
 impl SemiJoin {
@@ -75,14 +93,23 @@ impl SemiJoin {
         right: Box<dyn Operator>,
         left_keys: Vec<Arc<dyn PhysicalExpr>>,
         right_keys: Vec<Arc<dyn PhysicalExpr>>,
-        key_types: Vec<arrow::datatypes::DataType>,
+        key_types: Vec<DataType>,
         kind: SemiKind,
     ) -> Result<Self> {
-        let key_converter = RowConverter::new(key_types.into_iter().map(SortField::new).collect())?;
+        let key_converter =
+            RowConverter::new(key_types.iter().cloned().map(SortField::new).collect())?;
         let schema = left.schema();
         let left_rows = row_converter(&schema)?;
-        let left_seen = StateTable::unordered(schema.clone())?;
-        let right_seen = StateTable::unordered(right.schema())?;
+        let left_state = StateTable::new(side_schema(&key_types, &schema))?;
+        let key_schema = Arc::new(Schema::new(
+            key_types
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Field::new(format!("__semi_key_{i}"), t.clone(), true))
+                .collect::<Vec<_>>(),
+        ));
+        let right_state = StateTable::new(key_schema.clone())?;
+        let right_nulls = StateTable::new(key_schema)?;
         Ok(SemiJoin {
             left,
             right,
@@ -93,12 +120,9 @@ impl SemiJoin {
             schema,
             key_converter,
             left_rows,
-            left_by_key: HashMap::new(),
-            right_counts: HashMap::new(),
-            right_total: 0,
-            right_nulls: 0,
-            left_seen,
-            right_seen,
+            left_state,
+            right_state,
+            right_nulls,
         })
     }
 
@@ -119,140 +143,169 @@ impl SemiJoin {
         }
     }
 
-    /// Each row's key bytes (`None` when a key column is NULL).
-    fn keys(
-        &self,
-        exprs: &[Arc<dyn PhysicalExpr>],
-        change: &ChangeBatch,
-    ) -> Result<Vec<Option<Box<[u8]>>>> {
+    fn right_view(&self) -> RightView {
+        RightView {
+            total: self.right_state.len() + self.right_nulls.len(),
+            nulls: self.right_nulls.len(),
+        }
+    }
+
+    /// Evaluates the join keys of a change.
+    fn keys(&self, exprs: &[Arc<dyn PhysicalExpr>], change: &ChangeBatch) -> Result<Keys> {
         let n = change.len();
         let cols = exprs
             .iter()
             .map(|e| Ok(e.evaluate(&change.batch)?.into_array(n)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let rows = self.key_converter.convert_columns(&cols)?;
-        Ok((0..n)
-            .map(|i| {
-                if !self.nulls_match && cols.iter().any(|c| c.is_null(i)) {
-                    None
-                } else {
-                    Some(Box::from(rows.row(i).data()))
-                }
-            })
-            .collect())
+        let null = (0..n)
+            .map(|i| !self.nulls_match && cols.iter().any(|c| c.is_null(i)))
+            .collect();
+        Ok(Keys { cols, rows, null })
     }
 
-    /// Applies right changes to the right state; returns the keys whose count crossed zero.
-    fn apply_right(&mut self, change: &ChangeBatch) -> Result<Vec<Box<[u8]>>> {
-        let keys = self.keys(&self.right_keys.clone(), change)?;
-        let mut crossed = Vec::new();
-        for (key, w) in keys
-            .into_iter()
-            .zip(change.weights.values().iter().copied())
-        {
-            self.right_total += w;
-            match key {
-                None => self.right_nulls += w,
-                Some(k) => {
-                    let c = self.right_counts.entry(k.clone()).or_default();
-                    let before = *c;
-                    *c += w;
-                    let after = *c;
-                    if after < 0 {
-                        return Err(Error::Internal("semi join right count below zero".into()));
-                    }
-                    if after == 0 {
-                        self.right_counts.remove(&k);
-                    }
-                    if (before == 0) != (after == 0) {
-                        crossed.push(k);
-                    }
-                }
+    /// The right count of `key` now, read once per epoch and key.
+    fn right_count(&self, cache: &mut HashMap<Box<[u8]>, i64>, key: &[u8]) -> Result<i64> {
+        if let Some(c) = cache.get(key) {
+            return Ok(*c);
+        }
+        let c = self.right_state.count_prefix(key)?;
+        cache.insert(Box::from(key), c);
+        Ok(c)
+    }
+
+    /// Applies a right change to the right state, recording each key's count before the
+    /// epoch in `before` and its count now in `now`.
+    fn apply_right(
+        &mut self,
+        change: &ChangeBatch,
+        before: &mut HashMap<Box<[u8]>, i64>,
+        now: &mut HashMap<Box<[u8]>, i64>,
+    ) -> Result<()> {
+        let keys = self.keys(&self.right_keys, change)?;
+        for (i, w) in change.weights.values().iter().enumerate() {
+            let Some(k) = keys.key(i) else { continue };
+            let c = self.right_count(now, k)?;
+            before.entry(Box::from(k)).or_insert(c);
+            let after = c + w;
+            if after < 0 {
+                return Err(Error::Internal("semi join right count below zero".into()));
+            }
+            now.insert(Box::from(k), after);
+        }
+        let n = change.len();
+        let stored = ChangeBatch::new(
+            batch_from_columns(self.right_state.schema(), keys.cols, n)?,
+            change.weights.clone(),
+        )?;
+        if keys.null.iter().any(|x| *x) {
+            let null = BooleanArray::from(keys.null.clone());
+            let kept = arrow::compute::not(&null)?;
+            self.right_nulls.apply(&stored.filter(&null)?)?;
+            self.right_state.apply(&stored.filter(&kept)?)
+        } else {
+            self.right_state.apply(&stored)
+        }
+    }
+
+    /// Applies a left change to the left state, emitting each row that passes now.
+    fn apply_left(
+        &mut self,
+        change: &ChangeBatch,
+        counts: &mut HashMap<Box<[u8]>, i64>,
+        out: &mut Vec<(Box<[u8]>, i64)>,
+    ) -> Result<()> {
+        let keys = self.keys(&self.left_keys, change)?;
+        let rows = self.left_rows.convert_columns(change.batch.columns())?;
+        let right = self.right_view();
+        for (i, w) in change.weights.values().iter().enumerate() {
+            let key = keys.key(i);
+            let count = match key {
+                Some(k) => self.right_count(counts, k)?,
+                None => 0,
+            };
+            if self.passes(key, count, right) {
+                out.push((Box::from(rows.row(i).data()), *w));
             }
         }
-        Ok(crossed)
+        // A NULL key's verdict changes only for NOT IN; elsewhere its row need not be kept.
+        let keep_nulls = self.kind == SemiKind::NullAwareAnti;
+        let n = change.len();
+        let mut columns = keys.cols;
+        columns.extend(change.batch.columns().iter().cloned());
+        let stored = ChangeBatch::new(
+            batch_from_columns(self.left_state.schema(), columns, n)?,
+            change.weights.clone(),
+        )?;
+        if keep_nulls || !keys.null.iter().any(|x| *x) {
+            self.left_state.apply(&stored)
+        } else {
+            let kept: BooleanArray = keys.null.iter().map(|x| Some(!x)).collect();
+            self.left_state.apply(&stored.filter(&kept)?)
+        }
     }
 
-    /// Applies left changes to the left state, emitting each row that passes now.
-    fn apply_left(&mut self, change: &ChangeBatch, out: &mut Vec<(Box<[u8]>, i64)>) -> Result<()> {
-        let keys = self.keys(&self.left_keys.clone(), change)?;
-        let rows = self.left_rows.convert_columns(change.batch.columns())?;
-        let right = RightView {
-            total: self.right_total,
-            nulls: self.right_nulls,
-        };
-        for (i, (key, w)) in keys
-            .into_iter()
-            .zip(change.weights.values().iter().copied())
-            .enumerate()
-        {
-            let row: &[u8] = rows.row(i).data();
-            let count = key
-                .as_ref()
-                .and_then(|k| self.right_counts.get(k))
-                .copied()
-                .unwrap_or(0);
-            if self.passes(key.as_deref(), count, right) {
-                out.push((Box::from(row), w));
+    /// Emits new minus old verdicts for the stored left rows of the keys in `crossed`.
+    fn reevaluate_keys(
+        &self,
+        crossed: &[(Box<[u8]>, i64, i64)],
+        old: RightView,
+        new: RightView,
+        out: &mut Vec<(Box<[u8]>, i64)>,
+    ) -> Result<()> {
+        for (key, then, now) in crossed {
+            let sign = i64::from(self.passes(Some(key), *now, new))
+                - i64::from(self.passes(Some(key), *then, old));
+            if sign == 0 {
+                continue;
             }
-            let bucket = self.left_by_key.entry(key.clone()).or_default();
-            let c = bucket.entry(Box::from(row)).or_default();
-            *c += w;
-            if *c == 0 {
-                bucket.remove(row);
-            }
-            if bucket.is_empty() {
-                self.left_by_key.remove(&key);
-            }
+            self.left_state.scan_prefix(key, &mut |k, c| {
+                out.push((Box::from(&k[key.len()..]), sign * c));
+                Ok(())
+            })?;
         }
         Ok(())
     }
 
-    /// Emits, for the stored left rows under `keys` (all when `None`), new minus old verdicts.
-    fn reevaluate(
+    /// Emits new minus old verdicts for every stored left row (the right side's total or
+    /// NULL count crossed zero under `NOT IN`). O(left rows).
+    fn reevaluate_all(
         &self,
-        keys: Option<&[Box<[u8]>]>,
         old: RightView,
-        old_counts: &RowCounts,
+        new: RightView,
+        before: &HashMap<Box<[u8]>, i64>,
+        counts: &mut HashMap<Box<[u8]>, i64>,
         out: &mut Vec<(Box<[u8]>, i64)>,
-    ) {
-        let new = RightView {
-            total: self.right_total,
-            nulls: self.right_nulls,
-        };
-        let mut visit = |key: &Option<Box<[u8]>>, rows: &RowCounts| {
-            let now = key
-                .as_ref()
-                .and_then(|k| self.right_counts.get(k))
-                .copied()
-                .unwrap_or(0);
-            let then = key
-                .as_ref()
-                .map(|k| old_counts.get(k).copied().unwrap_or(now))
-                .unwrap_or(0);
-            let sign = i64::from(self.passes(key.as_deref(), now, new))
-                - i64::from(self.passes(key.as_deref(), then, old));
+    ) -> Result<()> {
+        let stored = self.left_state.rows()?;
+        if stored.is_empty() {
+            return Ok(());
+        }
+        let batch = self
+            .left_state
+            .layout()
+            .decode(stored.iter().map(|(k, _)| k.as_ref()), stored.len())?;
+        let nkeys = self.left_keys.len();
+        let key_cols = &batch.columns()[..nkeys];
+        let keys = self.key_converter.convert_columns(key_cols)?;
+        for (i, (k, c)) in stored.iter().enumerate() {
+            let key_bytes = keys.row(i).data();
+            let key = (self.nulls_match || key_cols.iter().all(|col| col.is_valid(i)))
+                .then_some(key_bytes);
+            let (then, now) = match key {
+                Some(kb) => {
+                    let now = self.right_count(counts, kb)?;
+                    (before.get(kb).copied().unwrap_or(now), now)
+                }
+                None => (0, 0),
+            };
+            let sign =
+                i64::from(self.passes(key, now, new)) - i64::from(self.passes(key, then, old));
             if sign != 0 {
-                for (row, c) in rows {
-                    out.push((row.clone(), sign * c));
-                }
-            }
-        };
-        match keys {
-            None => {
-                for (k, rows) in &self.left_by_key {
-                    visit(k, rows);
-                }
-            }
-            Some(keys) => {
-                for k in keys {
-                    let k = Some(k.clone());
-                    if let Some(rows) = self.left_by_key.get(&k) {
-                        visit(&k, rows);
-                    }
-                }
+                out.push((Box::from(&k[key_bytes.len()..]), sign * c));
             }
         }
+        Ok(())
     }
 
     fn build(&self, out: Vec<(Box<[u8]>, i64)>) -> Result<ChangeBatch> {
@@ -277,39 +330,29 @@ impl Operator for SemiJoin {
         let right = self.right.process(input)?;
         let mut out = Vec::new();
         // First the stored left rows against the new right side (L⋉R' − L⋉R).
-        let old = RightView {
-            total: self.right_total,
-            nulls: self.right_nulls,
-        };
-        let mut crossed: Vec<Box<[u8]>> = Vec::new();
-        let mut old_counts: RowCounts = HashMap::new();
-        for c in &right {
-            // Remember each key's count before this epoch, once.
-            for k in self
-                .keys(&self.right_keys.clone(), c)?
-                .into_iter()
-                .flatten()
-            {
-                let before = self.right_counts.get(&k).copied().unwrap_or(0);
-                old_counts.entry(k).or_insert(before);
-            }
-            crossed.extend(self.apply_right(c)?);
-            self.right_seen.apply(c)?;
+        let old = self.right_view();
+        let mut before: HashMap<Box<[u8]>, i64> = HashMap::new();
+        let mut counts: HashMap<Box<[u8]>, i64> = HashMap::new();
+        for c in right.iter().filter(|c| !c.is_empty()) {
+            self.apply_right(c, &mut before, &mut counts)?;
         }
+        let new = self.right_view();
         let global = self.kind == SemiKind::NullAwareAnti
-            && ((old.total == 0) != (self.right_total == 0)
-                || (old.nulls == 0) != (self.right_nulls == 0));
+            && ((old.total == 0) != (new.total == 0) || (old.nulls == 0) != (new.nulls == 0));
         if global {
-            self.reevaluate(None, old, &old_counts, &mut out);
-        } else if !crossed.is_empty() {
+            self.reevaluate_all(old, new, &before, &mut counts, &mut out)?;
+        } else {
+            let mut crossed: Vec<(Box<[u8]>, i64, i64)> = before
+                .iter()
+                .map(|(k, then)| (k.clone(), *then, counts.get(k).copied().unwrap_or(0)))
+                .filter(|(_, then, now)| (*then == 0) != (*now == 0))
+                .collect();
             crossed.sort();
-            crossed.dedup();
-            self.reevaluate(Some(&crossed), old, &old_counts, &mut out);
+            self.reevaluate_keys(&crossed, old, new, &mut out)?;
         }
         // Then the left changes against the new right side (ΔL⋉R').
-        for c in &left {
-            self.apply_left(c, &mut out)?;
-            self.left_seen.apply(c)?;
+        for c in left.iter().filter(|c| !c.is_empty()) {
+            self.apply_left(c, &mut counts, &mut out)?;
         }
         if out.is_empty() {
             return Ok(vec![]);
@@ -325,7 +368,7 @@ impl Operator for SemiJoin {
             .map(|(l, r)| format!("{l} = {r}"))
             .collect();
         out.push(format!(
-            "{}StreamSemiJoin: {:?} on [{}] (state tables: left rows; right rows, counted per key)",
+            "{}StreamSemiJoin: {:?} on [{}] (state tables: left rows keyed by the join key; right join keys counted)",
             "  ".repeat(depth),
             self.kind,
             on.join(", ")
@@ -335,25 +378,16 @@ impl Operator for SemiJoin {
     }
 
     fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        f(&mut self.left_seen)?;
-        f(&mut self.right_seen)?;
+        f(&mut self.left_state)?;
+        f(&mut self.right_state)?;
+        f(&mut self.right_nulls)?;
         self.left.visit_state(f)?;
         self.right.visit_state(f)
     }
 
     fn restore(&mut self) -> Result<()> {
+        // The state tables are the whole state: nothing to re-derive.
         self.left.restore()?;
-        self.right.restore()?;
-        // Re-derive the working maps; the rows they produce are already in the view.
-        let mut discard = Vec::new();
-        let right = self.right_seen.to_change()?;
-        if !right.is_empty() {
-            self.apply_right(&right)?;
-        }
-        let left = self.left_seen.to_change()?;
-        if !left.is_empty() {
-            self.apply_left(&left, &mut discard)?;
-        }
-        Ok(())
+        self.right.restore()
     }
 }
