@@ -17,7 +17,9 @@
 //! `d`), so the load and each INSERT maintain a join's two state tables too. Each N runs twice, side by side:
 //! with the rows of tables and views in the state backend (RocksDB, `--memory-limit` from
 //! `WEIR_SCALING_MEMORY_LIMIT`, default `1GB`) and with them in memory; each run is a child
-//! process of its own so that its memory figures are its own. Run: `cargo bench --bench
+//! process of its own so that its memory figures are its own (`WEIR_SCALING_MODES`, default
+//! `backend,memory`, picks the runs). After each load the views' answers are checked against
+//! sums computed by the bench from the generated rows. Run: `cargo bench --bench
 //! scaling` (the test build's features share its artifacts: `cargo bench --features
 //! failpoints --bench scaling`).
 
@@ -80,6 +82,7 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
     client.batch_execute("FLUSH").await.expect("flush");
     let load_s = t0.elapsed().as_secs_f64();
     let rss = rss_mib("VmRSS:");
+    check_answers(client, rows).await;
 
     let insert = client
         .prepare("INSERT INTO t VALUES ($1, $2, $3)")
@@ -137,6 +140,50 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
         proj_point_ms: median_ms(pp),
         rss_mib: rss,
         peak_mib: rss_mib("VmHWM:"),
+    }
+}
+
+/// The first column of a one-row answer as an integer (`sum` may come back as numeric text).
+async fn scalar(client: &tokio_postgres::Client, sql: &str) -> Vec<i128> {
+    let msgs = client.simple_query(sql).await.expect("query");
+    let row = msgs
+        .iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => Some(r),
+            _ => None,
+        })
+        .expect("one row");
+    (0..row.len())
+        .map(|i| {
+            let text = row.get(i).expect("not NULL");
+            text.parse()
+                .unwrap_or_else(|_| panic!("{sql}: {text} is not an integer"))
+        })
+        .collect()
+}
+
+/// Checks the views after the load against sums computed here from the generator: every
+/// row is in `agg`'s counts and sums, in `proj` (all `v` are >= 0) and, with the join, in `j`
+/// (every `grp` has its row in `d`).
+async fn check_answers(client: &tokio_postgres::Client, rows: u64) {
+    let sum_v: i128 = (0..rows).map(|id| (mix(id) % 1_000_000) as i128).sum();
+    let n = rows as i128;
+    assert_eq!(
+        scalar(client, "SELECT sum(n), sum(s) FROM agg").await,
+        vec![n, sum_v],
+        "agg"
+    );
+    assert_eq!(
+        scalar(client, "SELECT count(*), sum(v2) FROM proj").await,
+        vec![n, 2 * sum_v],
+        "proj"
+    );
+    if std::env::var("WEIR_SCALING_JOIN").is_ok_and(|v| v == "1") {
+        assert_eq!(
+            scalar(client, "SELECT count(*), sum(v) FROM j").await,
+            vec![n, sum_v],
+            "j"
+        );
     }
 }
 
@@ -216,9 +263,14 @@ fn main() {
         "| rows | rows of tables and views in | load + FLUSH (s) | INSERT + FLUSH (ms) | point SELECT t (ms) | point SELECT agg (ms) | point SELECT proj (ms) | RSS after load (MiB) | peak RSS (MiB) |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let modes: Vec<String> = std::env::var("WEIR_SCALING_MODES")
+        .unwrap_or_else(|_| "backend,memory".into())
+        .split(',')
+        .map(|m| m.trim().to_string())
+        .collect();
     let mut first: Vec<Figures> = Vec::new();
     for rows in sizes {
-        for (i, mode) in ["backend", "memory"].iter().enumerate() {
+        for (i, mode) in modes.iter().enumerate() {
             let f = run_child(rows, mode);
             println!(
                 "| {} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} |",
