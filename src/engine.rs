@@ -35,7 +35,7 @@ use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values
 use crate::state::table::{KeyLayout, consolidate};
 use crate::state::{IndexedSnapshot, StateBackend, StateTable, Store};
 use crate::stream::change::ChangeBatch;
-use crate::stream::job::{Job, JobStatus, Recovery};
+use crate::stream::job::{BackfillSource, Job, JobStatus, Recovery};
 use crate::stream::{Epoch, EpochInput, RelationId};
 
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
@@ -334,14 +334,14 @@ impl TableData {
         }
     }
 
-    /// The contents as of the last processed epoch: current contents minus pending changes.
-    fn processed_contents(&self) -> Result<ChangeBatch> {
-        let mut t = StateTable::new(self.schema.clone())?;
-        t.apply(&self.contents.to_change()?)?;
-        for (_, c) in self.pending.iter().rev() {
-            t.apply(&c.negate())?;
+    /// The contents as of the last processed epoch, to backfill a view (table `id`): current
+    /// contents (an O(1) snapshot) minus the pending changes of the open epoch.
+    fn processed_contents(&self, id: RelationId) -> BackfillSource {
+        BackfillSource {
+            id,
+            rows: self.contents.snapshot(),
+            after: self.pending.iter().rev().map(|(_, c)| c.negate()).collect(),
         }
-        t.to_change()
     }
 }
 
@@ -875,16 +875,19 @@ impl Engine {
             Some(_) => None,
             None => {
                 let job = &df.jobs[&id];
-                let mut input = EpochInput::default();
+                let mut sources = Vec::new();
                 for s in &job.sources {
-                    let change = if let Some(up) = df.jobs.get(s) {
-                        up.contents_as_change()?
+                    sources.push(if let Some(up) = df.jobs.get(s) {
+                        BackfillSource {
+                            id: *s,
+                            rows: up.contents_for_backfill()?,
+                            after: Vec::new(),
+                        }
                     } else {
-                        self.table_changes_between(*s, Epoch(0), at)?.0
-                    };
-                    input.changes.insert(*s, vec![change]);
+                        self.table_contents_at(*s, at)?
+                    });
                 }
-                Some(input)
+                Some(sources)
             }
         };
         let job = df
@@ -906,12 +909,33 @@ impl Engine {
                     c.reset_working()?;
                 }
                 job.reset()?;
-                if let Some(input) = input {
-                    job.process(&input)?;
+                if let Some(sources) = input {
+                    job.backfill(&sources)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// A table's contents as of epoch `at`, to backfill a view: its current rows (an O(1)
+    /// snapshot, taken under the table's lock with the changelog read) and the negations of
+    /// the changelog entries after `at`, newest first (the changelog before `at` may be
+    /// truncated; after it is kept, see `changelog_needed_after`).
+    ///
+    /// # Errors
+    /// `42P01` for an unknown table; changelog read errors.
+    fn table_contents_at(&self, table: RelationId, at: Epoch) -> Result<BackfillSource> {
+        let t = self.table(table)?;
+        let t = lock(&t);
+        let rows = t.contents.snapshot();
+        let later = self
+            .store
+            .read_changelog_range(table, at, Epoch(u64::MAX))?;
+        Ok(BackfillSource {
+            id: table,
+            rows,
+            after: later.into_iter().rev().map(|e| e.change.negate()).collect(),
+        })
     }
 
     /// A table's changes of epochs `(after, upto]` summed into one change batch, with the
@@ -1523,19 +1547,22 @@ impl Engine {
     }
 
     /// The full current contents of a job's sources, as one epoch of inserts.
-    fn snapshot_input(&self, df: &Dataflow, job: &Job) -> Result<EpochInput> {
-        let mut input = EpochInput::default();
+    fn snapshot_input(&self, df: &Dataflow, job: &Job) -> Result<Vec<BackfillSource>> {
+        let mut sources = Vec::new();
         for s in &job.sources {
-            let change = if let Some(upstream) = df.jobs.get(s) {
-                upstream.contents_as_change()?
+            sources.push(if let Some(upstream) = df.jobs.get(s) {
+                BackfillSource {
+                    id: *s,
+                    rows: upstream.contents_for_backfill()?,
+                    after: Vec::new(),
+                }
             } else {
                 let t = self.table(*s)?;
                 let t = lock(&t);
-                t.processed_contents()?
-            };
-            input.changes.insert(*s, vec![change]);
+                t.processed_contents(*s)
+            });
         }
-        Ok(input)
+        Ok(sources)
     }
 
     /// Publishes the views' contents; only views in `touched` are re-read.

@@ -6,14 +6,16 @@ use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
 use datafusion::datasource::TableType;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 
 use crate::engine::{Engine, ViewState, Visible};
-use crate::state::StateSnapshot;
-use crate::state::table::KeyLayout;
+use crate::state::table::{KeyLayout, SCAN_BATCH_ROWS};
+use crate::state::{KeyRange, StateSnapshot};
 use crate::stream::RelationId;
 
 /// The `public` schema: every table and materialized view of the catalog.
@@ -174,21 +176,71 @@ impl TableProvider for RelationProvider {
         // The relation's own rows or the index that the filters narrow most.
         let (chosen, range) = snapshot.choose(filters).map_err(external)?;
         // A limit reaches the scan only when no filter remains above it.
-        let batches = chosen.scan(&range, limit).map_err(external)?;
-        let batches = batches
-            .into_iter()
-            .map(|b| {
-                if b.schema() != self.schema {
-                    arrow::array::RecordBatch::try_new(self.schema.clone(), b.columns().to_vec())
-                } else {
-                    Ok(b)
-                }
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(MemorySourceConfig::try_new_exec(
-            &[batches],
+        let partition = SnapshotPartition {
+            schema: self.schema.clone(),
+            rows: chosen.clone(),
+            range,
+            limit,
+        };
+        Ok(Arc::new(StreamingTableExec::try_new(
             self.schema.clone(),
-            projection.cloned(),
-        )?)
+            vec![Arc::new(partition)],
+            projection,
+            Vec::new(),
+            false,
+            limit,
+        )?))
+    }
+}
+
+/// One relation's rows in a key range, read from a frozen snapshot batch by batch
+/// ([`SCAN_BATCH_ROWS`] rows) as the query pulls them: a full scan holds one batch of the
+/// relation at a time, not all of it.
+#[derive(Debug)]
+struct SnapshotPartition {
+    schema: SchemaRef,
+    rows: StateSnapshot,
+    range: KeyRange,
+    limit: Option<usize>,
+}
+
+impl PartitionStream for SnapshotPartition {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let schema = self.schema.clone();
+        let start = (self.rows.clone(), Some(self.range.clone()), self.limit);
+        let stream = futures::stream::unfold(start, move |(rows, range, left)| {
+            let schema = schema.clone();
+            async move {
+                let range = range?;
+                if left == Some(0) {
+                    return None;
+                }
+                let max = left.map_or(SCAN_BATCH_ROWS, |l| l.min(SCAN_BATCH_ROWS));
+                let read = rows
+                    .scan_chunk(&range, max)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))
+                    .and_then(|(b, rest)| {
+                        // The snapshot's field names may differ from the relation's.
+                        let b = if b.schema() != schema {
+                            arrow::array::RecordBatch::try_new(schema, b.columns().to_vec())?
+                        } else {
+                            b
+                        };
+                        Ok((b, rest))
+                    });
+                Some(match read {
+                    Ok((b, rest)) => {
+                        let left = left.map(|l| l.saturating_sub(b.num_rows()));
+                        (Ok(b), (rows, rest, left))
+                    }
+                    Err(e) => (Err(e), (rows, None, Some(0))),
+                })
+            }
+        });
+        Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream))
     }
 }

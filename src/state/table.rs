@@ -39,7 +39,7 @@ pub type RowKey = Arc<[u8]>;
 pub type KeyCount = (Box<[u8]>, i64);
 
 /// Rows per batch when a snapshot is decoded for a reader.
-const SCAN_BATCH_ROWS: usize = 65_536;
+pub const SCAN_BATCH_ROWS: usize = 65_536;
 
 /// Keys changed since the last checkpoint, back to back in one buffer.
 #[derive(Default)]
@@ -863,20 +863,81 @@ impl StateSnapshot {
         if range.is_empty() {
             return Ok(out);
         }
-        let mut reader = ScanBatches {
-            layout: &self.layout,
-            limit: limit.unwrap_or(usize::MAX),
-            taken: 0,
-            keys: Vec::new(),
-            out: &mut out,
-        };
+        self.scan_into(range, limit, SCAN_BATCH_ROWS, &mut |b| {
+            out.push(b);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` on every row of the snapshot (each repeated by its count), in key order, in
+    /// batches of at most `batch_rows` rows: a reader of the whole table that holds one
+    /// batch at a time. No call when the snapshot is empty.
+    ///
+    /// # Errors
+    /// Arrow errors from decoding; RocksDB read errors; errors of `f`.
+    pub fn for_each_batch(
+        &self,
+        batch_rows: usize,
+        f: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        self.scan_into(&KeyRange::all(), None, batch_rows.max(1), &mut |b| {
+            if b.num_rows() > 0 { f(b) } else { Ok(()) }
+        })
+    }
+
+    /// Reads the rows of `range` from its start until at least `max_rows` rows (copies
+    /// counted; a row's copies are never split) are read: one batch, and the part of the
+    /// range still to read (`None` when the range is done). A reader that resumes with the
+    /// rest holds one batch at a time. O(log n + rows read).
+    ///
+    /// # Errors
+    /// Arrow errors from decoding; RocksDB read errors.
+    pub fn scan_chunk(
+        &self,
+        range: &KeyRange,
+        max_rows: usize,
+    ) -> Result<(RecordBatch, Option<KeyRange>)> {
+        let mut keys: Vec<Box<[u8]>> = Vec::new();
+        let mut counts: Vec<usize> = Vec::new();
+        let mut taken = 0usize;
+        let mut last: Option<Vec<u8>> = None;
+        if !range.is_empty() {
+            self.walk(range, &mut |k, c| {
+                keys.push(Box::from(k));
+                counts.push(c.max(0) as usize);
+                taken += c.max(0) as usize;
+                if taken >= max_rows.max(1) {
+                    last = Some(k.to_vec());
+                    return Ok(false);
+                }
+                Ok(true)
+            })?;
+        }
+        let batch = self.layout.decode(
+            keys.iter()
+                .zip(&counts)
+                .flat_map(|(k, c)| std::iter::repeat_n(k.as_ref(), *c)),
+            taken,
+        )?;
+        let rest = last.map(|k| KeyRange {
+            lower: Bound::Excluded(k),
+            upper: range.upper.clone(),
+        });
+        Ok((batch, rest))
+    }
+
+    /// Calls `f(key bytes, count)` on the rows of `range` in key order until it returns
+    /// `false`.
+    fn walk(&self, range: &KeyRange, f: &mut dyn FnMut(&[u8], i64) -> Result<bool>) -> Result<()> {
         match &self.rows {
             SnapshotRows::Memory(m) => {
                 for (k, c) in m.range::<_, [u8]>(range.as_refs()) {
-                    if !reader.push(k, *c)? {
+                    if !f(k, *c)? {
                         break;
                     }
                 }
+                Ok(())
             }
             SnapshotRows::Stored { snapshot, id } => {
                 // RocksDB iterates [lower, upper): an excluded lower key and an included
@@ -896,17 +957,31 @@ impl StateSnapshot {
                     Bound::Excluded(k) => Some(k.clone()),
                     Bound::Unbounded => None,
                 };
-                snapshot.backend().scan(
-                    Some(snapshot),
-                    *id,
-                    &lower,
-                    upper.as_deref(),
-                    &mut |k, c| reader.push(k, c),
-                )?;
+                snapshot
+                    .backend()
+                    .scan(Some(snapshot), *id, &lower, upper.as_deref(), f)
             }
         }
-        reader.finish()?;
-        Ok(out)
+    }
+
+    fn scan_into(
+        &self,
+        range: &KeyRange,
+        limit: Option<usize>,
+        batch_rows: usize,
+        sink: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        let mut reader = ScanBatches {
+            layout: &self.layout,
+            limit: limit.unwrap_or(usize::MAX),
+            taken: 0,
+            batch_rows,
+            keys: Vec::new(),
+            emitted: false,
+            sink,
+        };
+        self.walk(range, &mut |k, c| reader.push(k, c))?;
+        reader.finish()
     }
 
     /// Whether `filter` can narrow a scan of this snapshot (see [`StateSnapshot::key_range`]).
@@ -932,8 +1007,11 @@ struct ScanBatches<'a> {
     layout: &'a KeyLayout,
     limit: usize,
     taken: usize,
+    batch_rows: usize,
     keys: Vec<Box<[u8]>>,
-    out: &'a mut Vec<RecordBatch>,
+    /// Whether a batch went to the sink yet.
+    emitted: bool,
+    sink: &'a mut dyn FnMut(RecordBatch) -> Result<()>,
 }
 
 impl ScanBatches<'_> {
@@ -945,9 +1023,9 @@ impl ScanBatches<'_> {
             }
             self.keys.push(Box::from(key));
             self.taken += 1;
-        }
-        if self.keys.len() >= SCAN_BATCH_ROWS {
-            self.flush()?;
+            if self.keys.len() >= self.batch_rows {
+                self.flush()?;
+            }
         }
         Ok(self.taken < self.limit)
     }
@@ -958,12 +1036,13 @@ impl ScanBatches<'_> {
             .layout
             .decode(self.keys.iter().map(|k| k.as_ref()), n)?;
         self.keys.clear();
-        self.out.push(batch);
-        Ok(())
+        self.emitted = true;
+        (self.sink)(batch)
     }
 
+    /// Sends the last rows (an empty batch when there were none: a reader's schema).
     fn finish(mut self) -> Result<()> {
-        if !self.keys.is_empty() || self.out.is_empty() {
+        if !self.keys.is_empty() || !self.emitted {
             self.flush()?;
         }
         Ok(())

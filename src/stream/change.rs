@@ -49,6 +49,17 @@ impl ChangeBatch {
         Ok(ChangeBatch { batch, weights })
     }
 
+    /// Rows `offset..offset + len` (zero-copy).
+    ///
+    /// # Panics
+    /// When the range is out of bounds (as `RecordBatch::slice`).
+    pub fn slice(&self, offset: usize, len: usize) -> Self {
+        ChangeBatch {
+            batch: self.batch.slice(offset, len),
+            weights: self.weights.slice(offset, len),
+        }
+    }
+
     /// An empty change batch of the given schema.
     pub fn empty(schema: SchemaRef) -> Self {
         ChangeBatch {

@@ -15,9 +15,24 @@ use crate::checkpoint::{
 };
 use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
-use crate::state::{IndexedSnapshot, StateBackend, StateTable};
+use crate::state::{IndexedSnapshot, StateBackend, StateSnapshot, StateTable};
 use crate::stream::change::ChangeBatch;
 use crate::stream::{Epoch, EpochInput, Operator, RelationId, plan};
+
+/// Rows per change batch when a job is backfilled from its inputs' contents.
+pub const BACKFILL_BATCH_ROWS: usize = 65_536;
+
+/// What a job being backfilled reads of one input: the input's rows, frozen, then changes
+/// to apply after them (the negations of writes later than the backfill's epoch, newest
+/// first), so the input ends as of that epoch.
+pub struct BackfillSource {
+    /// The input relation.
+    pub id: RelationId,
+    /// Its rows (an O(1) snapshot; read batch by batch).
+    pub rows: StateSnapshot,
+    /// Changes to apply after the rows, in order.
+    pub after: Vec<ChangeBatch>,
+}
 
 /// Whether a job is maintaining its view (`weir_catalog.jobs.status`).
 #[derive(Debug, Clone)]
@@ -234,19 +249,50 @@ impl Job {
         Ok(())
     }
 
-    /// Rebuilds the operator tree and contents from the full contents of the inputs, given as
-    /// one epoch of inserts. Used at creation (backfill) and to heal a failed job.
+    /// Rebuilds the operator tree and contents from the full contents of the inputs. Used at
+    /// creation (backfill) and to heal a failed job.
     ///
     /// # Errors
     /// Evaluation errors; the job is left `Failed`.
-    pub fn rebuild(&mut self, snapshot: &EpochInput) -> Result<()> {
+    pub fn rebuild(&mut self, sources: &[BackfillSource]) -> Result<()> {
         self.reset()?;
-        if let Err(e) = self.process(snapshot) {
+        if let Err(e) = self.backfill(sources) {
             self.status = JobStatus::Failed {
                 code: e.sqlstate(),
                 message: e.to_string(),
             };
             return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Runs the inputs' contents through the (empty) job: an empty epoch first (a global
+    /// aggregate's row, a `VALUES` list), then each input's rows in batches of
+    /// [`BACKFILL_BATCH_ROWS`] rows, each as an epoch of its own. The operators are
+    /// incremental, so the result equals one epoch of everything, while memory holds one
+    /// batch (and its outputs) at a time instead of every input row.
+    ///
+    /// # Errors
+    /// Evaluation errors; state errors.
+    pub fn backfill(&mut self, sources: &[BackfillSource]) -> Result<()> {
+        self.process(&EpochInput::default())?;
+        for s in sources {
+            let mut feed = |change: ChangeBatch| -> Result<()> {
+                let mut input = EpochInput::default();
+                input.changes.insert(s.id, vec![change]);
+                self.process(&input).map(drop)
+            };
+            s.rows.for_each_batch(BACKFILL_BATCH_ROWS, &mut |batch| {
+                feed(ChangeBatch::inserts(batch))
+            })?;
+            for change in &s.after {
+                let mut offset = 0;
+                while offset < change.len() {
+                    let n = BACKFILL_BATCH_ROWS.min(change.len() - offset);
+                    feed(change.slice(offset, n))?;
+                    offset += n;
+                }
+            }
         }
         Ok(())
     }
@@ -323,11 +369,12 @@ impl Job {
         }
     }
 
-    /// The view's rows as a change batch of inserts (to backfill a downstream view).
+    /// The view's rows as of the last processed epoch, frozen in O(1), to backfill a
+    /// downstream view.
     ///
     /// # Errors
-    /// Arrow errors from decoding; [`Error::Execution`] when the job is not running.
-    pub fn contents_as_change(&self) -> Result<ChangeBatch> {
+    /// [`Error::Execution`] when the job is not running.
+    pub fn contents_for_backfill(&self) -> Result<StateSnapshot> {
         match &self.status {
             JobStatus::Failed { code, message } => {
                 return Err(Error::Execution {
@@ -346,6 +393,6 @@ impl Job {
             }
             JobStatus::Running => {}
         }
-        self.contents.to_change()
+        Ok(self.contents.snapshot())
     }
 }
