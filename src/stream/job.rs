@@ -19,8 +19,10 @@ use crate::state::{IndexedSnapshot, StateBackend, StateSnapshot, StateTable};
 use crate::stream::change::ChangeBatch;
 use crate::stream::{Epoch, EpochInput, Operator, RelationId, plan};
 
-/// Rows per change batch when a job is backfilled from its inputs' contents.
-pub const BACKFILL_BATCH_ROWS: usize = 65_536;
+/// The most input rows the operator tree of a job processes at once: a larger epoch (one
+/// big `COPY`) or a backfill is split into batches of this size, so the operators' working
+/// memory (row encodings, join output, touched groups) follows this bound, not the epoch.
+pub const EPOCH_BATCH_ROWS: usize = 65_536;
 
 /// What a job being backfilled reads of one input: the input's rows, frozen, then changes
 /// to apply after them (the negations of writes later than the backfill's epoch, newest
@@ -188,7 +190,10 @@ impl Job {
     }
 
     /// Runs one epoch through the operator tree and applies the result to the view's contents.
-    /// Returns the view's changes (in the view's schema) for downstream jobs.
+    /// Returns the view's changes (in the view's schema) for downstream jobs. An epoch of
+    /// more than [`EPOCH_BATCH_ROWS`] input rows runs as batches of at most that many, input
+    /// by input in relation id order, each change's rows in order: the operators are
+    /// incremental, so the epoch's net output is the same as in one pass.
     ///
     /// # Errors
     /// Evaluation errors; the operator state is then undefined and the job must be restarted
@@ -197,6 +202,31 @@ impl Job {
         if let Some(message) = crate::failpoint::eval("job::process") {
             return Err(Error::Internal(format!("{message} (view {})", self.name)));
         }
+        let rows: usize = input.changes.values().flatten().map(|c| c.len()).sum();
+        if rows <= EPOCH_BATCH_ROWS {
+            return self.process_batch(input);
+        }
+        let mut ids: Vec<RelationId> = input.changes.keys().copied().collect();
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        for id in ids {
+            for change in input.of(id) {
+                let mut offset = 0;
+                while offset < change.len() {
+                    let n = EPOCH_BATCH_ROWS.min(change.len() - offset);
+                    let mut piece = EpochInput::default();
+                    piece.changes.insert(id, vec![change.slice(offset, n)]);
+                    out.extend(self.process_batch(&piece)?);
+                    offset += n;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs one batch of an epoch through the operator tree and applies its output to the
+    /// view's contents and indexes.
+    fn process_batch(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
         let out = self.root.process(input)?;
         let out = out
             .into_iter()
@@ -268,7 +298,7 @@ impl Job {
 
     /// Runs the inputs' contents through the (empty) job: an empty epoch first (a global
     /// aggregate's row, a `VALUES` list), then each input's rows in batches of
-    /// [`BACKFILL_BATCH_ROWS`] rows, each as an epoch of its own. The operators are
+    /// [`EPOCH_BATCH_ROWS`] rows, each as an epoch of its own. The operators are
     /// incremental, so the result equals one epoch of everything, while memory holds one
     /// batch (and its outputs) at a time instead of every input row.
     ///
@@ -282,16 +312,12 @@ impl Job {
                 input.changes.insert(s.id, vec![change]);
                 self.process(&input).map(drop)
             };
-            s.rows.for_each_batch(BACKFILL_BATCH_ROWS, &mut |batch| {
+            s.rows.for_each_batch(EPOCH_BATCH_ROWS, &mut |batch| {
                 feed(ChangeBatch::inserts(batch))
             })?;
             for change in &s.after {
-                let mut offset = 0;
-                while offset < change.len() {
-                    let n = BACKFILL_BATCH_ROWS.min(change.len() - offset);
-                    feed(change.slice(offset, n))?;
-                    offset += n;
-                }
+                // `process` splits it into batches.
+                feed(change.clone())?;
             }
         }
         Ok(())
