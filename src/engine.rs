@@ -32,6 +32,7 @@ use crate::checkpoint::{
 use crate::error::{Error, Result};
 use crate::session::vars::SessionVars;
 use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values};
+use crate::state::store::TableSnapshotStep;
 use crate::state::table::{KeyLayout, consolidate};
 use crate::state::{IndexedSnapshot, StateBackend, StateTable, Store};
 use crate::stream::change::ChangeBatch;
@@ -47,6 +48,10 @@ pub const DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS: u64 = 5_000;
 /// A table takes a snapshot step at the next barrier once this many rows changed (bounds
 /// the memory of its changed-key buffer), whatever the interval.
 const TABLE_SNAPSHOT_MAX_ROWS: usize = 1_000_000;
+
+/// Changed keys read back per chunk by a table snapshot step (their counts are read in one
+/// batched lookup per chunk).
+const TABLE_SNAPSHOT_CHUNK_KEYS: usize = 65_536;
 
 /// Default barrier interval (ms): how often an epoch closes without `FLUSH`.
 pub const DEFAULT_BARRIER_INTERVAL_MS: u64 = 250;
@@ -307,11 +312,25 @@ impl TableData {
         }
         // Changes are tracked from the table's creation or load on; should they not be, the
         // step writes the whole table in place of the old snapshot.
-        let (changed, full) = match self.contents.take_changes()? {
-            Some(changed) => (changed, false),
-            None => (self.contents.rows()?, true),
-        };
-        store.write_table_snapshot(id, &changed, full, seq, self.last_epoch, truncate_through)?;
+        let mut step = TableSnapshotStep::new(id, false);
+        let mut changed = 0usize;
+        let tracked =
+            self.contents
+                .take_changes_in_chunks(TABLE_SNAPSHOT_CHUNK_KEYS, &mut |rows| {
+                    for (row, count) in rows {
+                        step.row(row, *count);
+                    }
+                    changed += rows.len();
+                    Ok(())
+                })?;
+        if !tracked {
+            step = TableSnapshotStep::new(id, true);
+            for (row, count) in self.contents.rows()? {
+                step.row(&row, count);
+                changed += 1;
+            }
+        }
+        store.commit_table_snapshot(step, seq, self.last_epoch, truncate_through)?;
         self.snapshot_seq = seq;
         self.snapshot_epoch = self.last_epoch;
         self.snapshot_at = Instant::now();
@@ -319,7 +338,7 @@ impl TableData {
         self.forget_entries_through(truncate_through);
         debug!(
             table = %self.name,
-            rows = changed.len(),
+            rows = changed,
             seq,
             truncated_through = truncate_through,
             "table snapshot step"

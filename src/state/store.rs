@@ -16,6 +16,12 @@ use crate::error::{Error, Result};
 use crate::stream::Epoch;
 use crate::stream::change::ChangeBatch;
 
+/// Memtable size of the changelog store (bytes); at most two are kept.
+const STORE_WRITE_BUFFER_BYTES: usize = 16 << 20;
+
+/// Block cache of the changelog store (bytes), index and filter blocks included.
+const STORE_BLOCK_CACHE_BYTES: usize = 8 << 20;
+
 /// Name of the reserved weight column in an encoded changelog entry.
 const WEIGHT_COLUMN: &str = "__weir_weight";
 
@@ -28,6 +34,36 @@ pub struct ChangelogEntry {
     pub epoch: Epoch,
     /// The rows and their weights.
     pub change: ChangeBatch,
+}
+
+/// The rows of one table snapshot step, gathered row by row into one write batch (about
+/// 45 bytes per changed row), then committed by [`Store::commit_table_snapshot`].
+pub struct TableSnapshotStep {
+    table_id: u64,
+    wb: WriteBatch,
+}
+
+impl TableSnapshotStep {
+    /// A step of table `table_id`; `full`: it replaces the whole snapshot.
+    pub fn new(table_id: u64, full: bool) -> Self {
+        let mut wb = WriteBatch::default();
+        if full {
+            wb.delete_range(snapshot_prefix(table_id), snapshot_prefix(table_id + 1));
+        }
+        TableSnapshotStep { table_id, wb }
+    }
+
+    /// Sets a row's count in the snapshot (0 or less: the row is gone). Idempotent: a row
+    /// set twice with its current count is written once in effect.
+    pub fn row(&mut self, row: &[u8], count: i64) {
+        let mut key = snapshot_prefix(self.table_id);
+        key.extend_from_slice(row);
+        if count > 0 {
+            self.wb.put(key, count.to_be_bytes());
+        } else {
+            self.wb.delete(key);
+        }
+    }
 }
 
 /// A table's contents as last snapshotted (see [`Store::write_table_snapshot`]).
@@ -83,6 +119,18 @@ impl Store {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        // A small, fixed memory footprint beside the state backend's budget: the changelog
+        // is written once and read back only at restart and backfill, so two 16 MB memtables
+        // and an 8 MB block cache holding the index and filter blocks are enough (RocksDB's
+        // defaults, 2 × 64 MB of memtables and index blocks outside any cache, grew with the
+        // data).
+        opts.set_write_buffer_size(STORE_WRITE_BUFFER_BYTES);
+        opts.set_max_write_buffer_number(2);
+        let mut table = rocksdb::BlockBasedOptions::default();
+        table.set_block_cache(&rocksdb::Cache::new_lru_cache(STORE_BLOCK_CACHE_BYTES));
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        opts.set_block_based_table_factory(&table);
         let db = DB::open(&opts, dir.join("db"))?;
         Ok(Store {
             db,
@@ -233,19 +281,26 @@ impl Store {
         epoch: Epoch,
         truncate_through: u64,
     ) -> Result<()> {
-        let mut wb = WriteBatch::default();
-        if full {
-            wb.delete_range(snapshot_prefix(table_id), snapshot_prefix(table_id + 1));
-        }
+        let mut step = TableSnapshotStep::new(table_id, full);
         for (row, count) in changed {
-            let mut key = snapshot_prefix(table_id);
-            key.extend_from_slice(row);
-            if *count > 0 {
-                wb.put(key, count.to_be_bytes());
-            } else {
-                wb.delete(key);
-            }
+            step.row(row, *count);
         }
+        self.commit_table_snapshot(step, seq, epoch, truncate_through)
+    }
+
+    /// Commits a snapshot step built row by row (see [`Store::write_table_snapshot`]): one
+    /// atomic, synced write.
+    ///
+    /// # Errors
+    /// [`Error::State`] on a RocksDB failure.
+    pub fn commit_table_snapshot(
+        &self,
+        step: TableSnapshotStep,
+        seq: u64,
+        epoch: Epoch,
+        truncate_through: u64,
+    ) -> Result<()> {
+        let TableSnapshotStep { table_id, mut wb } = step;
         let mut position = seq.to_be_bytes().to_vec();
         position.extend_from_slice(&epoch.0.to_be_bytes());
         wb.put(meta_key(&snapshot_meta(table_id)), position);

@@ -38,6 +38,9 @@ pub type RowKey = Arc<[u8]>;
 /// A row's key bytes and its count (the number of copies of the row; 0 = deleted).
 pub type KeyCount = (Box<[u8]>, i64);
 
+/// A chunk of changed rows: each row's key bytes and current count (0 = deleted).
+pub type ChangedChunk<'a> = &'a [(&'a [u8], i64)];
+
 /// Rows per batch when a snapshot is decoded for a reader.
 pub const SCAN_BATCH_ROWS: usize = 65_536;
 
@@ -544,6 +547,51 @@ impl StateTable {
                 .map(|(k, c)| (Box::from(k), c))
                 .collect(),
         ))
+    }
+
+    /// As [`StateTable::take_changes`], handing the changed rows to `f` in chunks of at most
+    /// `chunk` keys instead of one vector: the memory it takes is one chunk, beside the
+    /// buffer of changed keys. A key changed several times may come in several chunks (with
+    /// the same current count). Returns `false` (calling `f` never) when changes were not
+    /// tracked.
+    ///
+    /// # Errors
+    /// RocksDB read errors of a stored table; errors of `f`.
+    pub fn take_changes_in_chunks(
+        &mut self,
+        chunk: usize,
+        f: &mut dyn FnMut(ChangedChunk<'_>) -> Result<()>,
+    ) -> Result<bool> {
+        let Some(dirty) = self.dirty.replace(ChangedKeys::default()) else {
+            return Ok(false);
+        };
+        let mut start = 0;
+        for ends in dirty.ends.chunks(chunk.max(1)) {
+            let mut keys: Vec<&[u8]> = Vec::with_capacity(ends.len());
+            for end in ends {
+                keys.push(&dirty.bytes[start..*end]);
+                start = *end;
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let counts: Vec<i64> = match &self.rows {
+                RowMap::Stored(s) => {
+                    let stored: Vec<Vec<u8>> = keys.iter().map(|k| s.key(k)).collect();
+                    s.backend
+                        .get_many(&stored)?
+                        .into_iter()
+                        .map(|c| c.unwrap_or(0))
+                        .collect()
+                }
+                rows => keys
+                    .iter()
+                    .map(|k| Ok(rows.get(k)?.unwrap_or(0)))
+                    .collect::<Result<_>>()?,
+            };
+            let rows: Vec<(&[u8], i64)> = keys.into_iter().zip(counts).collect();
+            f(&rows)?;
+        }
+        Ok(true)
     }
 
     /// Every distinct row's key bytes and count, in key order (unordered tables: in no
