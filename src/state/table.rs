@@ -527,26 +527,29 @@ impl StateTable {
                 keys.push(k);
             }
         }
-        let counts: Vec<i64> = match &self.rows {
-            RowMap::Stored(s) => {
-                let stored: Vec<Vec<u8>> = keys.iter().map(|k| s.key(k)).collect();
-                s.backend
-                    .get_many(&stored)?
-                    .into_iter()
-                    .map(|c| c.unwrap_or(0))
-                    .collect()
-            }
-            rows => keys
-                .iter()
-                .map(|k| Ok(rows.get(k)?.unwrap_or(0)))
-                .collect::<Result<_>>()?,
-        };
+        let counts = self.current_counts(&keys)?;
         Ok(Some(
             keys.into_iter()
                 .zip(counts)
                 .map(|(k, c)| (Box::from(k), c))
                 .collect(),
         ))
+    }
+
+    /// The current count of each row key (0 when absent); a stored table reads them in one
+    /// batched lookup.
+    fn current_counts(&self, keys: &[&[u8]]) -> Result<Vec<i64>> {
+        match &self.rows {
+            RowMap::Stored(s) => {
+                let stored: Vec<Vec<u8>> = keys.iter().map(|k| s.key(k)).collect();
+                Ok(s.backend
+                    .get_many(&stored)?
+                    .into_iter()
+                    .map(|c| c.unwrap_or(0))
+                    .collect())
+            }
+            rows => keys.iter().map(|k| Ok(rows.get(k)?.unwrap_or(0))).collect(),
+        }
     }
 
     /// As [`StateTable::take_changes`], handing the changed rows to `f` in chunks of at most
@@ -574,20 +577,7 @@ impl StateTable {
             }
             keys.sort_unstable();
             keys.dedup();
-            let counts: Vec<i64> = match &self.rows {
-                RowMap::Stored(s) => {
-                    let stored: Vec<Vec<u8>> = keys.iter().map(|k| s.key(k)).collect();
-                    s.backend
-                        .get_many(&stored)?
-                        .into_iter()
-                        .map(|c| c.unwrap_or(0))
-                        .collect()
-                }
-                rows => keys
-                    .iter()
-                    .map(|k| Ok(rows.get(k)?.unwrap_or(0)))
-                    .collect::<Result<_>>()?,
-            };
+            let counts = self.current_counts(&keys)?;
             let rows: Vec<(&[u8], i64)> = keys.into_iter().zip(counts).collect();
             f(&rows)?;
         }
