@@ -897,11 +897,7 @@ impl Engine {
                 let mut sources = Vec::new();
                 for s in &job.sources {
                     sources.push(if let Some(up) = df.jobs.get(s) {
-                        BackfillSource {
-                            id: *s,
-                            rows: up.contents_for_backfill()?,
-                            after: Vec::new(),
-                        }
+                        up.contents_for_backfill()?
                     } else {
                         self.table_contents_at(*s, at)?
                     });
@@ -1570,11 +1566,7 @@ impl Engine {
         let mut sources = Vec::new();
         for s in &job.sources {
             sources.push(if let Some(upstream) = df.jobs.get(s) {
-                BackfillSource {
-                    id: *s,
-                    rows: upstream.contents_for_backfill()?,
-                    after: Vec::new(),
-                }
+                upstream.contents_for_backfill()?
             } else {
                 let t = self.table(*s)?;
                 let t = lock(&t);

@@ -395,12 +395,12 @@ impl Job {
         }
     }
 
-    /// The view's rows as of the last processed epoch, frozen in O(1), to backfill a
-    /// downstream view.
+    /// The view's rows as of the last processed epoch, frozen in O(1), as the input of a
+    /// downstream view's backfill.
     ///
     /// # Errors
     /// [`Error::Execution`] when the job is not running.
-    pub fn contents_for_backfill(&self) -> Result<StateSnapshot> {
+    pub fn contents_for_backfill(&self) -> Result<BackfillSource> {
         match &self.status {
             JobStatus::Failed { code, message } => {
                 return Err(Error::Execution {
@@ -419,6 +419,10 @@ impl Job {
             }
             JobStatus::Running => {}
         }
-        Ok(self.contents.snapshot())
+        Ok(BackfillSource {
+            id: self.view,
+            rows: self.contents.snapshot(),
+            after: Vec::new(),
+        })
     }
 }
