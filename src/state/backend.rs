@@ -292,15 +292,43 @@ impl StateBackend {
         id: u64,
         prefixes: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<Vec<i64>> {
+        let prefixes: Vec<&[u8]> = prefixes.into_iter().collect();
+        let mut out = vec![0; prefixes.len()];
+        self.scan_prefixes(id, &prefixes, &mut |i, _, c| {
+            out[i] += c;
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// For each of `prefixes` (by its index), `f(index, row key, count)` on the rows of table
+    /// `id` whose row key starts with it, in key order, until `f` returns `false` for that
+    /// prefix. One iterator serves all prefixes, visited in key order: one seek each, not one
+    /// iterator each.
+    ///
+    /// # Errors
+    /// RocksDB read errors; errors of `f`.
+    pub(crate) fn scan_prefixes(
+        &self,
+        id: u64,
+        prefixes: &[&[u8]],
+        f: &mut crate::state::table::PrefixVisitor<'_>,
+    ) -> Result<()> {
+        if prefixes.is_empty() {
+            return Ok(());
+        }
+        let mut order: Vec<usize> = (0..prefixes.len()).collect();
+        order.sort_by(|a, b| prefixes[*a].cmp(prefixes[*b]));
         let mut opts = ReadOptions::default();
         opts.set_iterate_lower_bound(table_prefix(id).to_vec());
         opts.set_iterate_upper_bound(table_prefix(id + 1).to_vec());
         let mut it = self.db.raw_iterator_opt(opts);
-        let mut out = Vec::new();
-        for prefix in prefixes {
-            let wanted = stored_key(id, prefix);
+        let mut wanted = Vec::new();
+        for i in order {
+            wanted.clear();
+            wanted.extend_from_slice(&table_prefix(id));
+            wanted.extend_from_slice(prefixes[i]);
             it.seek(&wanted);
-            let mut sum = 0;
             while it.valid() {
                 let (Some(k), Some(v)) = (it.key(), it.value()) else {
                     break;
@@ -308,13 +336,15 @@ impl StateBackend {
                 if !k.starts_with(&wanted) {
                     break;
                 }
-                sum += decode_count(v);
+                let count = decode_count(v);
+                if count > 0 && !f(i, &k[8..], count)? {
+                    break;
+                }
                 it.next();
             }
             it.status()?;
-            out.push(sum);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// A consistent view of every stored table as of now, kept until dropped.

@@ -373,6 +373,10 @@ impl RowMap {
     }
 }
 
+/// `f(prefix index, row key bytes, count) -> go on with this prefix?`, as called by
+/// [`StateTable::scan_prefixes_while`].
+pub type PrefixVisitor<'a> = dyn FnMut(usize, &[u8], i64) -> Result<bool> + 'a;
+
 /// A multiset of rows of one schema: row keys (see [`KeyLayout`]) to a positive count.
 ///
 /// Used for a table's contents, a materialized view's contents and an operator's input.
@@ -776,6 +780,25 @@ impl StateTable {
                 let upper = prefix_successor(prefix);
                 s.backend
                     .scan(None, s.id, prefix, upper.as_deref(), &mut |k, c| f(k, c))
+            }
+        }
+    }
+
+    /// For each of `prefixes` (by its index), `f(index, key bytes, count)` on the rows whose
+    /// key starts with it, in key order, until `f` returns `false` for that prefix: as
+    /// [`StateTable::scan_prefix_while`] on each, but a stored table reads them all through
+    /// one iterator, prefixes in key order. O(prefixes × log n + rows visited).
+    ///
+    /// # Errors
+    /// RocksDB read errors; errors of `f`.
+    pub fn scan_prefixes_while(&self, prefixes: &[&[u8]], f: &mut PrefixVisitor<'_>) -> Result<()> {
+        match &self.rows {
+            RowMap::Stored(s) => s.backend.scan_prefixes(s.id, prefixes, f),
+            _ => {
+                for (i, p) in prefixes.iter().enumerate() {
+                    self.scan_prefix_while(p, &mut |k, c| f(i, k, c))?;
+                }
+                Ok(())
             }
         }
     }

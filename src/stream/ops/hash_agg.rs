@@ -380,16 +380,15 @@ impl HashAgg {
         })
     }
 
-    /// Reads the stored accumulators of the touched groups (one prefix seek each) and the
-    /// output each had before this epoch.
+    /// Reads the stored accumulators of the touched groups (one seek each, through one
+    /// iterator) and the output each had before this epoch.
     fn load(&self, touched: &mut [Touched]) -> Result<()> {
         let mut found: Vec<(usize, Box<[u8]>)> = Vec::new();
-        for (t, group) in touched.iter().enumerate() {
-            self.groups.scan_prefix_while(&group.key, &mut |k, _| {
-                found.push((t, Box::from(k)));
-                Ok(false)
-            })?;
-        }
+        let keys: Vec<&[u8]> = touched.iter().map(|g| g.key.as_ref()).collect();
+        self.groups.scan_prefixes_while(&keys, &mut |t, k, _| {
+            found.push((t, Box::from(k)));
+            Ok(false)
+        })?;
         if found.is_empty() {
             return Ok(());
         }

@@ -183,11 +183,50 @@ impl HashJoin {
                 Side::Right => (theirs, mine, w),
             }
         };
-        let mut by_key: HashMap<&[u8], KeyState> = HashMap::new();
+        let has_null_key = |i: usize| !self.nulls_match && key_cols.iter().any(|c| c.is_null(i));
+        // The distinct keys of the change, and their state read before any row is joined: the
+        // other side's rows with each key, and (where the other side is padded) this side's
+        // count, each side through one iterator with one seek per key.
+        let mut slot: HashMap<&[u8], usize> = HashMap::new();
+        let mut distinct: Vec<&[u8]> = Vec::new();
+        for i in 0..n {
+            if !has_null_key(i) {
+                let key: &[u8] = keys.row(i).data();
+                slot.entry(key).or_insert_with(|| {
+                    distinct.push(key);
+                    distinct.len() - 1
+                });
+            }
+        }
+        let mut states: Vec<KeyState> = distinct
+            .iter()
+            .map(|_| KeyState {
+                other: Vec::new(),
+                other_total: 0,
+                this_total: 0,
+            })
+            .collect();
+        other.scan_prefixes_while(&distinct, &mut |j, k, c| {
+            states[j]
+                .other
+                .push((Box::from(&k[distinct[j].len()..]), c));
+            states[j].other_total += c;
+            Ok(true)
+        })?;
+        if other_preserved {
+            // This side's count matters only to pad the other side's rows.
+            let padded: Vec<usize> = (0..distinct.len())
+                .filter(|j| states[*j].other_total > 0)
+                .collect();
+            let counts = this.count_prefixes(padded.iter().map(|j| distinct[*j]))?;
+            for (j, c) in padded.into_iter().zip(counts) {
+                states[j].this_total = c;
+            }
+        }
         let mut kept = Vec::with_capacity(n);
         for (i, w) in change.weights.values().iter().copied().enumerate() {
             let row: &[u8] = rows.row(i).data();
-            let has_null_key = !self.nulls_match && key_cols.iter().any(|c| c.is_null(i));
+            let has_null_key = has_null_key(i);
             kept.push(!has_null_key);
             if has_null_key {
                 // A NULL key matches nothing and needs no state: its padded row comes and goes
@@ -198,29 +237,7 @@ impl HashJoin {
                 continue;
             }
             let key: &[u8] = keys.row(i).data();
-            let state = match by_key.entry(key) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let mut rows = Vec::new();
-                    let mut total = 0;
-                    other.scan_prefix(key, &mut |k, c| {
-                        rows.push((Box::from(&k[key.len()..]), c));
-                        total += c;
-                        Ok(())
-                    })?;
-                    // This side's count matters only to pad the other side's rows.
-                    let this_total = if other_preserved && total > 0 {
-                        this.count_prefix(key)?
-                    } else {
-                        0
-                    };
-                    e.insert(KeyState {
-                        other: rows,
-                        other_total: total,
-                        this_total,
-                    })
-                }
-            };
+            let state = &mut states[slot[key]];
             for (orow, c) in &state.other {
                 out.push(pair(row, Some(orow), w * c));
             }
@@ -251,7 +268,7 @@ impl HashJoin {
                 }
             }
         }
-        drop(by_key);
+        drop(states);
         let state = match side {
             Side::Left => &mut self.left_state,
             Side::Right => &mut self.right_state,
