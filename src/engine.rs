@@ -36,7 +36,7 @@ use crate::state::store::TableSnapshotStep;
 use crate::state::table::{KeyLayout, consolidate};
 use crate::state::{IndexedSnapshot, StateBackend, StateTable, Store};
 use crate::stream::change::ChangeBatch;
-use crate::stream::job::{BackfillSource, Job, JobStatus, Recovery};
+use crate::stream::job::{BackfillSource, EPOCH_BATCH_ROWS, Job, JobStatus, Recovery};
 use crate::stream::{Epoch, EpochInput, RelationId};
 
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
@@ -55,6 +55,11 @@ const TABLE_SNAPSHOT_CHUNK_KEYS: usize = 65_536;
 
 /// Default barrier interval (ms): how often an epoch closes without `FLUSH`.
 pub const DEFAULT_BARRIER_INTERVAL_MS: u64 = 250;
+
+/// Rows written to tables but not yet taken by an epoch beyond which a write waits for the
+/// barrier clock to take them (backpressure): with the epoch in flight, the changes held in
+/// memory stay within about twice this plus one statement, however fast clients write.
+pub const MAX_BACKLOG_ROWS: usize = 4 * EPOCH_BATCH_ROWS;
 
 /// What a `SELECT` on a view reads: every view's rows as of one epoch.
 #[derive(Debug, Default)]
@@ -216,10 +221,23 @@ impl TableData {
         Ok(())
     }
 
+    /// Applies a validated change to the contents and the indexes, at most
+    /// [`EPOCH_BATCH_ROWS`] rows at a time, so that a large COPY's key encodings and write
+    /// batches are built one slice at a time, not all at once.
     fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
-        self.contents.apply(change)?;
-        for index in &mut self.indexes {
-            index.rows.apply(change)?;
+        let mut offset = 0;
+        while offset < change.len() {
+            let len = EPOCH_BATCH_ROWS.min(change.len() - offset);
+            let part = if len == change.len() {
+                change.clone()
+            } else {
+                change.slice(offset, len)
+            };
+            self.contents.apply(&part)?;
+            for index in &mut self.indexes {
+                index.rows.apply(&part)?;
+            }
+            offset += len;
         }
         Ok(())
     }
@@ -485,6 +503,11 @@ pub struct Engine {
     /// Becomes `true` when the engine shuts down (or is dropped): the barrier clock stops,
     /// `FLUSH` returns, and changes are refused.
     stopping: watch::Sender<bool>,
+    /// Rows written since the last epoch took the tables' pending changes (exact at each
+    /// tick, which resets it); see [`MAX_BACKLOG_ROWS`].
+    backlog: Mutex<usize>,
+    /// Signalled when an epoch takes the pending changes (the backlog drops to 0).
+    backlog_taken: std::sync::Condvar,
     /// The barrier clock task, once started.
     clock_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     barrier_interval: Duration,
@@ -642,6 +665,8 @@ impl Engine {
             visible,
             tick_request: Arc::new(Notify::new()),
             stopping: watch::Sender::new(false),
+            backlog: Mutex::new(0),
+            backlog_taken: std::sync::Condvar::new(),
             clock_task: Mutex::new(None),
             barrier_interval: config.barrier_interval,
             table_snapshot_interval: config.table_snapshot_interval,
@@ -1235,6 +1260,7 @@ impl Engine {
         if change.is_empty() {
             return Ok(());
         }
+        self.wait_for_backlog();
         let data = self.table(table)?;
         let clock = lock(&self.clock);
         let mut data = lock(&data);
@@ -1261,8 +1287,27 @@ impl Engine {
         data.apply(&change)?;
         let last = data.next_seq - 1;
         data.note_entries(last, epoch, change.len());
+        *lock(&self.backlog) += change.len();
         data.pending.push((epoch, change));
         Ok(())
+    }
+
+    /// Blocks while [`MAX_BACKLOG_ROWS`] or more written rows wait for an epoch, waking the
+    /// barrier clock, until an epoch takes them or the engine stops. Called by writers outside
+    /// the runtime's workers (writes run in `spawn_blocking`).
+    fn wait_for_backlog(&self) {
+        let mut backlog = lock(&self.backlog);
+        while *backlog >= MAX_BACKLOG_ROWS && !self.is_stopping() {
+            self.tick_request.notify_one();
+            // A timeout, so that a stop is noticed without a signal of its own.
+            backlog = match self
+                .backlog_taken
+                .wait_timeout(backlog, Duration::from_millis(100))
+            {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
     }
 
     /// Waits until every write acknowledged before the call is visible in every view, or
@@ -1374,6 +1419,8 @@ impl Engine {
                     changes.insert(*id, drained);
                 }
             }
+            *lock(&self.backlog) = 0;
+            self.backlog_taken.notify_all();
             (epoch, changes)
         };
         let rows: usize = changes.values().flatten().map(|c| c.len()).sum();
