@@ -1,6 +1,6 @@
 //! `SemiJoin`: incremental left semi and anti joins (`IN`, `EXISTS`, `NOT EXISTS`, `NOT IN`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
@@ -174,6 +174,26 @@ impl SemiJoin {
         Ok(c)
     }
 
+    /// Reads the right counts of the change's keys not yet in `cache`, all through one
+    /// iterator (one seek per distinct key), so that [`SemiJoin::right_count`] finds them.
+    fn prefetch_right_counts(
+        &self,
+        cache: &mut HashMap<Box<[u8]>, i64>,
+        keys: &Keys,
+        n: usize,
+    ) -> Result<()> {
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        let missing: Vec<&[u8]> = (0..n)
+            .filter_map(|i| keys.key(i))
+            .filter(|k| !cache.contains_key(*k) && seen.insert(*k))
+            .collect();
+        let counts = self.right_state.count_prefixes(missing.iter().copied())?;
+        for (k, c) in missing.into_iter().zip(counts) {
+            cache.insert(Box::from(k), c);
+        }
+        Ok(())
+    }
+
     /// Applies a right change to the right state, recording each key's count before the
     /// epoch in `before` and its count now in `now`.
     fn apply_right(
@@ -183,6 +203,7 @@ impl SemiJoin {
         now: &mut HashMap<Box<[u8]>, i64>,
     ) -> Result<()> {
         let keys = self.keys(&self.right_keys, change)?;
+        self.prefetch_right_counts(now, &keys, change.len())?;
         for (i, w) in change.weights.values().iter().enumerate() {
             let Some(k) = keys.key(i) else { continue };
             let c = self.right_count(now, k)?;
@@ -216,6 +237,7 @@ impl SemiJoin {
         out: &mut Vec<(Box<[u8]>, i64)>,
     ) -> Result<()> {
         let keys = self.keys(&self.left_keys, change)?;
+        self.prefetch_right_counts(counts, &keys, change.len())?;
         let rows = self.left_rows.convert_columns(change.batch.columns())?;
         let right = self.right_view();
         for (i, w) in change.weights.values().iter().enumerate() {
