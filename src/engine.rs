@@ -225,19 +225,11 @@ impl TableData {
     /// [`EPOCH_BATCH_ROWS`] rows at a time, so that a large COPY's key encodings and write
     /// batches are built one slice at a time, not all at once.
     fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
-        let mut offset = 0;
-        while offset < change.len() {
-            let len = EPOCH_BATCH_ROWS.min(change.len() - offset);
-            let part = if len == change.len() {
-                change.clone()
-            } else {
-                change.slice(offset, len)
-            };
+        for part in change.pieces(EPOCH_BATCH_ROWS) {
             self.contents.apply(&part)?;
             for index in &mut self.indexes {
                 index.rows.apply(&part)?;
             }
-            offset += len;
         }
         Ok(())
     }
@@ -1267,15 +1259,7 @@ impl Engine {
         data.validate(&change)?;
         let change = change.with_schema(data.schema.clone())?;
         let epoch = clock.open;
-        let mut parts = Vec::new();
-        let mut offset = 0;
-        while offset < change.len() {
-            let len = CHANGELOG_CHUNK_ROWS.min(change.len() - offset);
-            let batch = change.batch.slice(offset, len);
-            let weights = change.weights.slice(offset, len);
-            parts.push(ChangeBatch::new(batch, weights)?);
-            offset += len;
-        }
+        let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
         let first = data.next_seq;
         let entries: Vec<(u64, Epoch, &ChangeBatch)> = parts
             .iter()

@@ -14,7 +14,7 @@
 //! way publishing an epoch to readers is independent of the table's size, and a reader at an
 //! epoch never sees a later write.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -511,33 +511,20 @@ impl StateTable {
         self.dirty = None;
     }
 
-    /// The rows changed since the last call (or since tracking began), each with its current
-    /// count (0 = deleted); `None` when changes were not tracked and the whole table must be
-    /// written. Tracking continues afterwards.
+    /// The rows changed since the last call (or since tracking began), each once with its
+    /// current count (0 = deleted), in key order; `None` when changes were not tracked and the
+    /// whole table must be written. Tracking continues afterwards.
     ///
     /// # Errors
     /// RocksDB read errors of a stored table.
     pub fn take_changes(&mut self) -> Result<Option<Vec<KeyCount>>> {
-        let Some(dirty) = self.dirty.replace(ChangedKeys::default()) else {
-            return Ok(None);
-        };
-        let mut seen: HashSet<&[u8]> = HashSet::with_capacity(dirty.ends.len());
-        let mut keys: Vec<&[u8]> = Vec::with_capacity(dirty.ends.len());
-        let mut start = 0;
-        for end in &dirty.ends {
-            let k = &dirty.bytes[start..*end];
-            start = *end;
-            if seen.insert(k) {
-                keys.push(k);
-            }
-        }
-        let counts = self.current_counts(&keys)?;
-        Ok(Some(
-            keys.into_iter()
-                .zip(counts)
-                .map(|(k, c)| (Box::from(k), c))
-                .collect(),
-        ))
+        let mut changed = Vec::new();
+        // One chunk: every key once, in key order.
+        let tracked = self.take_changes_in_chunks(usize::MAX, &mut |rows| {
+            changed.extend(rows.iter().map(|(k, c)| (Box::from(*k), *c)));
+            Ok(())
+        })?;
+        Ok(tracked.then_some(changed))
     }
 
     /// The current count of each row key (0 when absent); a stored table reads them in one

@@ -60,6 +60,15 @@ impl ChangeBatch {
         }
     }
 
+    /// The rows in order as consecutive pieces of at most `max_rows` rows each (zero-copy;
+    /// none for an empty batch; `max_rows` 0 counts as 1).
+    pub fn pieces(&self, max_rows: usize) -> impl Iterator<Item = ChangeBatch> + '_ {
+        let step = max_rows.max(1);
+        (0..self.len())
+            .step_by(step)
+            .map(move |offset| self.slice(offset, step.min(self.len() - offset)))
+    }
+
     /// An empty change batch of the given schema.
     pub fn empty(schema: SchemaRef) -> Self {
         ChangeBatch {

@@ -211,13 +211,10 @@ impl Job {
         let mut out = Vec::new();
         for id in ids {
             for change in input.of(id) {
-                let mut offset = 0;
-                while offset < change.len() {
-                    let n = EPOCH_BATCH_ROWS.min(change.len() - offset);
+                for part in change.pieces(EPOCH_BATCH_ROWS) {
                     let mut piece = EpochInput::default();
-                    piece.changes.insert(id, vec![change.slice(offset, n)]);
+                    piece.changes.insert(id, vec![part]);
                     out.extend(self.process_batch(&piece)?);
-                    offset += n;
                 }
             }
         }
