@@ -27,14 +27,15 @@ use tracing::{debug, error, info, warn};
 
 use crate::catalog::{Catalog, IndexDef, RelationDef, RelationKind};
 use crate::checkpoint::{
-    CheckpointCoordinator, CheckpointStorage, History, JobSettings, StateBackendKind, StoppedWriter,
+    CheckpointCoordinator, CheckpointStorage, History, JobSettings, StoppedWriter,
 };
 use crate::error::{Error, Result};
 use crate::session::vars::SessionVars;
 use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values};
-use crate::state::store::TableSnapshotStep;
 use crate::state::table::{KeyLayout, consolidate};
-use crate::state::{IndexedSnapshot, StateBackend, StateTable, Store};
+use crate::state::{
+    IndexedSnapshot, Positions, SnapshotPosition, StateBackend, StateTable, Store, TableSnapshots,
+};
 use crate::stream::change::ChangeBatch;
 use crate::stream::job::{BackfillSource, EPOCH_BATCH_ROWS, Job, JobStatus, Recovery};
 use crate::stream::{Epoch, EpochInput, RelationId};
@@ -45,13 +46,9 @@ const CHANGELOG_CHUNK_ROWS: usize = 65_536;
 /// Default time between a table's snapshot steps (ms), when it has changed.
 pub const DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS: u64 = 5_000;
 
-/// A table takes a snapshot step at the next barrier once this many rows changed (bounds
-/// the memory of its changed-key buffer), whatever the interval.
+/// A table takes a snapshot at the next barrier once this many rows changed (bounds the
+/// changelog a restart replays), whatever the interval.
 const TABLE_SNAPSHOT_MAX_ROWS: usize = 1_000_000;
-
-/// Changed keys read back per chunk by a table snapshot step (their counts are read in one
-/// batched lookup per chunk).
-const TABLE_SNAPSHOT_CHUNK_KEYS: usize = 65_536;
 
 /// Default barrier interval (ms): how often an epoch closes without `FLUSH`.
 pub const DEFAULT_BARRIER_INTERVAL_MS: u64 = 250;
@@ -106,12 +103,15 @@ struct TableData {
     next_seq: u64,
     /// The epoch of the newest write.
     last_epoch: Epoch,
+    /// The snapshot was read from the store's older row-by-row format; once a native snapshot
+    /// holds the table, those rows are deleted.
+    legacy_snapshot: bool,
+    /// A native snapshot holds the table.
+    native_snapshot: bool,
     /// The newest changelog sequence number the durable snapshot holds (0: none).
     snapshot_seq: u64,
     /// The epoch of the entry at `snapshot_seq`.
     snapshot_epoch: Epoch,
-    /// When the snapshot last took a step.
-    snapshot_at: Instant,
     /// Rows written since the snapshot's last step.
     unsnapshotted_rows: usize,
     /// The newest sequence number of each epoch with writes whose changelog entries are
@@ -126,6 +126,8 @@ struct PrimaryKey {
 }
 
 impl TableData {
+    /// A table whose rows live in `backend` (the tables' instance, under the table's relation
+    /// id; on the heap when `None`).
     fn new(def: &RelationDef, backend: Option<&Arc<StateBackend>>) -> Result<Self> {
         let schema = def.schema_ref();
         let (primary_key, key_columns) = match &def.kind {
@@ -144,9 +146,10 @@ impl TableData {
             }
             _ => (None, Vec::new()),
         };
-        let mut contents = StateTable::with_key(schema.clone(), &key_columns)?.stored(backend)?;
-        // Every change goes into the table's next snapshot step.
-        contents.track_changes();
+        let mut contents = StateTable::with_key(schema.clone(), &key_columns)?;
+        if let Some(b) = backend {
+            contents.store_as(b, def.id)?;
+        }
         Ok(TableData {
             name: def.name.clone(),
             contents,
@@ -156,9 +159,10 @@ impl TableData {
             pending: Vec::new(),
             next_seq: 1,
             last_epoch: Epoch(0),
+            legacy_snapshot: false,
+            native_snapshot: false,
             snapshot_seq: 0,
             snapshot_epoch: Epoch(0),
-            snapshot_at: Instant::now(),
             unsnapshotted_rows: 0,
             epoch_seqs: VecDeque::new(),
         })
@@ -252,22 +256,37 @@ impl TableData {
         }
     }
 
-    /// Loads the table: its snapshot (if any), then the changelog entries after it.
-    /// Returns (rows from the snapshot, changelog rows replayed). Work is proportional to
-    /// the table's rows plus the changes since the snapshot, not to its history.
-    fn restore(&mut self, store: &Store, id: RelationId) -> Result<(usize, usize)> {
+    /// Loads the table: its snapshot (if any: `position` when the live instance was opened
+    /// from a native snapshot, or rows of the store's older format), then the changelog
+    /// entries after it. Returns (rows in the snapshot, changelog rows replayed). Work is
+    /// proportional to the changes since the snapshot, not to the table or its history.
+    fn restore(
+        &mut self,
+        store: &Store,
+        id: RelationId,
+        position: Option<SnapshotPosition>,
+    ) -> Result<(usize, usize)> {
         let mut from_snapshot = 0usize;
-        if let Some(snap) = store.read_table_snapshot(id)? {
+        if let Some(p) = position {
+            self.native_snapshot = true;
+            self.contents.set_total(p.rows);
+            from_snapshot = p.rows as usize;
+            self.snapshot_seq = p.seq;
+            self.snapshot_epoch = Epoch(p.epoch);
+            self.next_seq = p.seq + 1;
+            self.last_epoch = Epoch(p.epoch);
+        } else if let Some(snap) = store.read_table_snapshot(id)? {
             self.contents
                 .load_rows(snap.rows.iter().map(|(k, c)| (k.as_ref(), *c)))?;
             from_snapshot += snap.rows.iter().map(|(_, c)| *c as usize).sum::<usize>();
+            self.legacy_snapshot = true;
+            // Due for a native snapshot soon.
+            self.unsnapshotted_rows = from_snapshot.max(1);
             self.snapshot_seq = snap.seq;
             self.snapshot_epoch = snap.epoch;
             self.next_seq = snap.seq + 1;
             self.last_epoch = snap.epoch;
         }
-        // Changes after the snapshot are written by its next step.
-        self.contents.track_changes();
         let mut replayed = 0usize;
         for entry in store.read_changelog_after(id, self.snapshot_seq)? {
             self.apply(&entry.change)?;
@@ -278,27 +297,28 @@ impl TableData {
         Ok((from_snapshot, replayed))
     }
 
-    /// Takes a snapshot step if one is due: writes the rows changed since the last step and
-    /// truncates the changelog through the newest entry of an epoch `<= keep_after` that the
-    /// snapshot holds. Between steps, only truncates entries the durable snapshot already
-    /// holds (no rows written). Cost: the rows changed, and a range delete.
-    fn snapshot_step(
-        &mut self,
-        store: &Store,
-        id: RelationId,
-        keep_after: Epoch,
-        force: bool,
-        interval: Duration,
-    ) -> Result<()> {
-        let due = self.unsnapshotted_rows > 0
-            && (force
-                || self.snapshot_at.elapsed() >= interval
-                || self.unsnapshotted_rows >= TABLE_SNAPSHOT_MAX_ROWS);
-        let seq = if due {
-            self.next_seq - 1
-        } else {
-            self.snapshot_seq
-        };
+    /// Where a snapshot taken now stands in this table.
+    fn position(&self) -> SnapshotPosition {
+        SnapshotPosition {
+            seq: self.next_seq - 1,
+            epoch: self.last_epoch.0,
+            rows: self.contents.len(),
+        }
+    }
+
+    /// Records that a snapshot at `position` is durable.
+    fn snapshotted(&mut self, position: SnapshotPosition) {
+        self.snapshot_seq = position.seq;
+        self.snapshot_epoch = Epoch(position.epoch);
+        self.unsnapshotted_rows = 0;
+        self.native_snapshot = true;
+    }
+
+    /// Truncates the changelog through the newest entry of an epoch `<= keep_after` that the
+    /// durable snapshot holds (and, once a native snapshot holds the table, the snapshot of
+    /// the store's older format). Cost: a range delete.
+    fn truncate(&mut self, store: &Store, id: RelationId, keep_after: Epoch) -> Result<()> {
+        let seq = self.snapshot_seq;
         let truncate_through = self
             .epoch_seqs
             .iter()
@@ -306,53 +326,12 @@ impl TableData {
             .last()
             .map(|(_, s)| *s)
             .unwrap_or(0);
-        if !due {
-            if truncate_through > 0 {
-                store.write_table_snapshot(
-                    id,
-                    &[],
-                    false,
-                    self.snapshot_seq,
-                    self.snapshot_epoch,
-                    truncate_through,
-                )?;
-                self.forget_entries_through(truncate_through);
-            }
-            return Ok(());
+        let drop_legacy = self.legacy_snapshot && self.native_snapshot;
+        if truncate_through > 0 || drop_legacy {
+            store.truncate_changelog(id, truncate_through, drop_legacy)?;
+            self.legacy_snapshot = false;
+            self.forget_entries_through(truncate_through);
         }
-        // Changes are tracked from the table's creation or load on; should they not be, the
-        // step writes the whole table in place of the old snapshot.
-        let mut step = TableSnapshotStep::new(id, false);
-        let mut changed = 0usize;
-        let tracked =
-            self.contents
-                .take_changes_in_chunks(TABLE_SNAPSHOT_CHUNK_KEYS, &mut |rows| {
-                    for (row, count) in rows {
-                        step.row(row, *count);
-                    }
-                    changed += rows.len();
-                    Ok(())
-                })?;
-        if !tracked {
-            step = TableSnapshotStep::new(id, true);
-            for (row, count) in self.contents.rows()? {
-                step.row(&row, count);
-                changed += 1;
-            }
-        }
-        store.commit_table_snapshot(step, seq, self.last_epoch, truncate_through)?;
-        self.snapshot_seq = seq;
-        self.snapshot_epoch = self.last_epoch;
-        self.snapshot_at = Instant::now();
-        self.unsnapshotted_rows = 0;
-        self.forget_entries_through(truncate_through);
-        debug!(
-            table = %self.name,
-            rows = changed,
-            seq,
-            truncated_through = truncate_through,
-            "table snapshot step"
-        );
         Ok(())
     }
 
@@ -372,6 +351,18 @@ impl TableData {
             after: self.pending.iter().rev().map(|(_, c)| c.negate()).collect(),
         }
     }
+}
+
+/// Relation ids, which name the tables' rows in the tables' instance, stay below this; derived
+/// tables there (secondary indexes) are allocated from it on.
+const DERIVED_TABLE_IDS: u64 = 1 << 62;
+
+/// Every table's rows in one state backend instance, and its native snapshots.
+struct TableState {
+    live: Arc<StateBackend>,
+    snapshots: TableSnapshots,
+    /// When the last snapshot was taken (or the engine opened).
+    taken_at: Mutex<Instant>,
 }
 
 struct Clock {
@@ -482,9 +473,12 @@ pub struct Engine {
     store: Store,
     /// The state backend (RocksDB, memory bounded).
     state: Arc<StateBackend>,
-    /// Where tables', indexes' and views' rows live: the state backend, or memory (`None`,
-    /// see [`EngineConfig::rows_in_memory`]).
+    /// The state backend's root, whose siblings hold the jobs' state; `None` keeps rows on
+    /// the heap (see [`EngineConfig::rows_in_memory`]).
     rows_in: Option<Arc<StateBackend>>,
+    /// The tables' instance and its snapshots (`None` with rows on the heap: then tables take
+    /// no snapshots and keep their whole changelog).
+    table_state: Option<TableState>,
     catalog: Mutex<Catalog>,
     tables: Mutex<HashMap<RelationId, Arc<Mutex<TableData>>>>,
     clock: Mutex<Clock>,
@@ -606,6 +600,13 @@ impl Engine {
         let defaults = defaults.into_defaults();
         let dir = config.data_dir.as_path();
         let store = Store::open(dir)?;
+        // The jobs' live state databases are disposable: at start every job restores a
+        // checkpoint or is rebuilt from its inputs, each into a fresh directory.
+        let jobs_dir = dir.join("jobs");
+        if jobs_dir.exists() {
+            std::fs::remove_dir_all(&jobs_dir)
+                .map_err(|e| Error::State(format!("cannot empty {}: {e}", jobs_dir.display())))?;
+        }
         let state = StateBackend::open(&dir.join("state"), config.memory_limit)?;
         let rows_in = (!config.rows_in_memory).then(|| Arc::clone(&state));
         let catalog = match store.get_meta("catalog")? {
@@ -616,9 +617,34 @@ impl Engine {
         let mut max_epoch = Epoch(0);
         let mut rows = 0usize;
         let mut snapshot_rows = 0usize;
+        let (table_state, positions) = match &rows_in {
+            Some(root) => {
+                let snapshots = TableSnapshots::open(dir.join("tables"))?;
+                let (live, positions) = snapshots.live(root)?;
+                // Ids below DERIVED_TABLE_IDS are relation ids; above, derived tables
+                // (secondary indexes), rebuilt below from the rows.
+                live.allocate_from(DERIVED_TABLE_IDS);
+                live.drop_unallocated()?;
+                for id in positions.keys() {
+                    if catalog.get(*id).is_none() {
+                        // Dropped after the snapshot.
+                        live.drop_table(*id)?;
+                    }
+                }
+                let state = TableState {
+                    live,
+                    snapshots,
+                    taken_at: Mutex::new(Instant::now()),
+                };
+                (Some(state), positions)
+            }
+            None => (None, Positions::new()),
+        };
+        let tables_in = table_state.as_ref().map(|t| Arc::clone(&t.live));
         for def in catalog.relations().filter(|r| r.is_table()) {
-            let mut data = TableData::new(def, rows_in.as_ref())?;
-            let (loaded, replayed) = data.restore(&store, def.id)?;
+            let mut data = TableData::new(def, tables_in.as_ref())?;
+            let position = positions.get(&def.id).copied();
+            let (loaded, replayed) = data.restore(&store, def.id, position)?;
             for index in catalog.indexes_on(def.id) {
                 let built = SecondaryIndex::build(&index, &data.contents)?;
                 data.indexes.push(built);
@@ -648,6 +674,7 @@ impl Engine {
             store,
             state,
             rows_in,
+            table_state,
             catalog: Mutex::new(catalog),
             tables: Mutex::new(tables),
             clock: Mutex::new(Clock {
@@ -926,20 +953,16 @@ impl Engine {
             .jobs
             .get_mut(&id)
             .ok_or_else(|| Error::Internal("job vanished".into()))?;
-        let backend = job.settings().map(|s| s.backend);
         match (pick, backfill) {
             (Some((checkpoint, _)), _) => {
                 let coordinator = job
                     .coordinator
                     .as_ref()
                     .ok_or_else(|| Error::Internal("job without coordinator".into()))?;
-                let image = coordinator.restore(checkpoint)?;
-                job.load(image, backend == Some(StateBackendKind::RocksDb))?;
+                let restored = coordinator.restore(checkpoint, self.rows_in.as_deref())?;
+                job.load(restored)?;
             }
             (None, input) => {
-                if let Some(c) = &job.coordinator {
-                    c.reset_working()?;
-                }
                 job.reset()?;
                 if let Some(sources) = input {
                     job.backfill(&sources)?;
@@ -1502,25 +1525,60 @@ impl Engine {
             .min(processed)
     }
 
-    /// Snapshot steps of the tables that are due (all changed tables when `force`), after
-    /// epoch `processed`. A failure is logged and retried at a later barrier: the changelog
-    /// is kept until a step succeeds.
+    /// Takes a snapshot of the tables now if any table changed since the last one (as at
+    /// shutdown), and truncates their changelogs behind it. Errors are logged.
+    pub fn snapshot_tables_now(&self) {
+        let df = lock(&self.dataflow);
+        self.snapshot_tables(&df, self.visible().epoch, true);
+    }
+
+    /// After epoch `processed`: takes a snapshot of the tables' instance if one is due (when
+    /// a table changed and `force`, the interval passed, or a table changed by
+    /// [`TABLE_SNAPSHOT_MAX_ROWS`] rows), then truncates each table's changelog behind what
+    /// the snapshot and every retained checkpoint hold. The snapshot is taken with every
+    /// table locked, so that it holds each table exactly at its recorded position; it costs
+    /// a flush and hard links. A failure is logged and retried at a later barrier: the
+    /// changelog is kept until a snapshot succeeds.
     fn snapshot_tables(&self, df: &Dataflow, processed: Epoch, force: bool) {
         let keep_after = Self::changelog_needed_after(df, processed);
-        let tables: Vec<(RelationId, Arc<Mutex<TableData>>)> = lock(&self.tables)
+        let mut tables: Vec<(RelationId, Arc<Mutex<TableData>>)> = lock(&self.tables)
             .iter()
             .map(|(id, t)| (*id, Arc::clone(t)))
             .collect();
+        tables.sort_by_key(|(id, _)| *id);
+        if let Some(ts) = &self.table_state {
+            let (mut changed, mut most) = (0usize, 0usize);
+            for (_, t) in &tables {
+                let rows = lock(t).unsnapshotted_rows;
+                changed += rows;
+                most = most.max(rows);
+            }
+            let due = changed > 0
+                && (force
+                    || lock(&ts.taken_at).elapsed() >= self.table_snapshot_interval
+                    || most >= TABLE_SNAPSHOT_MAX_ROWS);
+            if due {
+                // In id order, as no other path holds two tables' locks.
+                let mut guards: Vec<(RelationId, MutexGuard<'_, TableData>)> =
+                    tables.iter().map(|(id, t)| (*id, lock(t))).collect();
+                let positions: Positions =
+                    guards.iter().map(|(id, t)| (*id, t.position())).collect();
+                match ts.snapshots.take(&ts.live, &positions) {
+                    Ok(()) => {
+                        for (id, t) in &mut guards {
+                            t.snapshotted(positions[id]);
+                        }
+                        *lock(&ts.taken_at) = Instant::now();
+                        debug!(tables = positions.len(), rows = changed, "tables snapshot");
+                    }
+                    Err(e) => warn!(error = %e, "tables snapshot failed"),
+                }
+            }
+        }
         for (id, t) in tables {
             let mut t = lock(&t);
-            if let Err(e) = t.snapshot_step(
-                &self.store,
-                id,
-                keep_after,
-                force,
-                self.table_snapshot_interval,
-            ) {
-                warn!(table = %t.name, error = %e, "table snapshot step failed");
+            if let Err(e) = t.truncate(&self.store, id, keep_after) {
+                warn!(table = %t.name, error = %e, "changelog truncation failed");
             }
         }
     }
@@ -1560,7 +1618,7 @@ impl Engine {
             }
             let backend = c.settings().backend;
             let offsets: BTreeMap<u64, u64> = job.sources.iter().map(|s| (*s, epoch.0)).collect();
-            let changes = match job.collect_state(backend) {
+            let (source, totals) = match job.checkpoint_source(backend) {
                 Ok(c) => c,
                 Err(e) => {
                     warn!(view = %job.name, error = %e, "cannot collect state for a checkpoint");
@@ -1568,7 +1626,7 @@ impl Engine {
                 }
             };
             if let Some(c) = job.coordinator.as_mut() {
-                c.trigger(epoch, changes, offsets);
+                c.trigger(epoch, source, totals, offsets);
             }
         }
         // Retention, downstream first: upstream views keep what their readers need.
@@ -1684,7 +1742,7 @@ impl Engine {
             kind: RelationKind::Table { primary_key },
             depends_on: vec![],
         };
-        let data = TableData::new(&def, self.rows_in.as_ref())?;
+        let data = TableData::new(&def, self.table_state.as_ref().map(|t| &t.live))?;
         let mut next = catalog.clone();
         next.insert(def);
         self.persist_catalog(&next)?;
@@ -1723,7 +1781,6 @@ impl Engine {
         // An id is never reused, but a crash between here and the catalog write could leave
         // files behind: start clean.
         coordinator.retain(&BTreeSet::new());
-        coordinator.reset_working()?;
         let mut job = Job::try_new(
             id,
             name.to_string(),
@@ -1795,8 +1852,6 @@ impl Engine {
             }
             let coordinator = self.coordinator(def.id, name, &next)?;
             job.coordinator = Some(coordinator);
-            // Untracked tables: the next checkpoint writes everything in the new backend.
-            job.reset_tracking();
         } else if let Some(c) = job.coordinator.as_mut() {
             c.set_settings(parsed.clone());
         }
@@ -2059,6 +2114,7 @@ impl Engine {
                 c.destroy();
             }
             if lock(&self.tables).remove(id).is_some() {
+                // Its rows leave the tables' instance with it; the next snapshot drops them.
                 self.store.delete_changelog(*id)?;
             }
         }

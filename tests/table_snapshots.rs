@@ -180,3 +180,70 @@ async fn first_snapshot_step_holds_the_rows_written_before_it() {
         server.stop().await;
     }
 }
+
+/// Several tables share one snapshot: a table dropped after it leaves nothing behind at
+/// restart (a new table of the same name starts empty), a secondary index is rebuilt from the
+/// restored rows, and only the newest snapshot is kept on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_share_one_snapshot_and_dropped_tables_stay_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // No snapshot but the one taken below.
+        let server = TestServer::start_with(config(dir.path(), 3_600_000)).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE a (id BIGINT PRIMARY KEY, name TEXT);
+             CREATE INDEX a_name ON a (name);
+             CREATE TABLE b (x BIGINT);
+             INSERT INTO a VALUES (1, 'one'), (2, 'two'), (3, 'three');
+             INSERT INTO b VALUES (10), (20);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+        server.engine.snapshot_tables_now();
+        c.batch_execute("FLUSH; DROP TABLE b; DELETE FROM a WHERE id = 2; FLUSH;")
+            .await
+            .unwrap();
+        drop(c);
+        // Stopped without the shutdown's snapshot: the newest snapshot still holds `b`'s rows
+        // and `a`'s row 2; the changelog after it holds the delete.
+        server.stop_without_shutdown().await;
+    }
+    let snaps: Vec<String> = std::fs::read_dir(dir.path().join("tables"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("snap-"))
+        .collect();
+    assert_eq!(snaps.len(), 1, "one snapshot kept: {snaps:?}");
+    for _ in 0..2 {
+        let server = TestServer::start_with(config(dir.path(), 0)).await;
+        let c = server.client().await;
+        assert_eq!(
+            rows(&c, "SELECT id, name FROM a").await,
+            vec![
+                vec!["1".to_string(), "one".to_string()],
+                vec!["3".to_string(), "three".to_string()],
+            ]
+        );
+        // Through the index (a point read on its column).
+        assert_eq!(
+            rows(&c, "SELECT id FROM a WHERE name = 'three'").await,
+            vec![vec!["3".to_string()]]
+        );
+        assert_eq!(
+            rows(&c, "SELECT id FROM a WHERE name = 'two'").await,
+            Vec::<Vec<String>>::new()
+        );
+        c.batch_execute("CREATE TABLE b (x BIGINT); INSERT INTO b VALUES (7); FLUSH;")
+            .await
+            .unwrap();
+        assert_eq!(
+            rows(&c, "SELECT x FROM b").await,
+            vec![vec!["7".to_string()]]
+        );
+        c.batch_execute("DROP TABLE b; FLUSH;").await.unwrap();
+        drop(c);
+        server.stop().await;
+    }
+}

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 
 use super::JobSettings;
-use super::storage::{CheckpointStorage, Manifest, PendingSnapshot, StateImage, TableChanges};
+use super::storage::{CheckpointStorage, Manifest, PendingSnapshot, Restored, SnapshotSource};
 use crate::error::{Error, Result};
+use crate::state::StateBackend;
 use crate::stream::Epoch;
 
 /// Records kept per job for `weir_catalog.checkpoints`.
@@ -402,15 +403,17 @@ impl CheckpointCoordinator {
         shared.consecutive_failures = 0;
     }
 
-    /// Triggers a checkpoint of `epoch`: runs the sync phase now (the state tables' changes
-    /// into the working database and a native snapshot of it, or the full image for
-    /// `memory`) and the async phase on its own thread. `offsets` are the sources' positions.
+    /// Triggers a checkpoint of `epoch`: runs the sync phase now (a native checkpoint of the
+    /// job's live RocksDB instance: flush and hard links; or the full image for `memory`) and
+    /// the async phase on its own thread. `totals` are the state tables' row counts in the
+    /// job's visiting order, `offsets` the sources' positions.
     ///
     /// A failure of the sync phase is recorded as a `FAILED` checkpoint.
     pub fn trigger(
         &mut self,
         epoch: Epoch,
-        changes: Vec<TableChanges>,
+        source: SnapshotSource,
+        totals: Vec<i64>,
         offsets: BTreeMap<u64, u64>,
     ) {
         let now = Instant::now();
@@ -445,10 +448,25 @@ impl CheckpointCoordinator {
             });
         }
         debug!(job = %self.job, checkpoint = id, epoch = epoch.0, "checkpoint triggered");
+        if self.stopped {
+            self.fail(id, &state, "checkpointing was stopped".into());
+            return;
+        }
+        let (pending, generation) = {
+            let mut storage = lock(&self.storage);
+            (storage.snapshot(id, source), storage.generation())
+        };
+        let pending = match pending {
+            Ok(p) => p,
+            Err(e) => {
+                self.fail(id, &state, e.to_string());
+                return;
+            }
+        };
         let task = WriteTask {
             id,
             epoch,
-            changes,
+            pending,
             manifest: Manifest {
                 id,
                 epoch: epoch.0,
@@ -460,14 +478,11 @@ impl CheckpointCoordinator {
                 end_unix_ms: 0,
                 offsets,
                 state_format: crate::checkpoint::storage::STATE_FORMAT,
+                totals,
             },
             state,
-            generation: lock(&self.storage).generation(),
+            generation,
         };
-        if self.stopped {
-            self.fail(task.id, &task.state, "checkpointing was stopped".into());
-            return;
-        }
         if self.writer.is_none() {
             let (tx, rx) = std::sync::mpsc::channel::<WriteTask>();
             let storage = self.storage.clone();
@@ -496,6 +511,7 @@ impl CheckpointCoordinator {
                     warn!(job = %self.job, "the state writer panicked");
                 }
             }
+            lock(&self.storage).discard_pending(task.pending);
             self.fail(task.id, &task.state, "the state writer stopped".into());
         }
     }
@@ -511,12 +527,12 @@ impl CheckpointCoordinator {
         lock(&self.storage).retain(keep);
     }
 
-    /// Restores checkpoint `id` into the working database and returns its rows.
+    /// Restores checkpoint `id`: as the job's live database (a sibling of `root`), or as rows.
     ///
     /// # Errors
     /// [`crate::Error::State`] when the checkpoint cannot be read.
-    pub fn restore(&self, id: u64) -> Result<StateImage> {
-        lock(&self.storage).restore(id)
+    pub fn restore(&self, id: u64, root: Option<&StateBackend>) -> Result<Restored> {
+        lock(&self.storage).restore(id, root)
     }
 
     /// Deletes the job's checkpoints and working state (the view was dropped).
@@ -524,12 +540,12 @@ impl CheckpointCoordinator {
         lock(&self.storage).destroy();
     }
 
-    /// Starts from empty state.
+    /// Starts from empty state: a fresh live database, a sibling of `root`.
     ///
     /// # Errors
     /// [`crate::Error::State`] on I/O errors.
-    pub fn reset_working(&self) -> Result<()> {
-        lock(&self.storage).reset_working()
+    pub fn reset_working(&self, root: &StateBackend) -> Result<Arc<StateBackend>> {
+        lock(&self.storage).reset_working(root)
     }
 }
 
@@ -546,7 +562,7 @@ impl Drop for CheckpointCoordinator {
 struct WriteTask {
     id: u64,
     epoch: Epoch,
-    changes: Vec<TableChanges>,
+    pending: PendingSnapshot,
     manifest: Manifest,
     state: Arc<Mutex<Flight>>,
     generation: u64,
@@ -567,9 +583,8 @@ fn reap_uploads(job: &str, uploads: &mut Vec<std::thread::JoinHandle<()>>, all: 
     *uploads = running;
 }
 
-/// The job's state writer: applies each checkpoint's captured state changes to the working
-/// database in trigger order, takes the native snapshot, and hands it to an upload thread (so
-/// that up to `max_concurrent` uploads overlap). Runs until the coordinator closes the channel
+/// The job's state writer: takes each checkpoint's snapshot in trigger order and hands it to
+/// an upload thread (so that up to `max_concurrent` uploads overlap). Runs until the coordinator closes the channel
 /// (it is stopped or dropped), then joins the upload threads still running.
 fn state_writer(
     job: String,
@@ -585,43 +600,19 @@ fn state_writer(
             warn!(job = %job, checkpoint = task.id, reason = %reason, "checkpoint failed");
             lock(&shared).finish(task.id, CheckpointStatus::Failed, Some(reason));
         };
-        let pending = {
+        let pending = task.pending;
+        {
             let mut st = lock(&storage);
             if st.generation() != task.generation {
-                // The job was restored meanwhile: these changes belong to the old state.
+                // The job was restored meanwhile: the snapshot is of the old state.
+                st.discard_pending(pending);
                 drop(st);
                 if *lock(&task.state) == Flight::Running {
                     fail("the job was restarted before the checkpoint completed".into());
                 }
                 continue;
             }
-            if st.backend() == super::StateBackendKind::Memory {
-                let mut image = StateImage::default();
-                for (i, c) in task.changes.into_iter().enumerate() {
-                    let rows = match c {
-                        TableChanges::Full(r) | TableChanges::Delta(r) => r,
-                    };
-                    image.tables.resize_with(i + 1, Vec::new);
-                    image.tables[i] = rows;
-                }
-                st.snapshot(task.id, Some(image))
-            } else {
-                // Always applied, even if this checkpoint was aborted: the working database
-                // must hold every change up to the next checkpoint.
-                match st.write_changes(task.changes) {
-                    Ok(()) if *lock(&task.state) == Flight::Aborted => continue,
-                    Ok(()) => st.snapshot(task.id, None),
-                    Err(e) => Err(e),
-                }
-            }
-        };
-        let pending = match pending {
-            Ok(p) => p,
-            Err(e) => {
-                fail(e.to_string());
-                continue;
-            }
-        };
+        }
         let (storage2, shared2, job2, state, manifest, epoch) = (
             storage.clone(),
             shared.clone(),

@@ -25,7 +25,7 @@ pub use coordinator::{
     CheckpointCoordinator, CheckpointRecord, CheckpointStatus, History, StoppedWriter,
 };
 pub use restart::{RestartStrategy, RestartTracker};
-pub use storage::{CheckpointStorage, Manifest, StateImage};
+pub use storage::{CheckpointStorage, Manifest, Restored, SnapshotSource, StateImage};
 
 use crate::error::{Error, Result};
 use crate::session::vars::parse_duration_ms;

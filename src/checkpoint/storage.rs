@@ -1,7 +1,8 @@
-//! Checkpoint storage of one job, and its working RocksDB.
+//! Checkpoint storage of one job, and where its live state database lives.
 //!
 //! ```text
-//!  <data-dir>/jobs/<job>/db/            working RocksDB (WAL off: disposable, rebuilt on restore)
+//!  <data-dir>/jobs/<job>/db-<incarnation>/  the job's live state (a sibling instance of the
+//!                                       state backend; WAL off: disposable, replaced on restore)
 //!  <checkpoint-dir>/<job>/shared/       SST files, named <incarnation>-<file>, shared by
 //!                                       checkpoints and counted by reference
 //!  <checkpoint-dir>/<job>/chk-<id>/     MANIFEST, CURRENT, OPTIONS (rocksdb) or state.bin
@@ -9,11 +10,13 @@
 //!                                       is completed exactly when its _metadata.json exists
 //! ```
 //!
-//! State rows are stored under the key `[state table number: u32 BE][row bytes]` with the row's
-//! count (i64 LE) as value; the row bytes are Arrow's row format of the state table's schema.
-//! With `rocksdb`, a checkpoint writes the rows changed since the previous one, flushes and takes
-//! a native RocksDB checkpoint (hard links); only SST files not already in `shared/` are new
-//! (Flink's incremental RocksDB checkpoints work the same way). With `memory`, a checkpoint is a
+//! The job's state tables live in its own RocksDB instance (see
+//! [`StateBackend::open_sibling`]): each under the key `[table id: u64 BE][row bytes]` with the
+//! row's count (i64 LE) as value, the ids allocated in the job's state visiting order from 1.
+//! With `rocksdb`, a checkpoint is a native RocksDB checkpoint of that live instance: its
+//! memtables are flushed and its SST files hard-linked; only files not already in `shared/` are
+//! new (Flink's incremental RocksDB checkpoints work the same way). Nothing is copied row by
+//! row, and restoring links the files back and opens them. With `memory`, a checkpoint is a
 //! full snapshot in `state.bin`: records of `[table u32][key length u32][key][count i64]`, LE.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -21,20 +24,37 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use rocksdb::{DB, IteratorMode, Options, WriteBatch, WriteOptions};
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 
 use super::StateBackendKind;
 use crate::error::{Error, Result};
+use crate::state::StateBackend;
+use crate::state::backend::{OpenMode, Reads};
+use crate::state::files::{io, now_nanos, sync_dir};
 
-/// One state table's part of a checkpoint's sync phase.
-#[derive(Debug)]
-pub enum TableChanges {
-    /// Every row (the table was not tracked, or the backend keeps full snapshots).
-    Full(Vec<(Box<[u8]>, i64)>),
-    /// Rows changed since the previous checkpoint with their new counts (0 = gone).
-    Delta(Vec<(Box<[u8]>, i64)>),
+/// What the sync phase of a checkpoint reads.
+pub enum SnapshotSource {
+    /// The job's live RocksDB instance: a native checkpoint of it.
+    Live(Arc<StateBackend>),
+    /// Every state table's rows (the `memory` backend, or state kept on the heap).
+    Image(StateImage),
+}
+
+/// A restored checkpoint, ready for the job to take over.
+pub enum Restored {
+    /// A native checkpoint opened as the job's live state: its state tables are found again
+    /// by allocating them in the same order; `totals` are their row counts, in that order.
+    Live {
+        /// The opened instance.
+        backend: Arc<StateBackend>,
+        /// Each state table's total count (rows with duplicates).
+        totals: Vec<i64>,
+    },
+    /// Every state table's rows, to load into fresh state.
+    Image(StateImage),
 }
 
 /// The rows of every state table of a job (by state table number), as loaded on restore.
@@ -94,13 +114,18 @@ pub struct Manifest {
     /// manifests written before the field existed).
     #[serde(default)]
     pub state_format: u32,
+    /// Each state table's total count (rows with duplicates), in the job's visiting order
+    /// (rocksdb; a memory image carries its rows).
+    #[serde(default)]
+    pub totals: Vec<i64>,
 }
 
 /// The layout version of the operators' state tables in a checkpoint. A checkpoint of another
 /// version cannot be restored (its rows are keyed differently) and is discarded at open: the
 /// view is then rebuilt from its inputs. 1: join sides keyed by (join key, row); 2: an
-/// aggregate keeps accumulator rows per group and value tables, not its input rows.
-pub const STATE_FORMAT: u32 = 2;
+/// aggregate keeps accumulator rows per group and value tables, not its input rows; 3: a
+/// native checkpoint of the job's live instance, tables keyed by a u64 id.
+pub const STATE_FORMAT: u32 = 3;
 
 /// What the sync phase leaves for the async phase.
 #[derive(Debug)]
@@ -119,20 +144,20 @@ pub enum PendingSnapshot {
     },
 }
 
-/// One job's checkpoints and working state database.
+/// One job's checkpoints, and where its live state database lives.
 pub struct CheckpointStorage {
     dir: PathBuf,
     work_dir: PathBuf,
     backend: StateBackendKind,
-    db: Option<DB>,
+    /// Names the live database's directory and its new files in `shared/`.
     incarnation: String,
-    /// Files of the working DB that came from `shared/` on restore: name to shared name.
+    /// Files of the live DB that came from `shared/` on restore: name to shared name.
     restored: HashMap<String, String>,
     /// Shared file to the number of completed (or committing) checkpoints using it.
     refs: HashMap<String, usize>,
     completed: BTreeMap<u64, Manifest>,
-    /// Bumped whenever the working database is replaced (reset or restore): state changes
-    /// captured before must not be written into the new one.
+    /// Bumped whenever the live database is replaced (reset or restore): a snapshot taken
+    /// before belongs to the old state and is not committed.
     generation: u64,
     /// The last retention policy (`checkpoint.retained`, downstream epochs), applied again as
     /// soon as a checkpoint commits; 0 until the first policy arrives.
@@ -149,31 +174,10 @@ impl std::fmt::Debug for CheckpointStorage {
     }
 }
 
-fn io(context: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::State(format!("{context} {}: {e}", path.display()))
-}
-
-fn now_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
-
-fn table_prefix(table: u32) -> [u8; 4] {
-    table.to_be_bytes()
-}
-
-fn sync_dir(path: &Path) {
-    if let Ok(f) = fs::File::open(path) {
-        let _ = f.sync_all();
-    }
-}
-
 impl CheckpointStorage {
     /// Opens a job's checkpoint directory: loads completed checkpoints, deletes what an
     /// interrupted checkpoint left (directories without `_metadata.json`, unreferenced shared
-    /// files). The working database is opened by [`Self::reset_working`] or [`Self::restore`].
+    /// files). The live database is opened by [`Self::reset_working`] or [`Self::restore`].
     ///
     /// # Errors
     /// [`Error::State`] on I/O errors or an unreadable manifest.
@@ -218,7 +222,6 @@ impl CheckpointStorage {
             dir,
             work_dir,
             backend,
-            db: None,
             incarnation: format!("{:x}", now_nanos()),
             restored: HashMap::new(),
             refs: HashMap::new(),
@@ -245,7 +248,7 @@ impl CheckpointStorage {
     }
 
     fn db_dir(&self) -> PathBuf {
-        self.work_dir.join("db")
+        self.work_dir.join(format!("db-{}", self.incarnation))
     }
 
     /// The working database's generation (see the field's doc).
@@ -285,39 +288,24 @@ impl CheckpointStorage {
         self.completed.keys().next_back().copied().unwrap_or(0)
     }
 
-    fn open_db(path: &Path) -> Result<DB> {
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        opts.set_max_open_files(256);
-        DB::open(&opts, path).map_err(|e| Error::State(format!("job state database: {e}")))
-    }
-
-    /// Starts from empty state: a fresh working database (rocksdb).
+    /// Starts from empty state: a fresh live database, a sibling of `root`.
     ///
     /// # Errors
     /// [`Error::State`] on I/O or RocksDB errors.
-    pub fn reset_working(&mut self) -> Result<()> {
+    pub fn reset_working(&mut self, root: &StateBackend) -> Result<Arc<StateBackend>> {
         self.generation += 1;
-        self.db = None;
         self.restored.clear();
         self.incarnation = format!("{:x}", now_nanos());
-        if self.backend == StateBackendKind::RocksDb {
-            let path = self.db_dir();
-            if path.exists() {
-                fs::remove_dir_all(&path).map_err(|e| io("cannot remove", &path, e))?;
-            }
-            self.db = Some(Self::open_db(&path)?);
-        }
-        Ok(())
+        root.open_sibling(&self.db_dir(), OpenMode::Fresh, Reads::Scans)
     }
 
-    /// Restores checkpoint `id`: the working database becomes the checkpoint's (hard links of
-    /// its shared files) and every state row is returned.
+    /// Restores checkpoint `id`. A native checkpoint becomes the live database (hard links of
+    /// its shared files, opened as a sibling of `root`); without `root` (state on the heap) its
+    /// rows are read out. A memory checkpoint's rows are returned.
     ///
     /// # Errors
     /// [`Error::State`] when the checkpoint is missing or its files are unreadable.
-    pub fn restore(&mut self, id: u64) -> Result<StateImage> {
+    pub fn restore(&mut self, id: u64, root: Option<&StateBackend>) -> Result<Restored> {
         let manifest = self
             .completed
             .get(&id)
@@ -325,26 +313,14 @@ impl CheckpointStorage {
             .ok_or_else(|| Error::State(format!("checkpoint {id} is not available")))?;
         let chk = self.chk_dir(id);
         self.generation += 1;
-        self.db = None;
         self.restored.clear();
         self.incarnation = format!("{:x}", now_nanos());
-        let mut image = StateImage::default();
         if manifest.backend == "memory" {
             let path = chk.join("state.bin");
             let bytes = fs::read(&path).map_err(|e| io("cannot read", &path, e))?;
+            let mut image = StateImage::default();
             decode_image(&bytes, &mut image)?;
-            if self.backend == StateBackendKind::RocksDb {
-                // The job moved from memory to rocksdb: start its database from the image.
-                self.reset_working()?;
-                self.write_changes(
-                    image
-                        .tables
-                        .iter()
-                        .map(|t| TableChanges::Full(t.clone()))
-                        .collect(),
-                )?;
-            }
-            return Ok(image);
+            return Ok(Restored::Image(image));
         }
         let path = self.db_dir();
         if path.exists() {
@@ -367,93 +343,46 @@ impl CheckpointStorage {
                     .map_err(|e| io("cannot restore", &entry.path(), e))?;
             }
         }
-        let db = Self::open_db(&path)?;
-        for item in db.iterator(IteratorMode::Start) {
-            let (k, v) = item.map_err(|e| Error::State(format!("job state database: {e}")))?;
-            if k.len() < 4 || v.len() != 8 {
-                return Err(Error::State(format!(
-                    "corrupt state row in checkpoint {id}"
-                )));
+        match root {
+            Some(root) => Ok(Restored::Live {
+                backend: root.open_sibling(&path, OpenMode::Existing, Reads::Scans)?,
+                totals: manifest.totals.clone(),
+            }),
+            None => {
+                // State on the heap: read the rows out of a temporary instance. Table ids
+                // are the visiting order from 1; ids past the checkpointed tables hold
+                // derived state (indexes), rebuilt by the job.
+                let tables = manifest.totals.len();
+                let reader = StateBackend::open_existing(&path, 64 << 20)?;
+                let mut image = StateImage::default();
+                image.tables.resize_with(tables, Vec::new);
+                reader.scan_all(&mut |table, key, count| {
+                    if (1..=tables as u64).contains(&table) {
+                        image.push(table as usize - 1, key, count);
+                    }
+                    Ok(())
+                })?;
+                drop(reader);
+                let _ = fs::remove_dir_all(&path);
+                Ok(Restored::Image(image))
             }
-            let table = u32::from_be_bytes([k[0], k[1], k[2], k[3]]) as usize;
-            let count = i64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
-            image.push(table, &k[4..], count);
         }
-        self.db = Some(db);
-        if self.backend == StateBackendKind::Memory {
-            self.db = None;
-        }
-        Ok(image)
     }
 
-    /// Writes state changes into the working database (rocksdb; the WAL is off, a checkpoint
-    /// makes them durable). A no-op for `memory`.
-    ///
-    /// # Errors
-    /// [`Error::State`] on RocksDB errors.
-    pub fn write_changes(&mut self, tables: Vec<TableChanges>) -> Result<()> {
-        if self.backend != StateBackendKind::RocksDb {
-            return Ok(());
-        }
-        if self.db.is_none() {
-            self.reset_working()?;
-        }
-        let Some(db) = &self.db else {
-            return Err(Error::State("job state database is not open".into()));
-        };
-        let mut batch = WriteBatch::default();
-        for (i, t) in tables.iter().enumerate() {
-            let prefix = table_prefix(i as u32);
-            let (rows, full) = match t {
-                TableChanges::Full(rows) => (rows, true),
-                TableChanges::Delta(rows) => (rows, false),
-            };
-            if full {
-                batch.delete_range(prefix, table_prefix(i as u32 + 1));
-            }
-            for (k, c) in rows {
-                let mut key = Vec::with_capacity(4 + k.len());
-                key.extend_from_slice(&prefix);
-                key.extend_from_slice(k);
-                if *c > 0 {
-                    batch.put(&key, c.to_le_bytes());
-                } else if !full {
-                    batch.delete(&key);
-                }
-            }
-        }
-        let mut opts = WriteOptions::default();
-        opts.disable_wal(true);
-        db.write_opt(batch, &opts)
-            .map_err(|e| Error::State(format!("job state database: {e}")))
-    }
-
-    /// The sync phase of checkpoint `id`: for rocksdb, flush and take a native RocksDB
-    /// checkpoint (hard links) into a temporary directory; for memory, keep the full image.
+    /// The sync phase of checkpoint `id`: a native RocksDB checkpoint of the live instance
+    /// (flush and hard links) into a temporary directory, or the full image.
     ///
     /// # Errors
     /// [`Error::State`] on RocksDB or I/O errors.
-    pub fn snapshot(&mut self, id: u64, image: Option<StateImage>) -> Result<PendingSnapshot> {
-        match self.backend {
-            StateBackendKind::Memory => Ok(PendingSnapshot::Memory {
-                image: image.unwrap_or_default(),
-            }),
-            StateBackendKind::RocksDb => {
-                if self.db.is_none() {
-                    self.reset_working()?;
-                }
-                let Some(db) = &self.db else {
-                    return Err(Error::State("job state database is not open".into()));
-                };
-                db.flush()
-                    .map_err(|e| Error::State(format!("job state database: {e}")))?;
+    pub fn snapshot(&mut self, id: u64, source: SnapshotSource) -> Result<PendingSnapshot> {
+        match source {
+            SnapshotSource::Image(image) => Ok(PendingSnapshot::Memory { image }),
+            SnapshotSource::Live(db) => {
                 let tmp = self.dir.join(format!("chk-{id}.tmp"));
                 if tmp.exists() {
                     let _ = fs::remove_dir_all(&tmp);
                 }
-                rocksdb::checkpoint::Checkpoint::new(db)
-                    .and_then(|c| c.create_checkpoint(&tmp))
-                    .map_err(|e| Error::State(format!("native checkpoint: {e}")))?;
+                db.checkpoint(&tmp)?;
                 let mut shared_names = HashMap::new();
                 for entry in fs::read_dir(&tmp).map_err(|e| io("cannot read", &tmp, e))? {
                     let entry = entry.map_err(|e| io("cannot read", &tmp, e))?;
@@ -658,13 +587,12 @@ impl CheckpointStorage {
         self.completed.values().map(|m| m.epoch).collect()
     }
 
-    /// Deletes every checkpoint and the working database (the view was dropped).
+    /// Deletes every checkpoint (the view was dropped). The live database's directory goes
+    /// when the job's instance is dropped.
     pub fn destroy(&mut self) {
         self.completed.clear();
         self.refs.clear();
-        self.db = None;
         let _ = fs::remove_dir_all(&self.dir);
-        let _ = fs::remove_dir_all(&self.work_dir);
     }
 
     /// Names of the files in `shared/` (for tests and diagnostics).
@@ -750,28 +678,42 @@ mod tests {
             end_unix_ms: 0,
             offsets: BTreeMap::new(),
             state_format: STATE_FORMAT,
+            totals: vec![],
         }
+    }
+
+    /// Writes `rows` into table 1 of `db` (as a state table with id 1 would hold them).
+    fn put(db: &StateBackend, rows: &[(Box<[u8]>, i64)]) {
+        let mut batch = rocksdb::WriteBatch::default();
+        for (k, c) in rows {
+            batch.put(
+                crate::state::backend::stored_key(1, k),
+                crate::state::backend::encode_count(*c),
+            );
+        }
+        db.write(batch).unwrap();
     }
 
     #[test]
     fn rocksdb_checkpoints_are_incremental_and_shared_files_counted() {
         let dir = tempfile::tempdir().unwrap();
+        let root = StateBackend::open(&dir.path().join("state"), 64 << 20).unwrap();
         let mut s = CheckpointStorage::open(
             dir.path().join("chk"),
             dir.path().join("work"),
             StateBackendKind::RocksDb,
         )
         .unwrap();
-        s.reset_working().unwrap();
-        s.write_changes(vec![TableChanges::Full(rows(50_000, 0))])
-            .unwrap();
-        let p = s.snapshot(1, None).unwrap();
+        let live = s.reset_working(&root).unwrap();
+        put(&live, &rows(50_000, 0));
+        let p = s.snapshot(1, SnapshotSource::Live(live.clone())).unwrap();
         let m1 = s.persist(manifest(1), p).unwrap();
         s.commit(m1.clone()).unwrap();
-        s.write_changes(vec![TableChanges::Delta(rows(10, 50_000))])
-            .unwrap();
-        let p = s.snapshot(2, None).unwrap();
-        let m2 = s.persist(manifest(2), p).unwrap();
+        put(&live, &rows(10, 50_000));
+        let p = s.snapshot(2, SnapshotSource::Live(live.clone())).unwrap();
+        let mut m2 = manifest(2);
+        m2.totals = vec![50_010];
+        let m2 = s.persist(m2, p).unwrap();
         s.commit(m2.clone()).unwrap();
         assert!(m2.persisted_bytes * 20 < m2.state_bytes, "{m2:?}");
         // Retaining only the newest keeps the first SST (still used) and drops chk-1.
@@ -780,7 +722,28 @@ mod tests {
         for f in &m2.files {
             assert!(dir.path().join("chk/shared").join(&f.shared).exists());
         }
-        let image = s.restore(2).unwrap();
+        // Rows written after the checkpoint are not in it.
+        put(&live, &rows(5, 90_000));
+        let old_dir = live.dir().to_path_buf();
+        drop(live);
+        assert!(!old_dir.exists(), "a replaced live database is removed");
+        let Restored::Live { backend, .. } = s.restore(2, Some(&root)).unwrap() else {
+            panic!("a native checkpoint restores as a live database");
+        };
+        let mut n = 0;
+        backend
+            .scan_all(&mut |table, _, c| {
+                assert_eq!((table, c), (1, 1));
+                n += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(n, 50_010);
+        // The same checkpoint read out as rows, for state on the heap.
+        let Restored::Image(image) = s.restore(2, None).unwrap() else {
+            panic!("without a root the rows are read out");
+        };
+        assert_eq!(image.tables.len(), 1);
         assert_eq!(image.rows(), 50_010);
     }
 
@@ -796,10 +759,12 @@ mod tests {
         let image = StateImage {
             tables: vec![rows(3, 0), vec![], rows(2, 7)],
         };
-        let p = s.snapshot(1, Some(image)).unwrap();
+        let p = s.snapshot(1, SnapshotSource::Image(image)).unwrap();
         let m = s.persist(manifest(1), p).unwrap();
         s.commit(m).unwrap();
-        let back = s.restore(1).unwrap();
+        let Restored::Image(back) = s.restore(1, None).unwrap() else {
+            panic!("a memory checkpoint restores as rows");
+        };
         assert_eq!(back.tables[0].len(), 3);
         assert_eq!(back.tables[2].len(), 2);
     }
@@ -820,7 +785,7 @@ mod tests {
             let image = StateImage {
                 tables: vec![rows(3, 0)],
             };
-            let p = s.snapshot(id, Some(image)).unwrap();
+            let p = s.snapshot(id, SnapshotSource::Image(image)).unwrap();
             let m = s.persist(manifest(id), p).unwrap();
             s.commit(m).unwrap();
         }

@@ -6,7 +6,9 @@
 //! contiguous key range and a key prefix of a table is a contiguous sub-range (prefix and
 //! range scans are RocksDB range iterations). Writes go to the memtable without a WAL: the
 //! backend is a working store, rebuilt at every start from the durable store (tables'
-//! snapshots and changelogs) and from checkpoints, so it is emptied when it opens.
+//! snapshots and changelogs) and from checkpoints, so it is emptied when it opens. Each
+//! materialized view's job has a sibling instance of its own (same options, same budget), so
+//! that a native RocksDB checkpoint of the sibling is a checkpoint of the job's state.
 //!
 //! Memory: RocksDB's block cache and its memtables share one budget, `--memory-limit`
 //! (the memtables are charged to the cache through a write buffer manager, as RocksDB's
@@ -14,8 +16,8 @@
 
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use rocksdb::{
     BlockBasedOptions, Cache, DB, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
@@ -89,41 +91,18 @@ pub struct MemoryUsage {
     pub disk: u64,
 }
 
-/// The RocksDB instance behind stored state tables (see the module docs).
-pub struct StateBackend {
-    db: Arc<DB>,
+/// What every RocksDB instance of the process shares: one block cache, one write buffer
+/// manager charging the memtables to it, the budget, and the open instances (for
+/// [`StateBackend::usage`]).
+struct Shared {
     cache: Cache,
+    buffers: WriteBufferManager,
     limit: u64,
-    dir: PathBuf,
-    next_id: AtomicU64,
-    write: WriteOptions,
+    instances: std::sync::Mutex<Vec<Weak<StateBackend>>>,
 }
 
-impl std::fmt::Debug for StateBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateBackend")
-            .field("dir", &self.dir)
-            .field("limit", &self.limit)
-            .finish()
-    }
-}
-
-impl StateBackend {
-    /// Opens an empty backend in `dir` (anything there is removed first) with a memory budget
-    /// of `limit` bytes.
-    ///
-    /// # Errors
-    /// [`Error::State`] when the directory cannot be emptied or RocksDB fails to open.
-    pub fn open(dir: &Path, limit: u64) -> Result<Arc<Self>> {
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(|e| {
-                Error::State(format!(
-                    "cannot empty state directory {}: {e}",
-                    dir.display()
-                ))
-            })?;
-        }
-        std::fs::create_dir_all(dir)?;
+impl Shared {
+    fn new(limit: u64) -> Arc<Self> {
         let cache = Cache::new_lru_cache(limit as usize);
         // Memtables take at most half of the budget, charged to the cache so that cache and
         // memtables together stay within it.
@@ -133,8 +112,135 @@ impl StateBackend {
             true,
             cache.clone(),
         );
+        Arc::new(Shared {
+            cache,
+            buffers,
+            limit,
+            instances: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// A visitor of stored rows: `f(table id, row key, count)`.
+pub(crate) type RowVisitor<'a> = dyn FnMut(u64, &[u8], i64) -> Result<()> + 'a;
+
+/// How [`StateBackend::open_sibling`] treats the directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Empty: anything in the directory is removed first.
+    Fresh,
+    /// The database already in the directory (the files of a restored checkpoint).
+    Existing,
+}
+
+/// How an instance is read, which decides whether its memtables keep a bloom filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Point lookups of keys mostly absent (primary-key checks on inserts): each memtable
+    /// keeps a bloom filter of its keys (5% of the memtable's size, allocated with it).
+    Lookups,
+    /// Iterators (operators read by prefix): no memtable bloom filter, which would cost
+    /// memory per instance and serve no read.
+    Scans,
+}
+
+/// One RocksDB instance behind stored state tables (see the module docs). The root instance
+/// ([`StateBackend::open`]) holds tables and their indexes; each materialized view's job has a
+/// sibling ([`StateBackend::open_sibling`]) holding its operators' state and the view's rows,
+/// so that a native RocksDB checkpoint of the sibling is a checkpoint of the job. All share
+/// one memory budget.
+pub struct StateBackend {
+    db: Arc<DB>,
+    shared: Arc<Shared>,
+    dir: PathBuf,
+    next_id: AtomicU64,
+    write: WriteOptions,
+    /// Declared after `db`, so it runs once the database is closed: removes a sibling's
+    /// directory (a job's working state is disposable once replaced or dropped).
+    _cleanup: Option<RemoveDir>,
+}
+
+/// Removes a directory when dropped.
+struct RemoveDir(PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.0.display(), error = %e, "cannot remove a state directory");
+        }
+    }
+}
+
+impl std::fmt::Debug for StateBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateBackend")
+            .field("dir", &self.dir)
+            .field("limit", &self.shared.limit)
+            .finish()
+    }
+}
+
+impl StateBackend {
+    /// Opens the root backend, empty, in `dir` (anything there is removed first) with a
+    /// memory budget of `limit` bytes shared by it and every sibling opened from it.
+    ///
+    /// # Errors
+    /// [`Error::State`] when the directory cannot be emptied or RocksDB fails to open.
+    pub fn open(dir: &Path, limit: u64) -> Result<Arc<Self>> {
+        Self::open_in(
+            Shared::new(limit),
+            dir,
+            OpenMode::Fresh,
+            Reads::Lookups,
+            false,
+        )
+    }
+
+    /// Opens the database already in `dir` on its own, with a budget of `limit` bytes (to read
+    /// a checkpoint's rows out when state is kept on the heap).
+    ///
+    /// # Errors
+    /// [`Error::State`] when RocksDB fails to open.
+    pub fn open_existing(dir: &Path, limit: u64) -> Result<Arc<Self>> {
+        Self::open_in(
+            Shared::new(limit),
+            dir,
+            OpenMode::Existing,
+            Reads::Scans,
+            false,
+        )
+    }
+
+    /// Opens another instance in `dir` under this one's memory budget (block cache and write
+    /// buffer manager). The directory is removed when the instance is dropped.
+    ///
+    /// # Errors
+    /// [`Error::State`] on I/O errors or when RocksDB fails to open.
+    pub fn open_sibling(&self, dir: &Path, mode: OpenMode, reads: Reads) -> Result<Arc<Self>> {
+        Self::open_in(Arc::clone(&self.shared), dir, mode, reads, true)
+    }
+
+    fn open_in(
+        shared: Arc<Shared>,
+        dir: &Path,
+        mode: OpenMode,
+        reads: Reads,
+        remove_on_drop: bool,
+    ) -> Result<Arc<Self>> {
+        if mode == OpenMode::Fresh && dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| {
+                Error::State(format!(
+                    "cannot empty state directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        std::fs::create_dir_all(dir)?;
+        let limit = shared.limit;
         let mut table = BlockBasedOptions::default();
-        table.set_block_cache(&cache);
+        table.set_block_cache(&shared.cache);
         // Index and bloom filter blocks are charged to the cache too, partitioned (as RocksDB's
         // "Partitioned Index/Filters" wiki page recommends when memory is bounded): a lookup
         // loads one small partition, not a whole file's filter; the top levels stay pinned.
@@ -149,13 +255,15 @@ impl StateBackend {
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         opts.set_block_based_table_factory(&table);
-        opts.set_write_buffer_manager(&buffers);
+        opts.set_write_buffer_manager(&shared.buffers);
         opts.set_write_buffer_size(((limit / 8) as usize).clamp(1 << 20, 64 << 20));
         opts.set_max_write_buffer_number(4);
-        // A bloom filter over whole keys in the memtables: a read of a key not written
-        // recently (most inserts) skips the memtables' skip lists.
-        opts.set_memtable_whole_key_filtering(true);
-        opts.set_memtable_prefix_bloom_ratio(0.05);
+        if reads == Reads::Lookups {
+            // A bloom filter over whole keys in the memtables: a read of a key not written
+            // recently (most inserts) skips the memtables' skip lists.
+            opts.set_memtable_whole_key_filtering(true);
+            opts.set_memtable_prefix_bloom_ratio(0.05);
+        }
         // The default column family opened by name, so that batched MultiGet can address it.
         opts.set_merge_operator_associative("weir_add_counts", add_counts);
         opts.set_compaction_filter(
@@ -173,14 +281,86 @@ impl StateBackend {
         let db = DB::open_cf_descriptors(&opts, dir, [default])?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
-        Ok(Arc::new(StateBackend {
+        let backend = Arc::new(StateBackend {
             db: Arc::new(db),
-            cache,
-            limit,
+            shared: Arc::clone(&shared),
             dir: dir.to_path_buf(),
             next_id: AtomicU64::new(1),
             write,
-        }))
+            _cleanup: remove_on_drop.then(|| RemoveDir(dir.to_path_buf())),
+        });
+        let mut instances = shared.instances.lock().unwrap_or_else(|e| e.into_inner());
+        instances.retain(|w| w.strong_count() > 0);
+        instances.push(Arc::downgrade(&backend));
+        Ok(backend)
+    }
+
+    /// A native RocksDB checkpoint of this instance in `path` (which must not exist): the
+    /// memtables are flushed, then every live SST file is hard-linked (copied across file
+    /// systems) and the small metadata files are written. Costs the memtables' flush and one
+    /// link per file, not the rows stored.
+    ///
+    /// # Errors
+    /// [`Error::State`] on RocksDB or I/O errors.
+    pub fn checkpoint(&self, path: &Path) -> Result<()> {
+        self.db
+            .flush()
+            .map_err(|e| Error::State(format!("state flush: {e}")))?;
+        rocksdb::checkpoint::Checkpoint::new(&self.db)
+            .and_then(|c| c.create_checkpoint(path))
+            .map_err(|e| Error::State(format!("native checkpoint: {e}")))
+    }
+
+    /// The directory of this instance.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Removes every row of the tables not allocated yet (ids from the next one on): after
+    /// the tables of a restored checkpoint were allocated again in their original order,
+    /// what remains is derived state to rebuild (secondary indexes).
+    ///
+    /// # Errors
+    /// RocksDB write errors.
+    pub(crate) fn drop_unallocated(&self) -> Result<()> {
+        let next = self.next_id.load(Ordering::Relaxed);
+        let mut batch = WriteBatch::default();
+        batch.delete_range(table_prefix(next), table_prefix(u64::MAX));
+        self.write(batch)
+    }
+
+    /// Every row of every table of this instance: `f(table id, row key, count)` in key order.
+    ///
+    /// # Errors
+    /// RocksDB read errors; errors of `f`.
+    pub(crate) fn scan_all(&self, f: &mut RowVisitor<'_>) -> Result<()> {
+        let mut it = self.db.raw_iterator();
+        it.seek_to_first();
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            if k.len() < 8 || v.len() < 8 {
+                return Err(Error::State(format!(
+                    "corrupt state row in {}",
+                    self.dir.display()
+                )));
+            }
+            let count = decode_count(v);
+            if count > 0 {
+                let id = u64::from_be_bytes(k[..8].try_into().unwrap_or([0; 8]));
+                f(id, &k[8..], count)?;
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(())
+    }
+
+    /// Allocates table ids from `first` on (if the next id is lower): ids below it are the
+    /// caller's to assign (see [`StateTable::store_as`](super::StateTable::store_as)).
+    pub(crate) fn allocate_from(&self, first: u64) {
+        self.next_id.fetch_max(first, Ordering::Relaxed);
     }
 
     /// A new table id: the key prefix of a new stored state table.
@@ -190,18 +370,31 @@ impl StateBackend {
 
     /// The memory budget in bytes.
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.shared.limit
     }
 
-    /// Memory and disk in use now.
+    /// Memory and disk in use now, by every instance sharing this one's budget.
     pub fn usage(&self) -> MemoryUsage {
-        let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
-        MemoryUsage {
-            limit: self.limit,
-            cache: self.cache.get_usage() as u64,
-            memtables: prop("rocksdb.cur-size-all-mem-tables"),
-            disk: prop("rocksdb.estimate-live-data-size"),
+        let instances: Vec<Arc<StateBackend>> = self
+            .shared
+            .instances
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut usage = MemoryUsage {
+            limit: self.shared.limit,
+            cache: self.shared.cache.get_usage() as u64,
+            memtables: 0,
+            disk: 0,
+        };
+        for b in &instances {
+            let prop = |name: &str| b.db.property_int_value(name).ok().flatten().unwrap_or(0);
+            usage.memtables += prop("rocksdb.cur-size-all-mem-tables");
+            usage.disk += prop("rocksdb.estimate-live-data-size");
         }
+        usage
     }
 
     /// The count of a stored key; `None` when absent (or merged down to zero).
@@ -211,18 +404,6 @@ impl StateBackend {
             .get_pinned(key)?
             .map(|v| decode_count(&v))
             .filter(|c| *c > 0))
-    }
-
-    /// The counts of many stored keys at once (RocksDB's batched MultiGet), in order.
-    pub(crate) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<i64>>> {
-        let Some(cf) = self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME) else {
-            return keys.iter().map(|k| self.get(k)).collect();
-        };
-        self.db
-            .batched_multi_get_cf(cf, keys.iter(), keys.is_sorted())
-            .into_iter()
-            .map(|r| Ok(r?.map(|v| decode_count(&v)).filter(|c| *c > 0)))
-            .collect()
     }
 
     pub(crate) fn write(&self, batch: WriteBatch) -> Result<()> {

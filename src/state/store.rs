@@ -36,37 +36,9 @@ pub struct ChangelogEntry {
     pub change: ChangeBatch,
 }
 
-/// The rows of one table snapshot step, gathered row by row into one write batch (about
-/// 45 bytes per changed row), then committed by [`Store::commit_table_snapshot`].
-pub struct TableSnapshotStep {
-    table_id: u64,
-    wb: WriteBatch,
-}
-
-impl TableSnapshotStep {
-    /// A step of table `table_id`; `full`: it replaces the whole snapshot.
-    pub fn new(table_id: u64, full: bool) -> Self {
-        let mut wb = WriteBatch::default();
-        if full {
-            wb.delete_range(snapshot_prefix(table_id), snapshot_prefix(table_id + 1));
-        }
-        TableSnapshotStep { table_id, wb }
-    }
-
-    /// Sets a row's count in the snapshot (0 or less: the row is gone). Idempotent: a row
-    /// set twice with its current count is written once in effect.
-    pub fn row(&mut self, row: &[u8], count: i64) {
-        let mut key = snapshot_prefix(self.table_id);
-        key.extend_from_slice(row);
-        if count > 0 {
-            self.wb.put(key, count.to_be_bytes());
-        } else {
-            self.wb.delete(key);
-        }
-    }
-}
-
-/// A table's contents as last snapshotted (see [`Store::write_table_snapshot`]).
+/// A table's contents as snapshotted in the store by earlier versions (rows under
+/// `s/<table id>/<row key>`, position under `m/table_snapshot/<id>`); read once at start,
+/// replaced by the table's first native snapshot (see [`crate::state::TableSnapshots`]).
 #[derive(Debug)]
 pub struct TableSnapshot {
     /// The newest changelog sequence number the snapshot holds.
@@ -82,7 +54,7 @@ pub struct TableSnapshot {
 /// Keys: `m/<name>` for metadata (the catalog), `c/<table id: u64 BE>/<seq: u64 BE>` for
 /// changelog entries, whose value is `<epoch: u64 BE>` followed by an Arrow IPC stream of one
 /// batch (the table's columns plus a weight column); `s/<table id>/<row key>` for table
-/// snapshots (see [`Store::write_table_snapshot`]).
+/// snapshots of earlier versions (see [`TableSnapshot`]).
 pub struct Store {
     db: DB,
     dir: PathBuf,
@@ -259,56 +231,23 @@ impl Store {
         Ok(out)
     }
 
-    /// Writes a table snapshot step atomically and synced (one write batch): the rows changed
-    /// since the previous step with their counts now (0 deletes the row; with `full`, `changed`
-    /// is the whole table and replaces the old snapshot's rows), the snapshot's
-    /// position (it holds every changelog entry up to `seq`, the newest of epoch `epoch`),
-    /// and, when `truncate_through > 0`, the deletion of changelog entries `1..=truncate_through`
-    /// (which the caller guarantees no recovery needs any more). Work is proportional to the
-    /// rows changed, not to the table.
-    ///
-    /// Keys: `s/<table id: u64 BE>/<row key>` → count (`i64` BE); `m/table_snapshot/<id>` →
-    /// `<seq: u64 BE><epoch: u64 BE>`.
+    /// Deletes changelog entries `1..=through` of a table (which the caller guarantees no
+    /// recovery needs any more; nothing when `through` is 0) and, with `drop_legacy`, the
+    /// snapshot an earlier version kept in the store: one synced write batch.
     ///
     /// # Errors
     /// [`Error::State`] on a RocksDB failure.
-    pub fn write_table_snapshot(
-        &self,
-        table_id: u64,
-        changed: &[(Box<[u8]>, i64)],
-        full: bool,
-        seq: u64,
-        epoch: Epoch,
-        truncate_through: u64,
-    ) -> Result<()> {
-        let mut step = TableSnapshotStep::new(table_id, full);
-        for (row, count) in changed {
-            step.row(row, *count);
-        }
-        self.commit_table_snapshot(step, seq, epoch, truncate_through)
-    }
-
-    /// Commits a snapshot step built row by row (see [`Store::write_table_snapshot`]): one
-    /// atomic, synced write.
-    ///
-    /// # Errors
-    /// [`Error::State`] on a RocksDB failure.
-    pub fn commit_table_snapshot(
-        &self,
-        step: TableSnapshotStep,
-        seq: u64,
-        epoch: Epoch,
-        truncate_through: u64,
-    ) -> Result<()> {
-        let TableSnapshotStep { table_id, mut wb } = step;
-        let mut position = seq.to_be_bytes().to_vec();
-        position.extend_from_slice(&epoch.0.to_be_bytes());
-        wb.put(meta_key(&snapshot_meta(table_id)), position);
-        if truncate_through > 0 {
+    pub fn truncate_changelog(&self, table_id: u64, through: u64, drop_legacy: bool) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        if through > 0 {
             wb.delete_range(
                 changelog_key(table_id, 0),
-                changelog_key(table_id, truncate_through.saturating_add(1)),
+                changelog_key(table_id, through.saturating_add(1)),
             );
+        }
+        if drop_legacy {
+            wb.delete_range(snapshot_prefix(table_id), snapshot_prefix(table_id + 1));
+            wb.delete(meta_key(&snapshot_meta(table_id)));
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(true);

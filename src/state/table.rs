@@ -38,18 +38,8 @@ pub type RowKey = Arc<[u8]>;
 /// A row's key bytes and its count (the number of copies of the row; 0 = deleted).
 pub type KeyCount = (Box<[u8]>, i64);
 
-/// A chunk of changed rows: each row's key bytes and current count (0 = deleted).
-pub type ChangedChunk<'a> = &'a [(&'a [u8], i64)];
-
 /// Rows per batch when a snapshot is decoded for a reader.
 pub const SCAN_BATCH_ROWS: usize = 65_536;
-
-/// Keys changed since the last checkpoint, back to back in one buffer.
-#[derive(Default)]
-struct ChangedKeys {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
 
 /// How a state table orders its rows: the declared key columns first, then the others in
 /// schema order; every column takes part in the key (the table is a multiset of rows).
@@ -388,10 +378,6 @@ pub struct StateTable {
     rows: RowMap,
     /// Sum of all counts (the number of rows with duplicates).
     total: i64,
-    /// The epoch write buffer: keys changed since the last checkpoint, appended back to back
-    /// (duplicates allowed; cheaper than a set on the hot path). `None` when changes are not
-    /// tracked, so the next checkpoint must write the whole table.
-    dirty: Option<ChangedKeys>,
 }
 
 impl std::fmt::Debug for StateTable {
@@ -421,7 +407,6 @@ impl StateTable {
             layout: Arc::new(KeyLayout::new(schema, key)?),
             rows: RowMap::Ordered(OrdMap::new()),
             total: 0,
-            dirty: None,
         })
     }
 
@@ -432,7 +417,6 @@ impl StateTable {
             layout,
             rows: RowMap::Ordered(OrdMap::new()),
             total: 0,
-            dirty: None,
         }
     }
 
@@ -447,7 +431,6 @@ impl StateTable {
             layout: Arc::new(KeyLayout::new(schema, &[])?),
             rows: RowMap::Hashed(HashMap::new()),
             total: 0,
-            dirty: None,
         })
     }
 
@@ -473,9 +456,22 @@ impl StateTable {
         if matches!(self.rows, RowMap::Stored(_)) {
             return Ok(());
         }
+        self.store_as(backend, backend.allocate())
+    }
+
+    /// Moves this table's rows into `backend` under the table id `id`, which the caller keeps
+    /// unique in that backend (a relation's id, so that the rows are found again after a
+    /// restart); rows already stored there under `id` belong to the table.
+    ///
+    /// # Errors
+    /// RocksDB write errors.
+    pub fn store_as(&mut self, backend: &Arc<StateBackend>, id: u64) -> Result<()> {
+        if matches!(self.rows, RowMap::Stored(_)) {
+            return Ok(());
+        }
         let stored = StoredRows {
             backend: Arc::clone(backend),
-            id: backend.allocate(),
+            id,
         };
         let mut batch = WriteBatch::default();
         self.rows.for_each(&mut |k, c| {
@@ -500,81 +496,6 @@ impl StateTable {
         &self.layout
     }
 
-    /// Starts recording changed keys for incremental checkpoints (the next
-    /// [`StateTable::take_changes`] then returns only what changed from now on).
-    pub fn track_changes(&mut self) {
-        self.dirty = Some(ChangedKeys::default());
-    }
-
-    /// Stops recording changed keys (the next checkpoint must write the whole table).
-    pub fn untrack(&mut self) {
-        self.dirty = None;
-    }
-
-    /// The rows changed since the last call (or since tracking began), each once with its
-    /// current count (0 = deleted), in key order; `None` when changes were not tracked and the
-    /// whole table must be written. Tracking continues afterwards.
-    ///
-    /// # Errors
-    /// RocksDB read errors of a stored table.
-    pub fn take_changes(&mut self) -> Result<Option<Vec<KeyCount>>> {
-        let mut changed = Vec::new();
-        // One chunk: every key once, in key order.
-        let tracked = self.take_changes_in_chunks(usize::MAX, &mut |rows| {
-            changed.extend(rows.iter().map(|(k, c)| (Box::from(*k), *c)));
-            Ok(())
-        })?;
-        Ok(tracked.then_some(changed))
-    }
-
-    /// The current count of each row key (0 when absent); a stored table reads them in one
-    /// batched lookup.
-    fn current_counts(&self, keys: &[&[u8]]) -> Result<Vec<i64>> {
-        match &self.rows {
-            RowMap::Stored(s) => {
-                let stored: Vec<Vec<u8>> = keys.iter().map(|k| s.key(k)).collect();
-                Ok(s.backend
-                    .get_many(&stored)?
-                    .into_iter()
-                    .map(|c| c.unwrap_or(0))
-                    .collect())
-            }
-            rows => keys.iter().map(|k| Ok(rows.get(k)?.unwrap_or(0))).collect(),
-        }
-    }
-
-    /// As [`StateTable::take_changes`], handing the changed rows to `f` in chunks of at most
-    /// `chunk` keys instead of one vector: the memory it takes is one chunk, beside the
-    /// buffer of changed keys. A key changed several times may come in several chunks (with
-    /// the same current count). Returns `false` (calling `f` never) when changes were not
-    /// tracked.
-    ///
-    /// # Errors
-    /// RocksDB read errors of a stored table; errors of `f`.
-    pub fn take_changes_in_chunks(
-        &mut self,
-        chunk: usize,
-        f: &mut dyn FnMut(ChangedChunk<'_>) -> Result<()>,
-    ) -> Result<bool> {
-        let Some(dirty) = self.dirty.replace(ChangedKeys::default()) else {
-            return Ok(false);
-        };
-        let mut start = 0;
-        for ends in dirty.ends.chunks(chunk.max(1)) {
-            let mut keys: Vec<&[u8]> = Vec::with_capacity(ends.len());
-            for end in ends {
-                keys.push(&dirty.bytes[start..*end]);
-                start = *end;
-            }
-            keys.sort_unstable();
-            keys.dedup();
-            let counts = self.current_counts(&keys)?;
-            let rows: Vec<(&[u8], i64)> = keys.into_iter().zip(counts).collect();
-            f(&rows)?;
-        }
-        Ok(true)
-    }
-
     /// Every distinct row's key bytes and count, in key order (unordered tables: in no
     /// particular order). O(n).
     ///
@@ -590,7 +511,7 @@ impl StateTable {
     }
 
     /// Loads rows from a checkpoint or a table snapshot (key bytes in this table's layout,
-    /// counts > 0), without recording them as changes. Keys already present add up.
+    /// counts > 0). Keys already present add up.
     ///
     /// # Errors
     /// RocksDB errors of a stored table.
@@ -638,6 +559,12 @@ impl StateTable {
         self.total == 0
     }
 
+    /// Sets the total count of a table whose rows were restored from a native checkpoint
+    /// (the backend already holds them; the count was recorded with the checkpoint).
+    pub fn set_total(&mut self, total: i64) {
+        self.total = total;
+    }
+
     /// Applies a change batch: each row's count moves by its weight. O(rows × log n).
     ///
     /// # Errors
@@ -680,13 +607,7 @@ impl StateTable {
                 self.rows.add_in_memory(key(i), *w)?;
             }
         }
-        for (i, w) in change.weights.values().iter().enumerate() {
-            if let Some(d) = &mut self.dirty {
-                d.bytes.extend_from_slice(key(i));
-                d.ends.push(d.bytes.len());
-            }
-            self.total += w;
-        }
+        self.total += change.weights.values().iter().sum::<i64>();
         Ok(())
     }
 
@@ -1445,21 +1366,17 @@ mod tests {
     }
 
     #[test]
-    fn stored_tables_track_changes_load_and_drop_their_rows() {
+    fn stored_tables_load_and_drop_their_rows() {
         let (_dir, backend) = stored_backend(64 << 20);
         let c = change(vec![Some("a"), Some("b"), Some("c")], vec![1, 2, 1]);
         let mut t = StateTable::new(c.schema())
             .unwrap()
             .stored(Some(&backend))
             .unwrap();
-        t.track_changes();
         t.apply(&c).unwrap();
         t.apply(&change(vec![Some("c")], vec![-1])).unwrap();
-        let mut changed = t.take_changes().unwrap().unwrap();
-        changed.sort();
-        let counts: Vec<i64> = changed.iter().map(|(_, c)| *c).collect();
-        assert_eq!(counts, vec![1, 2, 0], "a, b and the deleted c");
-        assert_eq!(t.take_changes().unwrap().unwrap().len(), 0);
+        let counts: Vec<i64> = t.rows().unwrap().iter().map(|(_, c)| *c).collect();
+        assert_eq!(counts, vec![1, 2], "a, b; c was deleted");
         // Loading the rows into another stored table reproduces them; the tables do not mix.
         let mut u = StateTable::new(c.schema())
             .unwrap()

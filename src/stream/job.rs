@@ -9,9 +9,9 @@ use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
 use crate::catalog::IndexDef;
-use crate::checkpoint::storage::TableChanges;
 use crate::checkpoint::{
-    CheckpointCoordinator, JobSettings, RestartTracker, StateBackendKind, StateImage,
+    CheckpointCoordinator, JobSettings, RestartTracker, Restored, SnapshotSource, StateBackendKind,
+    StateImage,
 };
 use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
@@ -110,12 +110,18 @@ pub struct Job {
     pub restarts: u64,
     /// The last recovery (at start or after a failure).
     pub last_recovery: Option<Recovery>,
-    /// Where the view's contents live (in memory when `None`).
-    backend: Option<Arc<StateBackend>>,
+    /// The state backend's root instance, whose siblings hold the job's state (the job's
+    /// state is on the heap when `None`).
+    state_root: Option<Arc<StateBackend>>,
+    /// The job's live state: its own RocksDB instance (with a coordinator), the root (without
+    /// one), or none (on the heap).
+    live: Option<Arc<StateBackend>>,
 }
 
 /// A freshly compiled operator tree, the tables it reads, and empty view contents, every
-/// state table in `backend` when given.
+/// state table in `backend` when given. Tables are allocated in the order
+/// [`Job::visit_state`] visits them (the view's rows, then the operators'), so a restored
+/// native checkpoint finds each table under the id it had.
 fn fresh_state(
     plan: &LogicalPlan,
     schema: &SchemaRef,
@@ -123,10 +129,23 @@ fn fresh_state(
 ) -> Result<(Box<dyn Operator>, BTreeSet<RelationId>, StateTable)> {
     let mut sources = BTreeSet::new();
     let mut root = plan::build(plan, &mut sources)?;
-    root.visit_state(&mut |t| t.store_in(backend))?;
     let contents =
         StateTable::with_key(schema.clone(), &plan::stream_key(plan))?.stored(backend)?;
+    root.visit_state(&mut |t| t.store_in(backend))?;
     Ok((root, sources, contents))
+}
+
+/// A fresh home for a job's state: its own RocksDB instance when it has a coordinator, the
+/// root instance when not (a job compiled only for EXPLAIN), or the heap.
+fn fresh_live(
+    coordinator: Option<&CheckpointCoordinator>,
+    root: Option<&Arc<StateBackend>>,
+) -> Result<Option<Arc<StateBackend>>> {
+    Ok(match (coordinator, root) {
+        (Some(c), Some(r)) => Some(c.reset_working(r)?),
+        (None, Some(r)) => Some(Arc::clone(r)),
+        (_, None) => None,
+    })
 }
 
 impl Job {
@@ -140,9 +159,10 @@ impl Job {
         plan: LogicalPlan,
         schema: SchemaRef,
         coordinator: Option<CheckpointCoordinator>,
-        backend: Option<Arc<StateBackend>>,
+        state_root: Option<Arc<StateBackend>>,
     ) -> Result<Self> {
-        let (root, sources, contents) = fresh_state(&plan, &schema, backend.as_ref())?;
+        let live = fresh_live(coordinator.as_ref(), state_root.as_ref())?;
+        let (root, sources, contents) = fresh_state(&plan, &schema, live.as_ref())?;
         let restart = RestartTracker::new(
             coordinator
                 .as_ref()
@@ -163,7 +183,8 @@ impl Job {
             restart,
             restarts: 0,
             last_recovery: None,
-            backend,
+            state_root,
+            live,
         })
     }
 
@@ -269,8 +290,9 @@ impl Job {
     /// # Errors
     /// [`Error::NotSupported`] if the plan no longer compiles.
     pub fn reset(&mut self) -> Result<()> {
-        (self.root, _, self.contents) =
-            fresh_state(&self.plan, &self.schema, self.backend.as_ref())?;
+        let live = fresh_live(self.coordinator.as_ref(), self.state_root.as_ref())?;
+        (self.root, _, self.contents) = fresh_state(&self.plan, &self.schema, live.as_ref())?;
+        self.live = live;
         self.rebuild_indexes()?;
         self.status = JobStatus::Running;
         Ok(())
@@ -325,62 +347,76 @@ impl Job {
         self.root.visit_state(f)
     }
 
-    /// The sync phase's view of the state: each state table's rows changed since the previous
-    /// checkpoint (rocksdb), or all of them (memory, or a table not yet tracked).
+    /// What a checkpoint of the state reads, and each state table's total count (in
+    /// [`Job::visit_state`] order): the job's live RocksDB instance for `rocksdb` (a native
+    /// checkpoint: nothing is read row by row), every row for `memory` or state on the heap.
     ///
     /// # Errors
-    /// None in practice; state visitors do not fail here.
-    pub fn collect_state(&mut self, backend: StateBackendKind) -> Result<Vec<TableChanges>> {
-        let mut out = Vec::new();
+    /// State read errors collecting an image.
+    pub fn checkpoint_source(
+        &mut self,
+        backend: StateBackendKind,
+    ) -> Result<(SnapshotSource, Vec<i64>)> {
+        let mut totals = Vec::new();
         self.visit_state(&mut |t| {
-            let full = |t: &StateTable| t.rows();
-            let change = match backend {
-                StateBackendKind::Memory => TableChanges::Full(full(t)?),
-                StateBackendKind::RocksDb => match t.take_changes()? {
-                    Some(delta) => TableChanges::Delta(delta),
-                    None => {
-                        let rows = full(t)?;
-                        t.track_changes();
-                        TableChanges::Full(rows)
-                    }
-                },
-            };
-            out.push(change);
+            totals.push(t.len());
             Ok(())
         })?;
-        Ok(out)
-    }
-
-    /// Stops tracking changes: the next checkpoint writes every state table in full.
-    pub fn reset_tracking(&mut self) {
-        let _ = self.visit_state(&mut |t| {
-            t.untrack();
+        let own = self
+            .live
+            .as_ref()
+            .filter(|l| !self.state_root.as_ref().is_some_and(|r| Arc::ptr_eq(l, r)));
+        if backend == StateBackendKind::RocksDb
+            && let Some(live) = own
+        {
+            return Ok((SnapshotSource::Live(Arc::clone(live)), totals));
+        }
+        let mut image = StateImage::default();
+        self.visit_state(&mut |t| {
+            image.tables.push(t.rows()?);
             Ok(())
-        });
+        })?;
+        Ok((SnapshotSource::Image(image), totals))
     }
 
-    /// Loads a checkpoint's state into a fresh operator tree and re-derives the operators'
-    /// working structures. Changes are tracked from here on (for the next checkpoint).
+    /// Takes over a restored checkpoint: a native one becomes the live state (its tables are
+    /// allocated again in the same order and given their totals; derived tables are dropped
+    /// and rebuilt), an image is loaded into fresh state.
     ///
     /// # Errors
-    /// Evaluation errors while re-deriving; the job is then left empty.
-    pub fn load(&mut self, image: StateImage, track: bool) -> Result<()> {
+    /// State errors; the job is then left empty.
+    pub fn load(&mut self, restored: Restored) -> Result<()> {
+        match restored {
+            Restored::Live { backend, totals } => {
+                (self.root, _, self.contents) =
+                    fresh_state(&self.plan, &self.schema, Some(&backend))?;
+                backend.drop_unallocated()?;
+                self.live = Some(backend);
+                let mut totals = totals.into_iter();
+                self.visit_state(&mut |t| {
+                    t.set_total(totals.next().unwrap_or(0));
+                    Ok(())
+                })?;
+            }
+            Restored::Image(image) => self.load_image(image)?,
+        }
+        if let Err(e) = self.root.restore() {
+            self.reset()?;
+            return Err(e);
+        }
+        self.status = JobStatus::Running;
+        self.rebuild_indexes()
+    }
+
+    fn load_image(&mut self, image: StateImage) -> Result<()> {
         self.reset()?;
         let mut tables = image.tables.into_iter();
         self.visit_state(&mut |t| {
             if let Some(rows) = tables.next() {
                 t.load_rows(rows.iter().map(|(k, c)| (k.as_ref(), *c)))?;
             }
-            if track {
-                t.track_changes();
-            }
             Ok(())
-        })?;
-        if let Err(e) = self.root.restore() {
-            self.reset()?;
-            return Err(e);
-        }
-        self.rebuild_indexes()
+        })
     }
 
     /// The view's rows and its indexes as of the last processed epoch, frozen for readers

@@ -65,6 +65,34 @@ impl TestServer {
         self.engine.shutdown().await.expect("engine shutdown");
     }
 
+    /// Stops the server and drops the engine without shutting it down: no last snapshot of
+    /// the tables is taken, as after a crash (the changelog holds what came after the newest
+    /// snapshot).
+    pub async fn stop_without_shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        let mut engine = Arc::clone(&self.engine);
+        drop(self);
+        // Wait for the last reference (a barrier tick holds one while it runs): dropping it
+        // closes the engine and its data directory's lock.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match Arc::try_unwrap(engine) {
+                Ok(e) => {
+                    drop(e);
+                    return;
+                }
+                Err(e) => engine = e,
+            }
+            assert!(Instant::now() < deadline, "the engine is still referenced");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// A connected client.
     pub async fn client(&self) -> tokio_postgres::Client {
         connect(self.addr).await
