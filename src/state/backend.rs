@@ -257,6 +257,14 @@ impl StateBackend {
         opts.set_block_based_table_factory(&table);
         opts.set_write_buffer_manager(&shared.buffers);
         opts.set_write_buffer_size(((limit / 8) as usize).clamp(1 << 20, 64 << 20));
+        if reads == Reads::Scans {
+            // A job's instance flushes at every checkpoint, and a checkpoint persists the SST
+            // files the previous one does not hold. Leveled compaction would merge each small
+            // flush into the level below and rewrite it; universal compaction merges the small
+            // new runs among themselves and leaves the large old run alone (RocksDB wiki,
+            // "Universal Compaction"), so a small change persists little.
+            opts.set_compaction_style(rocksdb::DBCompactionStyle::Universal);
+        }
         opts.set_max_write_buffer_number(4);
         if reads == Reads::Lookups {
             // A bloom filter over whole keys in the memtables: a read of a key not written
