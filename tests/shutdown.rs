@@ -364,7 +364,7 @@ async fn serve_shuts_the_engine_down() {
         })
         .await
     });
-    let c = loop {
+    let (c, connection) = loop {
         let mut config = tokio_postgres::Config::new();
         config
             .host("127.0.0.1")
@@ -372,10 +372,7 @@ async fn serve_shuts_the_engine_down() {
             .user("weir")
             .dbname("weir");
         if let Ok((client, conn)) = config.connect(tokio_postgres::NoTls).await {
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            break client;
+            break (client, tokio::spawn(conn));
         }
         assert!(!served.is_finished(), "serve ended early");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -387,8 +384,24 @@ async fn serve_shuts_the_engine_down() {
         .expect("serve did not return")
         .unwrap()
         .unwrap();
-    // The connection was closed by the server.
+    // The connection was closed by the server, which said why, as PostgreSQL does on a fast
+    // shutdown: FATAL 57P01.
     assert!(c.simple_query("SELECT 1").await.is_err());
+    let ended = tokio::time::timeout(Duration::from_secs(5), connection)
+        .await
+        .expect("the connection ended")
+        .unwrap();
+    let e = ended.expect_err("the server ended the connection with an error");
+    let db = e.as_db_error().expect("an ErrorResponse from the server");
+    assert_eq!(
+        db.code(),
+        &tokio_postgres::error::SqlState::ADMIN_SHUTDOWN,
+        "{db:?}"
+    );
+    assert_eq!(
+        db.message(),
+        "terminating connection due to administrator command"
+    );
     assert_no_checkpoint_threads().await;
     let reopened = weir::Engine::open(dir.path(), Duration::from_millis(50));
     assert!(reopened.is_ok(), "still locked: {:?}", reopened.err());

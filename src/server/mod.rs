@@ -19,9 +19,14 @@ use tracing::{info, warn};
 use crate::engine::Engine;
 use crate::error::Result;
 
+/// How long connections get at shutdown to be told and closed before their tasks are aborted.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Accepts connections on `listener` until `shutdown` resolves; each connection runs in its
-/// own task with its own session. Then it stops listening, closes every connection and waits
-/// for their tasks to end; the engine is left running (see [`Engine::shutdown`]).
+/// own task with its own session. Then it stops listening and closes every connection, each
+/// with PostgreSQL's `FATAL 57P01 terminating connection due to administrator command` (as a
+/// PostgreSQL server does on a fast shutdown), and waits for their tasks to end; the engine is
+/// left running (see [`Engine::shutdown`]).
 ///
 /// # Errors
 /// I/O errors of the listener.
@@ -33,6 +38,7 @@ pub async fn run(
     let addr = listener.local_addr()?;
     info!(%addr, "listening");
     let mut connections = tokio::task::JoinSet::new();
+    let (closing, closed) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -47,19 +53,70 @@ pub async fn run(
                 };
                 let _ = socket.set_nodelay(true);
                 let engine = Arc::clone(&engine);
-                connections.spawn(serve(socket, peer, engine));
+                connections.spawn(serve(socket, peer, engine, closed.clone()));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
     drop(listener);
     let open = connections.len();
-    connections.shutdown().await;
+    closing.send_replace(true);
+    let drained = tokio::time::timeout(CLOSE_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        connections.shutdown().await;
+    }
     info!(%addr, closed = open, "stopped listening; connections closed");
     Ok(())
 }
 
-async fn serve(socket: tokio::net::TcpStream, peer: SocketAddr, engine: Arc<Engine>) {
+/// Resolves once the server starts closing connections (or `run` is gone).
+async fn until_closing(closing: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = closing.wait_for(|c| *c).await;
+}
+
+/// The ErrorResponse a connection gets when the server shuts down (PostgreSQL protocol,
+/// "Message Formats": `E`, length, then fields of a code byte and a NUL-terminated string).
+fn admin_shutdown_message() -> Vec<u8> {
+    let mut fields = Vec::new();
+    for (code, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "57P01"),
+        (b'M', "terminating connection due to administrator command"),
+    ] {
+        fields.push(code);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut message = vec![b'E'];
+    message.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
+    message.extend_from_slice(&fields);
+    message
+}
+
+/// A second handle on a connection's socket, to tell the client about a shutdown after the
+/// protocol's task is stopped; `None` when the socket cannot be duplicated.
+fn duplicate(
+    socket: tokio::net::TcpStream,
+) -> std::io::Result<(tokio::net::TcpStream, Option<tokio::net::TcpStream>)> {
+    let socket = socket.into_std()?;
+    let copy = socket
+        .try_clone()
+        .ok()
+        .and_then(|c| tokio::net::TcpStream::from_std(c).ok());
+    Ok((tokio::net::TcpStream::from_std(socket)?, copy))
+}
+
+async fn serve(
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+    engine: Arc<Engine>,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) {
     let handlers = match handler::Handlers::new(engine) {
         Ok(h) => Arc::new(h),
         Err(e) => {
@@ -67,8 +124,28 @@ async fn serve(socket: tokio::net::TcpStream, peer: SocketAddr, engine: Arc<Engi
             return;
         }
     };
+    let (socket, copy) = match duplicate(socket) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(%peer, error = %e, "cannot set up the connection");
+            return;
+        }
+    };
     tracing::debug!(%peer, "connection opened");
-    if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
-        tracing::debug!(%peer, error = %e, "connection closed with error");
+    tokio::select! {
+        served = pgwire::tokio::process_socket(socket, None, handlers) => {
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "connection closed with error");
+            }
+        }
+        () = until_closing(&mut closing) => {
+            // The protocol's task is dropped between messages or, rarely, in the middle of
+            // one; the client is told either way, and the socket is closed.
+            if let Some(mut copy) = copy {
+                use tokio::io::AsyncWriteExt;
+                let _ = copy.write_all(&admin_shutdown_message()).await;
+                let _ = copy.shutdown().await;
+            }
+        }
     }
 }
