@@ -8,6 +8,8 @@
 //! ```
 //!
 //! Lock order: `dataflow` → `clock` → a table's data. Writers take `clock` then the table.
+//! The tables' snapshot holds every table's data at once (under `dataflow`), taken in
+//! relation id order; nothing else holds two tables' locks.
 //!
 //! Threads: the barrier clock is a tokio task owned by the engine (it runs each tick on the
 //! blocking pool); each job's checkpoint coordinator owns a state-writer thread, which owns
@@ -43,7 +45,7 @@ use crate::stream::{Epoch, EpochInput, RelationId};
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
 const CHANGELOG_CHUNK_ROWS: usize = 65_536;
 
-/// Default time between a table's snapshot steps (ms), when it has changed.
+/// Default time between the tables' snapshots (ms), when a table has changed.
 pub const DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS: u64 = 5_000;
 
 /// A table takes a snapshot at the next barrier once this many rows changed (bounds the
@@ -112,7 +114,7 @@ struct TableData {
     snapshot_seq: u64,
     /// The epoch of the entry at `snapshot_seq`.
     snapshot_epoch: Epoch,
-    /// Rows written since the snapshot's last step.
+    /// Rows written since the last snapshot.
     unsnapshotted_rows: usize,
     /// The newest sequence number of each epoch with writes whose changelog entries are
     /// still kept, oldest first (to find where the changelog may be truncated).
@@ -443,8 +445,8 @@ pub struct EngineConfig {
     pub barrier_interval: Duration,
     /// Server-wide defaults of session variables (name, value), validated at open.
     pub defaults: Vec<(String, String)>,
-    /// Time between a changed table's snapshot steps (restart loads the snapshot and replays
-    /// only the changelog after it; the changelog behind it is truncated).
+    /// Time between the tables' snapshots, when a table changed (restart opens the newest and
+    /// replays only the changelog after it; the changelog behind it is truncated).
     pub table_snapshot_interval: Duration,
     /// Memory budget of the state backend in bytes (its block cache and memtables).
     pub memory_limit: u64,
@@ -790,6 +792,16 @@ impl Engine {
         let now = Instant::now();
         for (id, e) in self.recover_jobs(&mut df, &ids, target)? {
             self.on_failure(&mut df, id, &e, now);
+        }
+        // What the restart replayed is made durable before the server serves: the tables take
+        // a snapshot and every job's instance flushes its memtables (so its first checkpoint
+        // is quick). Otherwise a server that fails again soon after a long replay would replay
+        // all of it again, and more each time.
+        self.snapshot_tables(&df, self.visible().epoch, true);
+        for job in df.jobs.values() {
+            if let Err(e) = job.flush_state() {
+                warn!(view = %job.name, error = %e, "cannot flush the recovered state");
+            }
         }
         self.publish(&df, None)
     }
@@ -1179,7 +1191,7 @@ impl Engine {
         result
     }
 
-    /// Takes a last snapshot step of every changed table, stops every job's coordinator and
+    /// Takes a last snapshot of the tables if one changed, stops every job's coordinator and
     /// returns their state writers to join, or `None` when the dataflow lock is taken.
     fn try_stop_jobs(&self) -> Option<Vec<StoppedWriter>> {
         let mut df = match self.dataflow.try_lock() {

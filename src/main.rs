@@ -24,8 +24,9 @@ struct Args {
     /// Where checkpoints are written (default: <data-dir>/checkpoints).
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
-    /// Time between a changed table's snapshot steps in milliseconds: a restart loads the
-    /// snapshot and replays only the changelog written after it.
+    /// Time between the tables' snapshots (native RocksDB checkpoints, taken when a table
+    /// changed) in milliseconds: a restart opens the newest and replays only the changelog
+    /// written after it.
     #[arg(long, default_value_t = weir::engine::DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS)]
     table_snapshot_interval_ms: u64,
     /// A server-wide default for a session variable, e.g. `--set checkpoint.interval=1s`

@@ -303,6 +303,16 @@ impl StateBackend {
         Ok(backend)
     }
 
+    /// Flushes the memtables to SST files (and waits for it).
+    ///
+    /// # Errors
+    /// [`Error::State`] on RocksDB errors.
+    pub fn flush(&self) -> Result<()> {
+        self.db
+            .flush()
+            .map_err(|e| Error::State(format!("state flush: {e}")))
+    }
+
     /// A native RocksDB checkpoint of this instance in `path` (which must not exist): the
     /// memtables are flushed, then every live SST file is hard-linked (copied across file
     /// systems) and the small metadata files are written. Costs the memtables' flush and one
@@ -311,9 +321,7 @@ impl StateBackend {
     /// # Errors
     /// [`Error::State`] on RocksDB or I/O errors.
     pub fn checkpoint(&self, path: &Path) -> Result<()> {
-        self.db
-            .flush()
-            .map_err(|e| Error::State(format!("state flush: {e}")))?;
+        self.flush()?;
         rocksdb::checkpoint::Checkpoint::new(&self.db)
             .and_then(|c| c.create_checkpoint(path))
             .map_err(|e| Error::State(format!("native checkpoint: {e}")))

@@ -347,6 +347,25 @@ impl Job {
         self.root.visit_state(f)
     }
 
+    /// Writes the job's state held in memtables to disk (its own instance only), so that the
+    /// next checkpoint's sync phase has little to flush.
+    ///
+    /// # Errors
+    /// [`Error::State`] on a RocksDB failure.
+    pub fn flush_state(&self) -> Result<()> {
+        match &self.live {
+            Some(live)
+                if !self
+                    .state_root
+                    .as_ref()
+                    .is_some_and(|r| Arc::ptr_eq(live, r)) =>
+            {
+                live.flush()
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// What a checkpoint of the state reads, and each state table's total count (in
     /// [`Job::visit_state`] order): the job's live RocksDB instance for `rocksdb` (a native
     /// checkpoint: nothing is read row by row), every row for `memory` or state on the heap.
