@@ -353,17 +353,15 @@ impl Job {
     /// # Errors
     /// [`Error::State`] on a RocksDB failure.
     pub fn flush_state(&self) -> Result<()> {
-        match &self.live {
-            Some(live)
-                if !self
-                    .state_root
-                    .as_ref()
-                    .is_some_and(|r| Arc::ptr_eq(live, r)) =>
-            {
-                live.flush()
-            }
-            _ => Ok(()),
-        }
+        self.own_instance().map_or(Ok(()), |live| live.flush())
+    }
+
+    /// The job's own RocksDB instance, when its state lives in one (not in the root, shared
+    /// with others, nor on the heap).
+    fn own_instance(&self) -> Option<&Arc<StateBackend>> {
+        self.live
+            .as_ref()
+            .filter(|l| !self.state_root.as_ref().is_some_and(|r| Arc::ptr_eq(l, r)))
     }
 
     /// What a checkpoint of the state reads, and each state table's total count (in
@@ -381,12 +379,8 @@ impl Job {
             totals.push(t.len());
             Ok(())
         })?;
-        let own = self
-            .live
-            .as_ref()
-            .filter(|l| !self.state_root.as_ref().is_some_and(|r| Arc::ptr_eq(l, r)));
         if backend == StateBackendKind::RocksDb
-            && let Some(live) = own
+            && let Some(live) = self.own_instance()
         {
             return Ok((SnapshotSource::Live(Arc::clone(live)), totals));
         }
