@@ -29,7 +29,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::catalog::{Catalog, IndexDef, RelationDef, RelationKind};
 use crate::checkpoint::{
-    CheckpointCoordinator, CheckpointStorage, History, JobSettings, StoppedWriter,
+    CheckpointCoordinator, CheckpointStorage, History, JobSettings, StateBackendKind, StoppedWriter,
 };
 use crate::error::{Error, Result};
 use crate::session::vars::SessionVars;
@@ -1605,6 +1605,20 @@ impl Engine {
         touched: &mut HashSet<RelationId>,
     ) {
         let ids: Vec<RelationId> = df.jobs.keys().copied().collect();
+        // The jobs due a checkpoint start flushing their instances together; each sync phase
+        // below then waits for its own flush only.
+        for job in df.jobs.values() {
+            if matches!(job.status, JobStatus::Running)
+                && job.coordinator.as_ref().is_some_and(|c| {
+                    c.settings().backend == StateBackendKind::RocksDb
+                        && !c.failures_exceeded()
+                        && c.should_trigger(now)
+                })
+                && let Err(e) = job.begin_flush()
+            {
+                warn!(view = %job.name, error = %e, "cannot start flushing state for a checkpoint");
+            }
+        }
         for id in &ids {
             let Some(job) = df.jobs.get_mut(id) else {
                 continue;

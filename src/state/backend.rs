@@ -112,6 +112,13 @@ impl Shared {
             true,
             cache.clone(),
         );
+        // Two flush threads for all instances (RocksDB's default is one): at a checkpoint the
+        // jobs due flush together (see [`StateBackend::begin_flush`]). They belong to RocksDB's
+        // process-wide default environment, which every instance uses.
+        match rocksdb::Env::new() {
+            Ok(mut env) => env.set_high_priority_background_threads(2),
+            Err(e) => tracing::warn!(error = %e, "cannot size RocksDB's flush threads"),
+        }
         Arc::new(Shared {
             cache,
             buffers,
@@ -256,7 +263,16 @@ impl StateBackend {
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         opts.set_block_based_table_factory(&table);
         opts.set_write_buffer_manager(&shared.buffers);
-        opts.set_write_buffer_size(((limit / 8) as usize).clamp(1 << 20, 64 << 20));
+        // A job's instance (read by scans) flushes at every checkpoint's sync phase, which the
+        // barrier waits for: small memtables keep that flush short, as RocksDB flushes full
+        // ones in the background while the epoch runs (universal compaction, below, keeps
+        // the many small runs from rewriting the state).
+        let most = if reads == Reads::Scans {
+            8 << 20
+        } else {
+            64 << 20
+        };
+        opts.set_write_buffer_size(((limit / 8) as usize).clamp(1 << 20, most));
         if reads == Reads::Scans {
             // A job's instance flushes at every checkpoint, and a checkpoint persists the SST
             // files the previous one does not hold. Leveled compaction would merge each small
@@ -310,6 +326,21 @@ impl StateBackend {
     pub fn flush(&self) -> Result<()> {
         self.db
             .flush()
+            .map_err(|e| Error::State(format!("state flush: {e}")))
+    }
+
+    /// Starts a flush of the memtables without waiting for it: the active memtable becomes
+    /// immutable now, with exactly the writes made so far. A [`Self::checkpoint`] right after
+    /// (with no write between) waits for this flush instead of starting one, so several
+    /// instances flush in parallel when each starts before any waits.
+    ///
+    /// # Errors
+    /// [`Error::State`] on RocksDB errors.
+    pub fn begin_flush(&self) -> Result<()> {
+        let mut opts = rocksdb::FlushOptions::default();
+        opts.set_wait(false);
+        self.db
+            .flush_opt(&opts)
             .map_err(|e| Error::State(format!("state flush: {e}")))
     }
 

@@ -356,6 +356,17 @@ impl Job {
         self.own_instance().map_or(Ok(()), |live| live.flush())
     }
 
+    /// Starts flushing the job's own instance without waiting (see
+    /// [`StateBackend::begin_flush`]): called for every job due a checkpoint before any
+    /// checkpoint's sync phase waits for its flush.
+    ///
+    /// # Errors
+    /// [`Error::State`] on a RocksDB failure.
+    pub fn begin_flush(&self) -> Result<()> {
+        self.own_instance()
+            .map_or(Ok(()), |live| live.begin_flush())
+    }
+
     /// The job's own RocksDB instance, when its state lives in one (not in the root, shared
     /// with others, nor on the heap).
     fn own_instance(&self) -> Option<&Arc<StateBackend>> {
