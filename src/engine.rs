@@ -31,16 +31,17 @@ use crate::catalog::{Catalog, IndexDef, RelationDef, RelationKind};
 use crate::checkpoint::{
     CheckpointCoordinator, CheckpointStorage, History, JobSettings, StateBackendKind, StoppedWriter,
 };
+use crate::common::ChangeBatch;
+use crate::common::{Epoch, RelationId};
 use crate::error::{Error, Result};
-use crate::session::vars::SessionVars;
+use crate::settings::SessionVars;
 use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values};
 use crate::state::table::{KeyLayout, consolidate};
 use crate::state::{
     IndexedSnapshot, Positions, SnapshotPosition, StateBackend, StateTable, Store, TableSnapshots,
 };
-use crate::stream::change::ChangeBatch;
+use crate::stream::EpochInput;
 use crate::stream::job::{BackfillSource, EPOCH_BATCH_ROWS, Job, JobStatus, Recovery};
-use crate::stream::{Epoch, EpochInput, RelationId};
 
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
 const CHANGELOG_CHUNK_ROWS: usize = 65_536;
@@ -1800,7 +1801,7 @@ impl Engine {
         if !name_free(&lock(&self.catalog), name, if_not_exists)? {
             return Ok(false);
         }
-        let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
+        let schema = crate::common::schema::nullable_schema(plan.schema().as_arrow());
         let mut catalog = lock(&self.catalog).clone();
         let id = catalog.allocate_id();
         let coordinator = self.coordinator(id, name, &settings)?;
@@ -1953,7 +1954,7 @@ impl Engine {
     /// # Errors
     /// `0A000` for unsupported constructs.
     pub fn explain_view(&self, name: &str, plan: LogicalPlan) -> Result<Vec<String>> {
-        let schema = crate::stream::ops::nullable_schema(plan.schema().as_arrow());
+        let schema = crate::common::schema::nullable_schema(plan.schema().as_arrow());
         let job = Job::try_new(0, name.to_string(), plan, schema, None, None)?;
         Ok(job.explain())
     }

@@ -16,11 +16,13 @@
 
 pub mod catalog;
 pub mod checkpoint;
+pub mod common;
 pub mod engine;
 pub mod error;
 pub mod failpoint;
 pub mod server;
 pub mod session;
+pub mod settings;
 pub mod sql;
 pub mod state;
 pub mod stream;
@@ -51,7 +53,7 @@ pub async fn open(data_dir: &Path, barrier_interval: Duration) -> Result<Arc<Eng
 /// invalid default.
 pub async fn open_with(config: engine::EngineConfig) -> Result<Arc<Engine>> {
     let engine = Engine::open_with(config)?;
-    sql::recover_views(&engine).await?;
+    session::recover_views(&engine).await?;
     engine.start_barrier_clock();
     Ok(engine)
 }

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use arrow::datatypes::{Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 
+use crate::common::RelationId;
 use crate::error::{Error, Result};
-use crate::stream::RelationId;
 
 /// What kind of relation a catalog entry is.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

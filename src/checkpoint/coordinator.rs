@@ -17,9 +17,9 @@ use tracing::{debug, info, warn};
 
 use super::JobSettings;
 use super::storage::{CheckpointStorage, Manifest, PendingSnapshot, Restored, SnapshotSource};
+use crate::common::Epoch;
 use crate::error::{Error, Result};
 use crate::state::StateBackend;
-use crate::stream::Epoch;
 
 /// Records kept per job for `weir_catalog.checkpoints`.
 const HISTORY: usize = 1000;

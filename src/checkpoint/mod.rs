@@ -28,7 +28,7 @@ pub use restart::{RestartStrategy, RestartTracker};
 pub use storage::{CheckpointStorage, Manifest, Restored, SnapshotSource, StateImage};
 
 use crate::error::{Error, Result};
-use crate::session::vars::parse_duration_ms;
+use crate::settings::parse_duration_ms;
 
 /// Consistency of a job's checkpoints (setting `checkpoint.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ pub struct JobSettings {
 }
 
 impl JobSettings {
-    /// Parses captured settings (normalized by [`crate::session::vars`]); missing names take
+    /// Parses captured settings (normalized by [`crate::settings`]); missing names take
     /// their defaults.
     ///
     /// # Errors

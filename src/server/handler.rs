@@ -22,7 +22,7 @@ use tokio::sync::Mutex;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::sql::{Output, split_statements};
+use crate::session::{Output, split_statements};
 
 /// All handlers of one connection, sharing its session.
 pub struct Handlers {

@@ -1,7 +1,7 @@
 //! One connection's state: its variables, its DataFusion context and an open COPY.
 
+pub mod execute;
 pub mod memory;
-pub mod vars;
 
 use std::sync::Arc;
 
@@ -9,12 +9,13 @@ use datafusion::execution::context::SessionContext;
 use datafusion::prelude::SessionConfig;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 
+use crate::common::RelationId;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+pub use crate::settings::SessionVars;
 use crate::sql::copy::CopyFormat;
 use crate::sql::provider::PublicSchema;
-use crate::stream::RelationId;
-pub use vars::SessionVars;
+pub use execute::{Output, recover_views, split_statements};
 
 /// The name of the single database (DataFusion catalog).
 pub const DATABASE: &str = "weir";

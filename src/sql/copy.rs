@@ -276,7 +276,7 @@ pub fn parse(
     }
     let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
     // Nullable here: NOT NULL is checked by the engine with PostgreSQL's error.
-    let schema = crate::stream::ops::nullable_schema(schema);
+    let schema = crate::common::schema::nullable_schema(schema);
     Ok(RecordBatch::try_new_with_options(schema, out, &options)?)
 }
 

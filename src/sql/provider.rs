@@ -13,10 +13,10 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 
+use crate::common::RelationId;
 use crate::engine::{Engine, ViewState, Visible};
 use crate::state::table::{KeyLayout, SCAN_BATCH_ROWS};
 use crate::state::{KeyRange, StateSnapshot};
-use crate::stream::RelationId;
 
 /// The `public` schema: every table and materialized view of the catalog.
 ///

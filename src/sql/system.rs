@@ -26,7 +26,7 @@ use datafusion::datasource::MemTable;
 use datafusion::error::Result as DfResult;
 
 use crate::engine::Engine;
-use crate::session::SessionVars;
+use crate::settings::SessionVars;
 
 const TABLES: &[&str] = &["checkpoints", "jobs", "memory"];
 

@@ -9,10 +9,10 @@ use arrow::array::{Array, RecordBatch};
 use arrow::row::Rows;
 
 use crate::catalog::IndexDef;
+use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::KeyLayout;
-use crate::stream::change::ChangeBatch;
 
 /// A secondary index's definition and rows (a table's or a view's).
 pub struct SecondaryIndex {

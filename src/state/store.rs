@@ -12,9 +12,9 @@ use arrow::ipc::writer::StreamWriter;
 use fs2::FileExt;
 use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 
+use crate::common::ChangeBatch;
+use crate::common::Epoch;
 use crate::error::{Error, Result};
-use crate::stream::Epoch;
-use crate::stream::change::ChangeBatch;
 
 /// Memtable size of the changelog store (bytes); at most two are kept.
 const STORE_WRITE_BUFFER_BYTES: usize = 16 << 20;

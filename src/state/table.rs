@@ -28,9 +28,9 @@ use imbl::OrdMap;
 use rocksdb::WriteBatch;
 use tracing::warn;
 
+use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::backend::{StateBackend, StoreSnapshot, encode_count, stored_key};
-use crate::stream::change::ChangeBatch;
 
 /// A row's key: its columns in key order, in Arrow's row format.
 pub type RowKey = Arc<[u8]>;

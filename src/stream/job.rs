@@ -13,11 +13,12 @@ use crate::checkpoint::{
     CheckpointCoordinator, JobSettings, RestartTracker, Restored, SnapshotSource, StateBackendKind,
     StateImage,
 };
+use crate::common::ChangeBatch;
+use crate::common::{Epoch, RelationId};
 use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
 use crate::state::{IndexedSnapshot, StateBackend, StateSnapshot, StateTable};
-use crate::stream::change::ChangeBatch;
-use crate::stream::{Epoch, EpochInput, Operator, RelationId, plan};
+use crate::stream::{EpochInput, Operator, plan};
 
 /// The most input rows the operator tree of a job processes at once: a larger epoch (one
 /// big `COPY`) or a backfill is split into batches of this size, so the operators' working

@@ -13,26 +13,19 @@
 //! which is the barrier-aligned execution of Flink's model (an operator sees every input's
 //! records of epoch *e* before the barrier of *e*) without channels inside a job.
 
-pub mod change;
 pub mod job;
 pub mod ops;
 pub mod plan;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::collections::HashMap;
 
 use arrow::datatypes::SchemaRef;
 
+use crate::common::{ChangeBatch, RelationId};
 use crate::error::Result;
 use crate::state::StateTable;
-use change::ChangeBatch;
-
-/// A monotonically increasing epoch number; epoch *e* names the slice of input acknowledged
-/// before the barrier that closes *e*. An opaque ordinal, not a timestamp.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Epoch(pub u64);
-
-/// Identifier of a relation (table or materialized view) in the catalog.
-pub type RelationId = u64;
 
 /// The input of one epoch for a job: each source relation's changes in that epoch.
 #[derive(Debug, Default)]

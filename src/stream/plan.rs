@@ -14,18 +14,19 @@ use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext
 use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
 use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
 
+use crate::common::RelationId;
+use crate::common::schema::nullable_schema;
 use crate::error::{Error, Result};
 use crate::sql::provider::RelationProvider;
+use crate::stream::Operator;
 use crate::stream::ops::filter::Filter;
 use crate::stream::ops::hash_agg::{AggCall, AggKind, AggOrder, HashAgg};
 use crate::stream::ops::hash_join::{HashJoin, JoinKind};
-use crate::stream::ops::nullable_schema;
 use crate::stream::ops::project::Project;
 use crate::stream::ops::scan::Scan;
 use crate::stream::ops::semi_join::{SemiJoin, SemiKind};
 use crate::stream::ops::union::Union;
 use crate::stream::ops::values::Values;
-use crate::stream::{Operator, RelationId};
 
 /// The columns of `plan`'s output that identify a row (its stream key), when the plan shows
 /// one: the group columns of an aggregate, carried through projections that keep them and

@@ -18,10 +18,10 @@ use datafusion::common::utils::SingleRowListArrayBuilder;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
+use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
-use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
 /// The aggregate functions maintained incrementally (with retractions).
@@ -1113,5 +1113,279 @@ impl Operator for HashAgg {
             values
         ));
         self.input.explain(depth + 1, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::testing::{Rel, epoch, expect, physical, restore_into, run, schema};
+
+    fn call(kind: AggKind, arg: &str, input: &SchemaRef, out_type: DataType) -> AggCall {
+        let expr = physical(arg, input);
+        let arg_type = expr.data_type(input.as_ref()).unwrap();
+        AggCall {
+            kind,
+            arg: expr,
+            arg_type,
+            out_type,
+            filter: None,
+            order_by: vec![],
+            delimiter: String::new(),
+            display: format!("{kind:?}({arg})"),
+        }
+    }
+
+    /// `SELECT g, count(*), count(v), sum(v), min(v), max(v) FROM r GROUP BY g`.
+    fn per_group(r: &Rel) -> HashAgg {
+        let s = &r.schema;
+        HashAgg::try_new(
+            r.scan(),
+            vec![physical("g", s)],
+            vec![DataType::Utf8],
+            vec![
+                call(AggKind::Count, "1", s, DataType::Int64),
+                call(AggKind::Count, "v", s, DataType::Int64),
+                call(AggKind::Sum, "v", s, DataType::Int64),
+                call(AggKind::Min, "v", s, DataType::Int64),
+                call(AggKind::Max, "v", s, DataType::Int64),
+            ],
+            schema("g:utf8 n:i64 nv:i64 total:i64 least:i64 most:i64"),
+        )
+        .unwrap()
+    }
+
+    /// `SELECT count(*), sum(v) FROM r`.
+    fn global(r: &Rel) -> HashAgg {
+        let s = &r.schema;
+        HashAgg::try_new(
+            r.scan(),
+            vec![],
+            vec![],
+            vec![
+                call(AggKind::Count, "1", s, DataType::Int64),
+                call(AggKind::Sum, "v", s, DataType::Int64),
+            ],
+            schema("n:i64 total:i64"),
+        )
+        .unwrap()
+    }
+
+    const ROWS: &str = "g:utf8 v:i64";
+
+    /// The first three epochs of [`count_sum_min_max_per_group_across_epochs`], with the
+    /// output each must give.
+    fn first_epochs(r: &Rel, op: &mut HashAgg) {
+        let out = run(
+            op,
+            &epoch(&[
+                (r, "+1 | 'a', 5\n+1 | 'a', 3\n+1 | 'b', NULL"),
+                (r, "+2 | 'a', 7\n+1 | NULL, 4"),
+            ]),
+        );
+        assert_eq!(
+            out,
+            expect(
+                "+1 | 'a', 4, 4, 22, 3, 7\n\
+                 +1 | 'b', 1, 0, NULL, NULL, NULL\n\
+                 +1 | NULL, 1, 1, 4, 4, 4"
+            )
+        );
+        // The minimum goes: the next one comes from the stored values; one of the two
+        // copies of the maximum goes: it stays the maximum.
+        let out = run(op, &epoch(&[(r, "-1 | 'a', 3\n-1 | 'a', 7")]));
+        assert_eq!(
+            out,
+            expect("-1 | 'a', 4, 4, 22, 3, 7\n+1 | 'a', 2, 2, 12, 5, 7")
+        );
+        let out = run(
+            op,
+            &epoch(&[(r, "-1 | 'a', 7\n+1 | 'b', 10\n-1 | NULL, 4\n+1 | NULL, 6")]),
+        );
+        assert_eq!(
+            out,
+            expect(
+                "-1 | 'a', 2, 2, 12, 5, 7\n+1 | 'a', 1, 1, 5, 5, 5\n\
+                 -1 | 'b', 1, 0, NULL, NULL, NULL\n+1 | 'b', 2, 1, 10, 10, 10\n\
+                 -1 | NULL, 1, 1, 4, 4, 4\n+1 | NULL, 1, 1, 6, 6, 6"
+            )
+        );
+    }
+
+    #[test]
+    fn count_sum_min_max_per_group_across_epochs() {
+        let r = Rel::new(1, ROWS);
+        let mut op = per_group(&r);
+        first_epochs(&r, &mut op);
+        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &epoch(&[(&r, "")])).is_empty());
+        // The group's last row goes: the group's row is retracted.
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 'a', 5")]));
+        assert_eq!(out, expect("-1 | 'a', 1, 1, 5, 5, 5"));
+        // Changes that cancel within the epoch change nothing.
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 'b', 1"), (&r, "-1 | 'b', 1")]));
+        assert!(out.is_empty());
+        // A group that went comes back fresh.
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 'a', 9")]));
+        assert_eq!(out, expect("+1 | 'a', 1, 1, 9, 9, 9"));
+        // The NULL group goes like any other.
+        let out = run(&mut op, &epoch(&[(&r, "-1 | NULL, 6")]));
+        assert_eq!(out, expect("-1 | NULL, 1, 1, 6, 6, 6"));
+        // Only NULL values left: count(v) 0, sum/min/max NULL, the group still there.
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 'b', 10")]));
+        assert_eq!(
+            out,
+            expect("-1 | 'b', 2, 1, 10, 10, 10\n+1 | 'b', 1, 0, NULL, NULL, NULL")
+        );
+    }
+
+    #[test]
+    fn weights_count_as_copies() {
+        let r = Rel::new(1, ROWS);
+        let mut op = per_group(&r);
+        let out = run(&mut op, &epoch(&[(&r, "+3 | 'a', 2\n+2 | 'a', 1")]));
+        assert_eq!(out, expect("+1 | 'a', 5, 5, 8, 1, 2"));
+        // One of the two copies of the minimum goes: it is still the minimum.
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 'a', 1")]));
+        assert_eq!(
+            out,
+            expect("-1 | 'a', 5, 5, 8, 1, 2\n+1 | 'a', 4, 4, 7, 1, 2")
+        );
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 'a', 1\n-2 | 'a', 2")]));
+        assert_eq!(
+            out,
+            expect("-1 | 'a', 4, 4, 7, 1, 2\n+1 | 'a', 1, 1, 2, 2, 2")
+        );
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 'a', 2")]));
+        assert_eq!(out, expect("-1 | 'a', 1, 1, 2, 2, 2"));
+    }
+
+    #[test]
+    fn restored_groups_continue_from_their_state() {
+        let r = Rel::new(1, ROWS);
+        let mut op = per_group(&r);
+        first_epochs(&r, &mut op);
+        let mut fresh = per_group(&r);
+        restore_into(&mut op, &mut fresh).unwrap();
+        let next = epoch(&[(&r, "-1 | 'a', 5\n+1 | 'b', 20\n+1 | 'c', 1")]);
+        let expected = expect(
+            "-1 | 'a', 1, 1, 5, 5, 5\n\
+             -1 | 'b', 2, 1, 10, 10, 10\n+1 | 'b', 3, 2, 30, 10, 20\n\
+             +1 | 'c', 1, 1, 1, 1, 1",
+        );
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+        // The maximum goes after the restore: the next one comes from the restored values.
+        let next = epoch(&[(&r, "-1 | 'b', 20")]);
+        let expected = expect("-1 | 'b', 3, 2, 30, 10, 20\n+1 | 'b', 2, 1, 10, 10, 10");
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+    }
+
+    #[test]
+    fn global_aggregate_has_a_row_over_empty_input() {
+        let r = Rel::new(1, "v:i64");
+        let mut op = global(&r);
+        assert_eq!(run(&mut op, &EpochInput::default()), expect("+1 | 0, NULL"));
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 1\n+1 | 2\n+1 | NULL")]));
+        assert_eq!(out, expect("-1 | 0, NULL\n+1 | 3, 3"));
+        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 1\n-1 | 2\n-1 | NULL")]));
+        assert_eq!(out, expect("-1 | 3, 3\n+1 | 0, NULL"));
+        // A restored global aggregate does not emit its row again.
+        let mut fresh = global(&r);
+        restore_into(&mut op, &mut fresh).unwrap();
+        assert!(run(&mut fresh, &EpochInput::default()).is_empty());
+        let next = epoch(&[(&r, "+2 | 5")]);
+        let expected = expect("-1 | 0, NULL\n+1 | 2, 10");
+        assert_eq!(run(&mut fresh, &next), expected);
+        assert_eq!(run(&mut op, &next), expected);
+    }
+
+    #[test]
+    fn float_sum_and_avg_return_to_null_when_no_value_is_left() {
+        let r = Rel::new(1, "g:i64 x:f64 y:i64");
+        let s = &r.schema;
+        let mut op = HashAgg::try_new(
+            r.scan(),
+            vec![physical("g", s)],
+            vec![DataType::Int64],
+            vec![
+                call(AggKind::Sum, "x", s, DataType::Float64),
+                call(AggKind::Avg, "y", s, DataType::Float64),
+            ],
+            schema("g:i64 sx:f64 ay:f64"),
+        )
+        .unwrap();
+        let out = run(
+            &mut op,
+            &epoch(&[(&r, "+1 | 1, 0.5, 1\n+2 | 1, 0.25, 4\n+1 | NULL, NULL, NULL")]),
+        );
+        assert_eq!(out, expect("+1 | 1, 1.0, 3.0\n+1 | NULL, NULL, NULL"));
+        let out = run(
+            &mut op,
+            &epoch(&[(&r, "-2 | 1, 0.25, 4\n+1 | 1, NULL, NULL")]),
+        );
+        assert_eq!(out, expect("-1 | 1, 1.0, 3.0\n+1 | 1, 0.5, 1.0"));
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 1, 0.5, 1")]));
+        assert_eq!(out, expect("-1 | 1, 0.5, 1.0\n+1 | 1, NULL, NULL"));
+    }
+
+    #[test]
+    fn count_distinct_and_filter_clause() {
+        let r = Rel::new(1, ROWS);
+        let build = || {
+            let s = &r.schema;
+            let mut filtered = call(AggKind::Count, "v", s, DataType::Int64);
+            filtered.filter = Some(physical("v > 1", s));
+            HashAgg::try_new(
+                r.scan(),
+                vec![physical("g", s)],
+                vec![DataType::Utf8],
+                vec![
+                    call(AggKind::CountDistinct, "v", s, DataType::Int64),
+                    filtered,
+                ],
+                schema("g:utf8 distinct_v:i64 big_v:i64"),
+            )
+            .unwrap()
+        };
+        let mut op = build();
+        let out = run(
+            &mut op,
+            &epoch(&[(&r, "+2 | 'a', 1\n+1 | 'a', 2\n+1 | 'a', NULL")]),
+        );
+        assert_eq!(out, expect("+1 | 'a', 2, 1"));
+        // One of two copies of a value goes: still two distinct values.
+        assert!(run(&mut op, &epoch(&[(&r, "-1 | 'a', 1")])).is_empty());
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 'a', 1\n+1 | 'a', 3")]));
+        assert_eq!(out, expect("-1 | 'a', 2, 1\n+1 | 'a', 2, 2"));
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 'a', 3\n-1 | 'a', 2")]));
+        assert_eq!(out, expect("-1 | 'a', 2, 2\n+1 | 'a', 1, 2"));
+        let mut fresh = build();
+        restore_into(&mut op, &mut fresh).unwrap();
+        let next = epoch(&[(&r, "-2 | 'a', 3")]);
+        let expected = expect("-1 | 'a', 1, 2\n+1 | 'a', 0, 0");
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+    }
+
+    #[test]
+    fn group_without_aggregates_is_distinct() {
+        let r = Rel::new(1, "k:utf8");
+        let s = &r.schema;
+        let mut op = HashAgg::try_new(
+            r.scan(),
+            vec![physical("k", s)],
+            vec![DataType::Utf8],
+            vec![],
+            schema("k:utf8"),
+        )
+        .unwrap();
+        let out = run(&mut op, &epoch(&[(&r, "+2 | 'a'\n+1 | 'b'\n+1 | NULL")]));
+        assert_eq!(out, expect("+1 | 'a'\n+1 | 'b'\n+1 | NULL"));
+        assert!(run(&mut op, &epoch(&[(&r, "-1 | 'a'")])).is_empty());
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 'a'\n-1 | NULL")]));
+        assert_eq!(out, expect("-1 | 'a'\n-1 | NULL"));
     }
 }

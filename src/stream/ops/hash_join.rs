@@ -8,10 +8,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
+use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{batch_from_columns, row_converter};
-use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
 /// Which rows an equi-join keeps.
@@ -378,5 +378,241 @@ impl Operator for HashJoin {
         // The side state tables are the whole state: nothing to re-derive.
         self.left.restore()?;
         self.right.restore()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::testing::{Rel, epoch, expect, physical, restore_into, run, schema};
+
+    fn sides() -> (Rel, Rel) {
+        (
+            Rel::new(1, "id:i64 k:i64 a:utf8"),
+            Rel::new(2, "rk:i64 b:utf8"),
+        )
+    }
+
+    /// `l JOIN r ON l.k = r.rk` of the given kind.
+    fn join(l: &Rel, r: &Rel, kind: JoinKind) -> HashJoin {
+        HashJoin::try_new(
+            l.scan(),
+            r.scan(),
+            vec![physical("k", &l.schema)],
+            vec![physical("rk", &r.schema)],
+            vec![DataType::Int64],
+            kind,
+            schema("id:i64 k:i64 a:utf8 rk:i64 b:utf8"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn inner_join_across_epochs() {
+        let (l, r) = sides();
+        let mut op = join(&l, &r, JoinKind::Inner);
+        // Both sides in one epoch join once; a NULL key matches nothing.
+        let out = run(
+            &mut op,
+            &epoch(&[
+                (&l, "+1 | 1, 10, 'x'\n+1 | 2, 20, 'y'\n+1 | 3, NULL, 'z'"),
+                (&r, "+1 | 10, 'p'"),
+            ]),
+        );
+        assert_eq!(out, expect("+1 | 1, 10, 'x', 10, 'p'"));
+        // Right rows join the left rows stored in an earlier epoch, with their weights.
+        let out = run(&mut op, &epoch(&[(&r, "+2 | 20, 'q'\n+1 | NULL, 'n'")]));
+        assert_eq!(out, expect("+2 | 2, 20, 'y', 20, 'q'"));
+        // A left row joins a stored right row; the right row's retraction then retracts
+        // both of its joined rows, the one of this epoch included.
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 4, 10, 'w'"), (&r, "-1 | 10, 'p'")]),
+        );
+        assert_eq!(out, expect("-1 | 1, 10, 'x', 10, 'p'"));
+        // An update on one side updates every joined row.
+        let out = run(&mut op, &epoch(&[(&l, "-1 | 2, 20, 'y'\n+1 | 2, 20, 'Y'")]));
+        assert_eq!(
+            out,
+            expect("-2 | 2, 20, 'y', 20, 'q'\n+2 | 2, 20, 'Y', 20, 'q'")
+        );
+        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &epoch(&[(&l, ""), (&r, "")])).is_empty());
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 10, 'p2'")]));
+        assert_eq!(
+            out,
+            expect("+1 | 1, 10, 'x', 10, 'p2'\n+1 | 4, 10, 'w', 10, 'p2'")
+        );
+        // Rows with a NULL key come and go without output.
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "-1 | 3, NULL, 'z'"), (&r, "-1 | NULL, 'n'")]),
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn left_join_pads_until_a_match_appears_and_after_it_goes() {
+        let (l, r) = sides();
+        let mut op = join(&l, &r, JoinKind::Left);
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 1, 10, 'x'\n+1 | 3, NULL, 'z'\n+2 | 5, 30, 'v'")]),
+        );
+        assert_eq!(
+            out,
+            expect(
+                "+1 | 1, 10, 'x', NULL, NULL\n\
+                 +1 | 3, NULL, 'z', NULL, NULL\n\
+                 +2 | 5, 30, 'v', NULL, NULL"
+            )
+        );
+        // The first match retracts the padded row (with its weight); a NULL right key
+        // matches nothing and is not padded.
+        let out = run(
+            &mut op,
+            &epoch(&[(&r, "+1 | 10, 'p'\n+1 | NULL, 'n'\n+1 | 30, 's'")]),
+        );
+        assert_eq!(
+            out,
+            expect(
+                "-1 | 1, 10, 'x', NULL, NULL\n+1 | 1, 10, 'x', 10, 'p'\n\
+                 -2 | 5, 30, 'v', NULL, NULL\n+2 | 5, 30, 'v', 30, 's'"
+            )
+        );
+        // A second match adds a row only.
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 10, 'p2'")]));
+        assert_eq!(out, expect("+1 | 1, 10, 'x', 10, 'p2'"));
+        // The last match goes: the padded row comes back.
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 10, 'p'\n-1 | 10, 'p2'")]));
+        assert_eq!(
+            out,
+            expect(
+                "-1 | 1, 10, 'x', 10, 'p'\n-1 | 1, 10, 'x', 10, 'p2'\n\
+                 +1 | 1, 10, 'x', NULL, NULL"
+            )
+        );
+        // Retractions of padded rows, NULL key or not.
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "-1 | 3, NULL, 'z'\n-1 | 1, 10, 'x'")]),
+        );
+        assert_eq!(
+            out,
+            expect("-1 | 3, NULL, 'z', NULL, NULL\n-1 | 1, 10, 'x', NULL, NULL")
+        );
+        // A left row and its match in the same epoch: no padding in the net output.
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 6, 40, 'u'"), (&r, "+1 | 40, 't'")]),
+        );
+        assert_eq!(out, expect("+1 | 6, 40, 'u', 40, 't'"));
+        assert!(run(&mut op, &EpochInput::default()).is_empty());
+    }
+
+    #[test]
+    fn right_join_pads_right_rows() {
+        let (l, r) = sides();
+        let mut op = join(&l, &r, JoinKind::Right);
+        let out = run(
+            &mut op,
+            &epoch(&[
+                (&l, "+1 | 9, NULL, 'n'"),
+                (&r, "+1 | 10, 'p'\n+1 | NULL, 'm'"),
+            ]),
+        );
+        assert_eq!(
+            out,
+            expect("+1 | NULL, NULL, NULL, 10, 'p'\n+1 | NULL, NULL, NULL, NULL, 'm'")
+        );
+        let out = run(&mut op, &epoch(&[(&l, "+1 | 1, 10, 'x'")]));
+        assert_eq!(
+            out,
+            expect("-1 | NULL, NULL, NULL, 10, 'p'\n+1 | 1, 10, 'x', 10, 'p'")
+        );
+        let out = run(&mut op, &epoch(&[(&l, "-1 | 1, 10, 'x'")]));
+        assert_eq!(
+            out,
+            expect("+1 | NULL, NULL, NULL, 10, 'p'\n-1 | 1, 10, 'x', 10, 'p'")
+        );
+    }
+
+    #[test]
+    fn full_join_pads_both_sides() {
+        let (l, r) = sides();
+        let mut op = join(&l, &r, JoinKind::Full);
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 20, 'q'\n+1 | NULL, 'n'")]));
+        assert_eq!(
+            out,
+            expect("+1 | NULL, NULL, NULL, 20, 'q'\n+1 | NULL, NULL, NULL, NULL, 'n'")
+        );
+        let out = run(&mut op, &epoch(&[(&l, "+2 | 2, 20, 'y'")]));
+        assert_eq!(
+            out,
+            expect("-1 | NULL, NULL, NULL, 20, 'q'\n+2 | 2, 20, 'y', 20, 'q'")
+        );
+        let out = run(&mut op, &epoch(&[(&l, "-1 | 2, 20, 'y'")]));
+        assert_eq!(out, expect("-1 | 2, 20, 'y', 20, 'q'"));
+        let out = run(&mut op, &epoch(&[(&l, "-1 | 2, 20, 'y'")]));
+        assert_eq!(
+            out,
+            expect("-1 | 2, 20, 'y', 20, 'q'\n+1 | NULL, NULL, NULL, 20, 'q'")
+        );
+        let out = run(&mut op, &epoch(&[(&r, "-1 | NULL, 'n'\n-1 | 20, 'q'")]));
+        assert_eq!(
+            out,
+            expect("-1 | NULL, NULL, NULL, NULL, 'n'\n-1 | NULL, NULL, NULL, 20, 'q'")
+        );
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 7, 70, 'l'\n+1 | 8, NULL, 'm'")]),
+        );
+        assert_eq!(
+            out,
+            expect("+1 | 7, 70, 'l', NULL, NULL\n+1 | 8, NULL, 'm', NULL, NULL")
+        );
+    }
+
+    #[test]
+    fn null_keys_match_when_asked() {
+        let (l, r) = sides();
+        let mut op = join(&l, &r, JoinKind::Inner).with_nulls_matching(true);
+        let out = run(
+            &mut op,
+            &epoch(&[
+                (&l, "+1 | 3, NULL, 'z'"),
+                (&r, "+1 | NULL, 'n'\n+1 | 10, 'p'"),
+            ]),
+        );
+        assert_eq!(out, expect("+1 | 3, NULL, 'z', NULL, 'n'"));
+        let out = run(&mut op, &epoch(&[(&r, "-1 | NULL, 'n'")]));
+        assert_eq!(out, expect("-1 | 3, NULL, 'z', NULL, 'n'"));
+    }
+
+    #[test]
+    fn a_restored_join_continues_from_its_state() {
+        let (l, r) = sides();
+        let mut op = join(&l, &r, JoinKind::Left);
+        run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 1, 10, 'x'\n+2 | 5, 30, 'v'\n+1 | 3, NULL, 'z'")]),
+        );
+        run(&mut op, &epoch(&[(&r, "+1 | 10, 'p'\n+1 | 30, 's'")]));
+        let mut fresh = join(&l, &r, JoinKind::Left);
+        restore_into(&mut op, &mut fresh).unwrap();
+        let next = epoch(&[
+            (&r, "-1 | 10, 'p'"),
+            (&l, "-2 | 5, 30, 'v'\n+1 | 6, 30, 'u'"),
+        ]);
+        let expected = expect(
+            "-1 | 1, 10, 'x', 10, 'p'\n+1 | 1, 10, 'x', NULL, NULL\n\
+             -2 | 5, 30, 'v', 30, 's'\n+1 | 6, 30, 'u', 30, 's'",
+        );
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+        let next = epoch(&[(&r, "-1 | 30, 's'")]);
+        let expected = expect("-1 | 6, 30, 'u', 30, 's'\n+1 | 6, 30, 'u', NULL, NULL");
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
     }
 }

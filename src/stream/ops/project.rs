@@ -5,9 +5,9 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
+use crate::common::ChangeBatch;
 use crate::error::Result;
 use crate::state::StateTable;
-use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
 /// Evaluates DataFusion `PhysicalExpr`s on each input batch; weights pass through unchanged.
@@ -69,5 +69,86 @@ impl Operator for Project {
 
     fn restore(&mut self) -> Result<()> {
         self.input.restore()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::testing::{Rel, epoch, expect, physical, run, schema};
+
+    const SCHEMA: &str = "id:i64 name:utf8 v:f64";
+
+    fn project(r: &Rel, exprs: &[&str], out: &str) -> Project {
+        Project {
+            input: r.scan(),
+            exprs: exprs.iter().map(|e| physical(e, &r.schema)).collect(),
+            schema: schema(out),
+        }
+    }
+
+    #[test]
+    fn evaluates_each_expression_and_keeps_weights() {
+        let r = Rel::new(1, SCHEMA);
+        let mut p = project(
+            &r,
+            &["id", "v * 2", "name IS NULL"],
+            "id:i64 twice:f64 anon:bool",
+        );
+        let out = run(
+            &mut p,
+            &epoch(&[(&r, "+1 | 1, 'a', 2.5\n+2 | 2, NULL, NULL\n-1 | 3, 'c', 1.0")]),
+        );
+        assert_eq!(
+            out,
+            expect("+1 | 1, 5.0, false\n+2 | 2, NULL, true\n-1 | 3, 2.0, false")
+        );
+        let out = run(
+            &mut p,
+            &epoch(&[(&r, "-1 | 1, 'a', 2.5\n+1 | 1, 'a', 3.0")]),
+        );
+        assert_eq!(out, expect("-1 | 1, 5.0, false\n+1 | 1, 6.0, false"));
+        // An update of a column no expression reads cancels out.
+        let out = run(
+            &mut p,
+            &epoch(&[(&r, "-1 | 1, 'a', 3.0\n+1 | 1, 'z', 3.0")]),
+        );
+        assert!(out.is_empty());
+        assert!(run(&mut p, &EpochInput::default()).is_empty());
+        assert!(run(&mut p, &epoch(&[(&r, "")])).is_empty());
+    }
+
+    #[test]
+    fn rows_that_project_alike_add_up() {
+        let r = Rel::new(1, SCHEMA);
+        let mut p = project(&r, &["v"], "v:f64");
+        let out = run(
+            &mut p,
+            &epoch(&[
+                (&r, "+1 | 1, 'a', 1.0\n+2 | 2, 'b', 1.0"),
+                (&r, "-1 | 3, 'c', 1.0\n+1 | 4, 'd', NULL\n+1 | 5, 'e', NULL"),
+            ]),
+        );
+        assert_eq!(out, expect("+2 | 1.0\n+2 | NULL"));
+    }
+
+    #[test]
+    fn casts_to_the_output_types() {
+        let r = Rel::new(1, SCHEMA);
+        let mut p = project(&r, &["id + 1", "id"], "x:i32 y:f64");
+        let out = run(
+            &mut p,
+            &epoch(&[(&r, "+1 | 1, 'a', 0.0\n-3 | NULL, 'b', 0.0")]),
+        );
+        assert_eq!(out, expect("+1 | 2, 1.0\n-3 | NULL, NULL"));
+    }
+
+    #[test]
+    fn evaluation_errors_are_returned() {
+        let r = Rel::new(1, SCHEMA);
+        let mut p = project(&r, &["10 / (id - 1)"], "x:i64");
+        let out = run(&mut p, &epoch(&[(&r, "+1 | 3, 'a', 0.0")]));
+        assert_eq!(out, expect("+1 | 5"));
+        assert!(p.process(&epoch(&[(&r, "+1 | 1, 'a', 0.0")])).is_err());
     }
 }

@@ -2,10 +2,11 @@
 
 use arrow::datatypes::SchemaRef;
 
+use crate::common::ChangeBatch;
+use crate::common::RelationId;
 use crate::error::Result;
 use crate::state::StateTable;
-use crate::stream::change::ChangeBatch;
-use crate::stream::{EpochInput, Operator, RelationId};
+use crate::stream::{EpochInput, Operator};
 
 /// Reads the epoch's changes of a table or upstream view, keeping the projected columns.
 ///
@@ -61,5 +62,62 @@ impl Operator for Scan {
 
     fn restore(&mut self) -> Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::testing::{Rel, epoch, expect, run, schema};
+
+    #[test]
+    fn forwards_its_relations_changes_with_their_weights() {
+        let r = Rel::new(1, "id:i64 name:utf8 v:f64");
+        let other = Rel::new(2, "x:i64");
+        let mut scan = r.scan();
+        let out = run(
+            scan.as_mut(),
+            &epoch(&[
+                (&r, "+1 | 1, 'a', 2.5\n+3 | 2, NULL, 0.0"),
+                (&other, "+1 | 9"),
+            ]),
+        );
+        assert_eq!(out, expect("+1 | 1, 'a', 2.5\n+3 | 2, NULL, 0.0"));
+        let out = run(
+            scan.as_mut(),
+            &epoch(&[(&r, "-1 | 1, 'a', 2.5\n+1 | 1, 'b', 2.5\n-2 | 2, NULL, 0.0")]),
+        );
+        assert_eq!(
+            out,
+            expect("-1 | 1, 'a', 2.5\n+1 | 1, 'b', 2.5\n-2 | 2, NULL, 0.0")
+        );
+        assert!(run(scan.as_mut(), &EpochInput::default()).is_empty());
+        assert!(run(scan.as_mut(), &epoch(&[(&other, "-1 | 9")])).is_empty());
+        assert!(run(scan.as_mut(), &epoch(&[(&r, "")])).is_empty());
+    }
+
+    #[test]
+    fn projection_keeps_the_chosen_columns_in_order() {
+        let r = Rel::new(1, "id:i64 name:utf8 v:f64");
+        let mut scan = Scan {
+            relation: 1,
+            name: "r".into(),
+            projection: Some(vec![2, 0]),
+            schema: schema("v:f64 id:i64"),
+        };
+        let out = run(
+            &mut scan,
+            &epoch(&[(&r, "+1 | 1, 'a', 2.5\n+1 | 2, 'b', 2.5\n-2 | 3, NULL, NULL")]),
+        );
+        assert_eq!(out, expect("+1 | 2.5, 1\n+1 | 2.5, 2\n-2 | NULL, 3"));
+        // Rows that differ only in a column the scan drops become the same row.
+        let out = run(
+            &mut scan,
+            &epoch(&[(
+                &r,
+                "+1 | 4, 'x', 1.0\n+1 | 4, 'y', 1.0\n-1 | 5, 'x', 0.0\n+1 | 5, 'y', 0.0",
+            )]),
+        );
+        assert_eq!(out, expect("+2 | 1.0, 4"));
     }
 }

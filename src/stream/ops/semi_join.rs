@@ -8,10 +8,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
+use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{batch_from_columns, row_converter};
-use crate::stream::change::ChangeBatch;
 use crate::stream::ops::hash_join::side_schema;
 use crate::stream::{EpochInput, Operator};
 
@@ -411,5 +411,203 @@ impl Operator for SemiJoin {
         // The state tables are the whole state: nothing to re-derive.
         self.left.restore()?;
         self.right.restore()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::testing::{Rel, epoch, expect, physical, restore_into, run};
+
+    fn sides() -> (Rel, Rel) {
+        (Rel::new(1, "id:i64 k:i64"), Rel::new(2, "rk:i64"))
+    }
+
+    /// `l WHERE l.k [NOT] IN / [NOT] EXISTS (r.rk)`, by `kind`.
+    fn semi(l: &Rel, r: &Rel, kind: SemiKind) -> SemiJoin {
+        SemiJoin::try_new(
+            l.scan(),
+            r.scan(),
+            vec![physical("k", &l.schema)],
+            vec![physical("rk", &r.schema)],
+            vec![DataType::Int64],
+            kind,
+        )
+        .unwrap()
+    }
+
+    /// Epochs 1 to 5 of [`semi_join_follows_matches_across_epochs`].
+    fn semi_first_epochs(l: &Rel, r: &Rel, op: &mut SemiJoin) {
+        let out = run(
+            op,
+            &epoch(&[(l, "+1 | 1, 10\n+1 | 2, 20\n+1 | 3, NULL"), (r, "+1 | 10")]),
+        );
+        assert_eq!(out, expect("+1 | 1, 10"));
+        // More matches of a matched key, and a NULL right key, change nothing.
+        assert!(run(op, &epoch(&[(r, "+1 | 10\n+1 | NULL")])).is_empty());
+        assert!(run(op, &epoch(&[(r, "-1 | 10")])).is_empty());
+        // The last match goes.
+        assert_eq!(run(op, &epoch(&[(r, "-1 | 10")])), expect("-1 | 1, 10"));
+        // A match for a stored row and for a new row (weight 2) in one epoch.
+        let out = run(op, &epoch(&[(r, "+1 | 20"), (l, "+2 | 4, 20")]));
+        assert_eq!(out, expect("+1 | 2, 20\n+2 | 4, 20"));
+    }
+
+    #[test]
+    fn semi_join_follows_matches_across_epochs() {
+        let (l, r) = sides();
+        let mut op = semi(&l, &r, SemiKind::Semi);
+        semi_first_epochs(&l, &r, &mut op);
+        // A left update moves its row to a key without a match.
+        let out = run(&mut op, &epoch(&[(&l, "-1 | 2, 20\n+1 | 2, 10")]));
+        assert_eq!(out, expect("-1 | 2, 20"));
+        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &epoch(&[(&l, ""), (&r, "")])).is_empty());
+        // One key gains its first match while another loses its last.
+        let out = run(&mut op, &epoch(&[(&r, "+1 | 10\n-1 | 20")]));
+        assert_eq!(out, expect("+1 | 1, 10\n+1 | 2, 10\n-2 | 4, 20"));
+        assert!(run(&mut op, &epoch(&[(&r, "-1 | NULL")])).is_empty());
+        // A NULL left key never passes, in or out.
+        assert!(run(&mut op, &epoch(&[(&l, "-1 | 3, NULL")])).is_empty());
+    }
+
+    #[test]
+    fn a_restored_semi_join_continues_from_its_state() {
+        let (l, r) = sides();
+        let mut op = semi(&l, &r, SemiKind::Semi);
+        semi_first_epochs(&l, &r, &mut op);
+        let mut fresh = semi(&l, &r, SemiKind::Semi);
+        restore_into(&mut op, &mut fresh).unwrap();
+        let next = epoch(&[(&r, "+1 | 10\n-1 | 20"), (&l, "+1 | 6, 10")]);
+        let expected = expect("+1 | 1, 10\n-1 | 2, 20\n-2 | 4, 20\n+1 | 6, 10");
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+    }
+
+    #[test]
+    fn anti_join_keeps_rows_without_a_match() {
+        let (l, r) = sides();
+        let mut op = semi(&l, &r, SemiKind::Anti);
+        let out = run(
+            &mut op,
+            &epoch(&[
+                (&l, "+1 | 1, 10\n+1 | 2, 20\n+1 | 3, NULL"),
+                (&r, "+1 | 10"),
+            ]),
+        );
+        // NOT EXISTS: a NULL key matches nothing, so its row is kept.
+        assert_eq!(out, expect("+1 | 2, 20\n+1 | 3, NULL"));
+        assert!(run(&mut op, &epoch(&[(&r, "+1 | NULL")])).is_empty());
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "+2 | 20")])),
+            expect("-1 | 2, 20")
+        );
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "-1 | 10")])),
+            expect("+1 | 1, 10")
+        );
+        assert!(run(&mut op, &epoch(&[(&r, "-1 | 20")])).is_empty());
+        let out = run(&mut op, &epoch(&[(&l, "-1 | 3, NULL\n+3 | 5, 50")]));
+        assert_eq!(out, expect("-1 | 3, NULL\n+3 | 5, 50"));
+        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "-1 | 20")])),
+            expect("+1 | 2, 20")
+        );
+        // The restored join sees the same right counts.
+        let mut fresh = semi(&l, &r, SemiKind::Anti);
+        restore_into(&mut op, &mut fresh).unwrap();
+        let next = epoch(&[(&r, "+1 | 50\n+1 | 20")]);
+        let expected = expect("-1 | 2, 20\n-3 | 5, 50");
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+    }
+
+    /// Epochs 1 to 4 of [`not_in_follows_the_null_rule`].
+    fn not_in_first_epochs(l: &Rel, r: &Rel, op: &mut SemiJoin) {
+        // Over an empty right side every row passes, a NULL key too.
+        let out = run(op, &epoch(&[(l, "+1 | 1, 10\n+1 | 2, 20\n+1 | 3, NULL")]));
+        assert_eq!(out, expect("+1 | 1, 10\n+1 | 2, 20\n+1 | 3, NULL"));
+        // A right row: its key's rows go, and so does the NULL key's row (NULL NOT IN (10)
+        // is NULL).
+        let out = run(op, &epoch(&[(r, "+1 | 10")]));
+        assert_eq!(out, expect("-1 | 1, 10\n-1 | 3, NULL"));
+        // A NULL right key: nothing passes (20 NOT IN (10, NULL) is NULL).
+        assert_eq!(run(op, &epoch(&[(r, "+1 | NULL")])), expect("-1 | 2, 20"));
+        assert!(run(op, &epoch(&[(l, "+1 | 4, 30")])).is_empty());
+    }
+
+    #[test]
+    fn not_in_follows_the_null_rule() {
+        let (l, r) = sides();
+        let mut op = semi(&l, &r, SemiKind::NullAwareAnti);
+        not_in_first_epochs(&l, &r, &mut op);
+        // The NULL right key goes: the rows without a match come back.
+        let out = run(&mut op, &epoch(&[(&r, "-1 | NULL")]));
+        assert_eq!(out, expect("+1 | 2, 20\n+1 | 4, 30"));
+        // The right side empties: every row passes again.
+        let out = run(&mut op, &epoch(&[(&r, "-1 | 10")]));
+        assert_eq!(out, expect("+1 | 1, 10\n+1 | 3, NULL"));
+        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert_eq!(
+            run(&mut op, &epoch(&[(&l, "-1 | 3, NULL")])),
+            expect("-1 | 3, NULL")
+        );
+        // A first right row again, then a key that gains a match while the side is not
+        // empty.
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "+1 | 20")])),
+            expect("-1 | 2, 20")
+        );
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "+1 | 30")])),
+            expect("-1 | 4, 30")
+        );
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "-1 | 30")])),
+            expect("+1 | 4, 30")
+        );
+    }
+
+    #[test]
+    fn a_restored_not_in_continues_from_its_state() {
+        let (l, r) = sides();
+        let mut op = semi(&l, &r, SemiKind::NullAwareAnti);
+        not_in_first_epochs(&l, &r, &mut op);
+        let mut fresh = semi(&l, &r, SemiKind::NullAwareAnti);
+        restore_into(&mut op, &mut fresh).unwrap();
+        let next = epoch(&[(&r, "-1 | NULL")]);
+        let expected = expect("+1 | 2, 20\n+1 | 4, 30");
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+        let next = epoch(&[(&r, "-1 | 10")]);
+        let expected = expect("+1 | 1, 10\n+1 | 3, NULL");
+        assert_eq!(run(&mut op, &next), expected);
+        assert_eq!(run(&mut fresh, &next), expected);
+    }
+
+    #[test]
+    fn null_keys_match_when_asked() {
+        let (l, r) = sides();
+        let mut op = semi(&l, &r, SemiKind::Semi).with_nulls_matching(true);
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 3, NULL\n+1 | 1, 10"), (&r, "+1 | NULL")]),
+        );
+        assert_eq!(out, expect("+1 | 3, NULL"));
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "-1 | NULL")])),
+            expect("-1 | 3, NULL")
+        );
+        let mut op = semi(&l, &r, SemiKind::Anti).with_nulls_matching(true);
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 3, NULL\n+1 | 1, 10"), (&r, "+1 | NULL")]),
+        );
+        assert_eq!(out, expect("+1 | 1, 10"));
+        assert_eq!(
+            run(&mut op, &epoch(&[(&r, "-1 | NULL")])),
+            expect("+1 | 3, NULL")
+        );
     }
 }

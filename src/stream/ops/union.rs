@@ -2,9 +2,9 @@
 
 use arrow::datatypes::SchemaRef;
 
+use crate::common::ChangeBatch;
 use crate::error::Result;
 use crate::state::StateTable;
-use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
 /// UNION ALL: forwards every input's changes under the output schema; weights unchanged,
@@ -67,5 +67,57 @@ impl Operator for Union {
             i.restore()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::testing::{Rel, epoch, expect, restore_into, run, schema};
+
+    #[test]
+    fn forwards_both_inputs_with_their_weights() {
+        let a = Rel::new(1, "k:utf8 v:i64");
+        let b = Rel::new(2, "k:utf8 v:i32");
+        let mut u = Union {
+            inputs: vec![a.scan(), b.scan()],
+            schema: schema("k:utf8 v:i64"),
+        };
+        let out = run(
+            &mut u,
+            &epoch(&[
+                (&a, "+1 | 'x', 1\n+2 | 'y', NULL"),
+                (&b, "+1 | 'x', 1\n+1 | 'z', 3"),
+            ]),
+        );
+        assert_eq!(out, expect("+2 | 'x', 1\n+2 | 'y', NULL\n+1 | 'z', 3"));
+        let out = run(
+            &mut u,
+            &epoch(&[(&a, "-1 | 'x', 1"), (&b, "-1 | 'z', 3\n+1 | 'z', 4")]),
+        );
+        assert_eq!(out, expect("-1 | 'x', 1\n-1 | 'z', 3\n+1 | 'z', 4"));
+        let out = run(&mut u, &epoch(&[(&a, ""), (&b, "-1 | 'x', 1")]));
+        assert_eq!(out, expect("-1 | 'x', 1"));
+        // An insert on one side and its retraction on the other cancel.
+        let out = run(&mut u, &epoch(&[(&a, "+1 | 'q', 5"), (&b, "-1 | 'q', 5")]));
+        assert!(out.is_empty());
+        assert!(run(&mut u, &EpochInput::default()).is_empty());
+    }
+
+    #[test]
+    fn the_same_input_twice_doubles_the_weights() {
+        let a = Rel::new(1, "v:i64");
+        let mut u = Union {
+            inputs: vec![a.scan(), a.scan()],
+            schema: schema("v:i64"),
+        };
+        let out = run(&mut u, &epoch(&[(&a, "+1 | 1\n-3 | 2\n+1 | NULL")]));
+        assert_eq!(out, expect("+2 | 1\n-6 | 2\n+2 | NULL"));
+        let mut v = Union {
+            inputs: vec![a.scan(), a.scan()],
+            schema: schema("v:i64"),
+        };
+        restore_into(&mut u, &mut v).unwrap();
+        assert_eq!(run(&mut v, &epoch(&[(&a, "-1 | 1")])), expect("-2 | 1"));
     }
 }

@@ -4,9 +4,9 @@
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
+use crate::common::ChangeBatch;
 use crate::error::Result;
 use crate::state::StateTable;
-use crate::stream::change::ChangeBatch;
 use crate::stream::{EpochInput, Operator};
 
 /// Emits its rows as inserts in the first epoch it processes, then nothing: a constant input
@@ -90,5 +90,22 @@ mod tests {
         let mut v = values();
         v.restore().unwrap();
         assert!(v.process(&EpochInput::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn emits_its_rows_as_inserts_once_whatever_the_input() {
+        use crate::stream::testing::{Rel, epoch, expect, run};
+
+        let r = Rel::new(1, "k:utf8 v:i64");
+        let rows = r.batch("+1 | 'a', 1\n+1 | NULL, NULL\n+1 | 'a', 1").batch;
+        let mut v = Values {
+            rows,
+            emitted: false,
+            display: "VALUES".into(),
+        };
+        let input = epoch(&[(&r, "-1 | 'a', 1")]);
+        assert_eq!(run(&mut v, &input), expect("+2 | 'a', 1\n+1 | NULL, NULL"));
+        assert!(run(&mut v, &input).is_empty());
+        assert!(run(&mut v, &EpochInput::default()).is_empty());
     }
 }

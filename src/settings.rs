@@ -1,5 +1,8 @@
 //! Session variables: `SET`, `SHOW`, `RESET`, with types, defaults and validation.
 //!
+//! Below the session layer: the engine, checkpointing and the system tables read settings
+//! without depending on the session that changes them.
+//!
 //! Weir's own settings follow Flink's checkpointing options (see the Flink documentation,
 //! "Checkpointing" and "Task Failure Recovery"); the PostgreSQL ones that drivers send on
 //! connect are accepted and echoed back.

@@ -1,0 +1,1348 @@
+//! Statement dispatch for a session: parse, classify, plan with DataFusion, execute.
+//!
+//! ```text
+//!  SQL text ─► split ─► SET/SHOW/RESET/FLUSH/BEGIN... (here)        ─► Output
+//!                    └► sqlparser (PostgreSQL dialect, pg_catalog rewrites)
+//!                        ├─ CREATE/DROP TABLE, CREATE/DROP MATERIALIZED VIEW ─► Engine (catalog, jobs)
+//!                        ├─ INSERT/UPDATE/DELETE ─► DataFusion plans the rows ─► Engine::write
+//!                        ├─ COPY FROM STDIN ─► CopyIn, then copy::parse ─► Engine::write
+//!                        └─ SELECT/EXPLAIN ─► DataFusion over the catalog's providers
+//! ```
+
+use std::sync::Arc;
+
+use crate::sql::parse::parse_one;
+use crate::sql::{copy, names, parse, provider};
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::logical_plan::Projection;
+use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
+use datafusion::prelude::Expr;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, Statement};
+
+use super::{PendingCopy, Session};
+use crate::common::ChangeBatch;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+/// What a statement returns to the client.
+#[derive(Debug)]
+pub enum Output {
+    /// Rows with their schema.
+    Rows {
+        /// Column names and types.
+        schema: SchemaRef,
+        /// The rows.
+        batches: Vec<RecordBatch>,
+    },
+    /// A command tag such as `INSERT 0 3` or `CREATE TABLE`.
+    Command(String),
+    /// BEGIN (the session enters a transaction block).
+    TransactionStart(String),
+    /// COMMIT or ROLLBACK.
+    TransactionEnd(String),
+    /// COPY FROM STDIN started: the client now sends data for this many columns.
+    CopyIn {
+        /// Number of columns in the data.
+        columns: usize,
+    },
+    /// An empty statement.
+    Empty,
+}
+
+/// Splits a query string into statements at semicolons outside quotes and comments.
+pub fn split_statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = sql.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                cur.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' => {
+                    quote = Some(c);
+                    cur.push(c);
+                }
+                '-' if chars.peek() == Some(&'-') => {
+                    for c in chars.by_ref() {
+                        if c == '\n' {
+                            cur.push('\n');
+                            break;
+                        }
+                    }
+                }
+                ';' => {
+                    if !cur.trim().is_empty() {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                    cur.clear();
+                }
+                _ => cur.push(c),
+            },
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn words(sql: &str) -> Vec<String> {
+    sql.split_whitespace()
+        .map(|w| w.to_ascii_lowercase())
+        .collect()
+}
+
+fn text_rows(names: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
+    let schema = Arc::new(Schema::new(
+        names
+            .iter()
+            .map(|n| Field::new(*n, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ));
+    let columns: Vec<ArrayRef> = (0..names.len())
+        .map(|i| {
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>(),
+            )) as ArrayRef
+        })
+        .collect();
+    let batch = crate::state::table::batch_from_columns(&schema, columns, rows.len())?;
+    Ok(Output::Rows {
+        schema,
+        batches: vec![batch],
+    })
+}
+
+/// Splits `text` at `sep` outside single quotes.
+fn split_top_level(text: &str, sep: char) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in text.chars() {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        if c == sep && !quoted {
+            out.push(std::mem::take(&mut cur));
+        } else {
+            cur.push(c);
+        }
+    }
+    out.push(cur);
+    out
+}
+
+/// Strips matching quotes from a SET value.
+fn unquote(v: &str) -> String {
+    let v = v.trim();
+    if v.len() >= 2
+        && ((v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"')))
+    {
+        v[1..v.len() - 1].replace("''", "'")
+    } else {
+        v.to_string()
+    }
+}
+
+impl Session {
+    /// Executes one statement (no parameters).
+    ///
+    /// # Errors
+    /// Any error of parsing, planning or execution, with its SQLSTATE.
+    pub async fn execute(&mut self, sql: &str) -> Result<Output> {
+        self.execute_with_params(sql, None).await
+    }
+
+    /// Executes one statement, binding `$n` parameters when given.
+    ///
+    /// # Errors
+    /// Any error of parsing, planning or execution, with its SQLSTATE.
+    pub async fn execute_with_params(
+        &mut self,
+        sql: &str,
+        params: Option<ParamValues>,
+    ) -> Result<Output> {
+        // Pin one snapshot of all views for the whole statement.
+        self.schema.pin(Some(self.engine.visible()));
+        let result = self.dispatch(sql, params).await;
+        self.schema.pin(None);
+        result
+    }
+
+    async fn dispatch(&mut self, sql: &str, params: Option<ParamValues>) -> Result<Output> {
+        let trimmed = sql.trim().trim_end_matches(';').trim();
+        if trimmed.is_empty() {
+            return Ok(Output::Empty);
+        }
+        if let Some(out) = self.special(trimmed).await? {
+            return Ok(out);
+        }
+        let stmt = parse_one(trimmed)?;
+        match stmt {
+            Statement::CreateTable(_) => self.create_table(stmt).await,
+            Statement::CreateIndex(ci) => self.create_index(ci).await,
+            Statement::CreateView(cv) => {
+                if !cv.materialized {
+                    return Err(Error::not_supported(
+                        "CREATE VIEW is not supported; use CREATE MATERIALIZED VIEW",
+                    ));
+                }
+                if cv.or_replace {
+                    return Err(Error::not_supported(
+                        "CREATE OR REPLACE MATERIALIZED VIEW is not supported",
+                    ));
+                }
+                let name = object_name(&cv.name)?;
+                let columns: Vec<String> = cv.columns.iter().map(|c| ident(&c.name)).collect();
+                // The query as written: printing the parsed tree back is not always SQL that
+                // parses to the same tree.
+                let query = parse::view_query_text(trimmed)?;
+                // Every write acknowledged before the CREATE is in the backfill.
+                self.engine.flush().await;
+                let query = self.view_query_with_columns(&query, &columns).await?;
+                let plan = self.plan_query(&query).await?;
+                let settings = self.vars.job_settings();
+                let engine = Arc::clone(&self.engine);
+                let if_not_exists = cv.if_not_exists;
+                tokio::task::spawn_blocking(move || {
+                    engine.create_view(&name, &query, plan, settings, if_not_exists)
+                })
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??;
+                Ok(Output::Command("CREATE MATERIALIZED VIEW".into()))
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => {
+                if object_type == ObjectType::Index {
+                    for n in &names {
+                        let name = object_name(n)?;
+                        let engine = Arc::clone(&self.engine);
+                        tokio::task::spawn_blocking(move || engine.drop_index(&name, if_exists))
+                            .await
+                            .map_err(|e| Error::Internal(e.to_string()))??;
+                    }
+                    return Ok(Output::Command("DROP INDEX".into()));
+                }
+                let (table, tag) = match object_type {
+                    ObjectType::Table => (true, "DROP TABLE"),
+                    ObjectType::MaterializedView => (false, "DROP MATERIALIZED VIEW"),
+                    other => {
+                        return Err(Error::not_supported(format!(
+                            "DROP {other} is not supported"
+                        )));
+                    }
+                };
+                for n in &names {
+                    let name = object_name(n)?;
+                    let engine = Arc::clone(&self.engine);
+                    tokio::task::spawn_blocking(move || {
+                        engine.drop_relation(&name, table, if_exists, cascade)
+                    })
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))??;
+                }
+                Ok(Output::Command(tag.into()))
+            }
+            Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_) => {
+                self.dml(stmt, params).await
+            }
+            Statement::Query(_) => {
+                let catalog = parse::mentions_catalog(&stmt);
+                let result = match self.plan_select(trimmed, stmt).await {
+                    Ok((plan, names)) => match bind(plan, params.clone()) {
+                        Ok(plan) => self.run_query(plan, names).await,
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                match result {
+                    // A client's catalog query DataFusion cannot run as written (correlated
+                    // subqueries psql sends) gets the whole compatibility layer.
+                    Err(e) if catalog => match parse::parse_one_compat(trimmed) {
+                        Ok(compat) => match self.plan_statement(compat).await {
+                            Ok(plan) => match bind(plan, params) {
+                                Ok(plan) => self.run_query(plan, None).await.map_err(|_| e),
+                                Err(_) => Err(e),
+                            },
+                            Err(_) => Err(e),
+                        },
+                        Err(_) => Err(e),
+                    },
+                    other => other,
+                }
+            }
+            Statement::Explain { ref statement, .. } => {
+                if let Statement::CreateView(cv) = statement.as_ref()
+                    && cv.materialized
+                {
+                    return self.explain_view(cv, trimmed).await;
+                }
+                let plan = self.plan_with_fallback(trimmed, stmt).await?;
+                self.run_query(plan, None).await
+            }
+            Statement::Copy {
+                source,
+                to,
+                target,
+                options,
+                legacy_options,
+                ..
+            } => {
+                if to {
+                    return Err(Error::not_supported(
+                        "COPY ... TO is not supported; use SELECT",
+                    ));
+                }
+                if !matches!(target, CopyTarget::Stdin) {
+                    return Err(Error::not_supported(
+                        "COPY FROM a server file or program is not supported; use COPY ... FROM STDIN (psql's \\copy)",
+                    ));
+                }
+                let CopySource::Table {
+                    table_name,
+                    columns,
+                } = source
+                else {
+                    return Err(Error::not_supported("COPY (query) FROM is not supported"));
+                };
+                let name = object_name(&table_name)?;
+                let def = self.engine.relation(&name).ok_or_else(|| {
+                    Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
+                })?;
+                if !def.is_table() {
+                    return Err(Error::plan(
+                        "42809",
+                        format!("cannot copy to materialized view \"{name}\""),
+                    ));
+                }
+                let cols = if columns.is_empty() {
+                    (0..def.schema.fields().len()).collect()
+                } else {
+                    columns
+                        .iter()
+                        .map(|c| {
+                            let c = ident(c);
+                            def.schema.index_of(&c).map_err(|_| {
+                                Error::plan(
+                                    "42703",
+                                    format!("column \"{c}\" of relation \"{name}\" does not exist"),
+                                )
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?
+                };
+                let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
+                let n = cols.len();
+                self.copy = Some(PendingCopy {
+                    table: def.id,
+                    table_name: def.name.clone(),
+                    columns: cols,
+                    format,
+                    data: Vec::new(),
+                });
+                Ok(Output::CopyIn { columns: n })
+            }
+            Statement::ShowTables { .. } => {
+                let rows = self
+                    .engine
+                    .catalog()
+                    .relations()
+                    .filter(|r| r.is_table())
+                    .map(|r| vec![r.name.clone()])
+                    .collect();
+                text_rows(&["name"], rows)
+            }
+            other => {
+                let kind = other.to_string();
+                let kind: Vec<&str> = kind.split_whitespace().take(2).collect();
+                Err(Error::not_supported(format!(
+                    "statement {} is not supported",
+                    kind.join(" ")
+                )))
+            }
+        }
+    }
+
+    /// `ALTER MATERIALIZED VIEW name SET (setting = value, ...)` and
+    /// `ALTER MATERIALIZED VIEW name RESUME`.
+    async fn alter_view(&mut self, sql: &str) -> Result<Output> {
+        let body = sql.trim().trim_end_matches(';').trim();
+        // Skip the three keywords.
+        let mut rest = body;
+        for _ in 0..3 {
+            rest = rest.trim_start();
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            rest = &rest[end..];
+        }
+        let rest = rest.trim();
+        let (name, tail) = if let Some(stripped) = rest.strip_prefix('"') {
+            let end = stripped
+                .find('"')
+                .ok_or_else(|| Error::Parse("syntax error: unterminated quoted name".into()))?;
+            (stripped[..end].to_string(), stripped[end + 1..].trim())
+        } else {
+            let end = rest
+                .find(|c: char| c.is_whitespace() || c == '(')
+                .unwrap_or(rest.len());
+            (rest[..end].to_ascii_lowercase(), rest[end..].trim())
+        };
+        if name.is_empty() {
+            return Err(Error::Parse(
+                "syntax error: ALTER MATERIALIZED VIEW needs a name".into(),
+            ));
+        }
+        // Views live in schema public.
+        let name = name
+            .strip_prefix("public.")
+            .map(str::to_string)
+            .unwrap_or(name);
+        let lower = tail.to_ascii_lowercase();
+        let engine = Arc::clone(&self.engine);
+        if lower == "resume" {
+            tokio::task::spawn_blocking(move || engine.resume_view(&name))
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??;
+            return Ok(Output::Command("ALTER MATERIALIZED VIEW".into()));
+        }
+        let Some(list) = lower
+            .strip_prefix("set")
+            .map(|_| tail[3..].trim())
+            .and_then(|t| t.strip_prefix('('))
+            .and_then(|t| t.strip_suffix(')'))
+        else {
+            if lower.starts_with("set") {
+                return Err(Error::Parse(
+                    "syntax error: expected ALTER MATERIALIZED VIEW name SET (setting = value, ...)"
+                        .into(),
+                ));
+            }
+            let what = tail.split_whitespace().next().unwrap_or("").to_uppercase();
+            return Err(Error::NotSupported(format!(
+                "ALTER MATERIALIZED VIEW ... {what} is not supported; use SET (setting = value, ...) or RESUME"
+            )));
+        };
+        let mut changes = Vec::new();
+        for item in split_top_level(list, ',') {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                Error::Parse(format!(
+                    "syntax error in ALTER MATERIALIZED VIEW: \"{item}\""
+                ))
+            })?;
+            changes.push((unquote(k.trim()).to_ascii_lowercase(), unquote(v.trim())));
+        }
+        if changes.is_empty() {
+            return Err(Error::Parse(
+                "syntax error: ALTER MATERIALIZED VIEW ... SET needs at least one setting".into(),
+            ));
+        }
+        tokio::task::spawn_blocking(move || engine.alter_view_settings(&name, &changes))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command("ALTER MATERIALIZED VIEW".into()))
+    }
+
+    /// Handles the statements sqlparser does not know or that need session state.
+    async fn special(&mut self, sql: &str) -> Result<Option<Output>> {
+        let w = words(sql);
+        let first = w[0].as_str();
+        let out = match first {
+            "flush" if w.len() == 1 => {
+                self.engine.flush().await;
+                Output::Command("FLUSH".into())
+            }
+            "alter" if w.len() >= 3 && w[1] == "materialized" && w[2] == "view" => {
+                self.alter_view(sql).await?
+            }
+            "begin" | "start" => Output::TransactionStart("BEGIN".into()),
+            "commit" | "end" => Output::TransactionEnd("COMMIT".into()),
+            "rollback" | "abort" => Output::TransactionEnd("ROLLBACK".into()),
+            "set" => {
+                let rest = sql[3..].trim();
+                let rest = rest
+                    .strip_prefix("SESSION ")
+                    .or_else(|| rest.strip_prefix("session "))
+                    .unwrap_or(rest)
+                    .trim();
+                if rest.to_ascii_lowercase().starts_with("transaction")
+                    || rest.to_ascii_lowercase().starts_with("local ")
+                {
+                    return Ok(Some(Output::Command("SET".into())));
+                }
+                let lower = rest.to_ascii_lowercase();
+                let (name, value) = if let Some(v) = lower.strip_prefix("time zone") {
+                    (
+                        "timezone".to_string(),
+                        rest[rest.len() - v.len()..].trim().to_string(),
+                    )
+                } else if let Some(i) = rest.find('=') {
+                    (
+                        rest[..i].trim().to_string(),
+                        rest[i + 1..].trim().to_string(),
+                    )
+                } else if let Some(i) = lower.find(" to ") {
+                    (
+                        rest[..i].trim().to_string(),
+                        rest[i + 4..].trim().to_string(),
+                    )
+                } else {
+                    return Err(Error::Parse(format!("syntax error in SET: {sql}")));
+                };
+                let name = unquote(&name);
+                if value.eq_ignore_ascii_case("default") {
+                    self.vars.reset(&name)?;
+                } else {
+                    self.vars.set(&name, &unquote(&value))?;
+                }
+                self.memory.set_limit(self.vars.query_memory_limit_bytes());
+                Output::Command("SET".into())
+            }
+            "reset" if w.len() == 2 => {
+                if w[1] == "all" {
+                    self.vars.reset_all();
+                } else {
+                    self.vars.reset(&w[1])?;
+                }
+                self.memory.set_limit(self.vars.query_memory_limit_bytes());
+                Output::Command("RESET".into())
+            }
+            "show" if w.len() >= 2 => {
+                let what = w[1..].join(" ");
+                match what.as_str() {
+                    "all" => {
+                        let rows = self
+                            .vars
+                            .all()
+                            .into_iter()
+                            .map(|(n, v, d)| vec![n, v, d])
+                            .collect();
+                        text_rows(&["name", "setting", "description"], rows)?
+                    }
+                    "materialized views" => {
+                        let rows = self
+                            .engine
+                            .catalog()
+                            .relations()
+                            .filter(|r| !r.is_table())
+                            .map(|r| vec![r.name.clone()])
+                            .collect();
+                        text_rows(&["name"], rows)?
+                    }
+                    "tables" => {
+                        let rows = self
+                            .engine
+                            .catalog()
+                            .relations()
+                            .filter(|r| r.is_table())
+                            .map(|r| vec![r.name.clone()])
+                            .collect();
+                        text_rows(&["name"], rows)?
+                    }
+                    _ if w.len() == 2 => {
+                        let name = unquote(&w[1]);
+                        let v = self.vars.get(&name)?;
+                        let col = name.rsplit('.').next().unwrap_or(&name).to_string();
+                        text_rows(&[col.as_str()], vec![vec![v]])?
+                    }
+                    _ if w.len() == 4 && w[1] == "transaction" && w[2] == "isolation" => text_rows(
+                        &["transaction_isolation"],
+                        vec![vec!["read committed".into()]],
+                    )?,
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(out))
+    }
+
+    async fn plan_statement(&self, stmt: Statement) -> Result<LogicalPlan> {
+        let state = self.ctx.state();
+        Ok(state
+            .statement_to_plan(DfStatement::Statement(Box::new(stmt)))
+            .await?)
+    }
+
+    /// Plans and optimizes a view's query.
+    async fn plan_query(&self, query: &str) -> Result<LogicalPlan> {
+        let stmt = parse_one(query)?;
+        if !matches!(stmt, Statement::Query(_)) {
+            return Err(Error::Parse(
+                "a materialized view needs a SELECT query".into(),
+            ));
+        }
+        let plan = self.plan_statement(stmt).await?;
+        let plan = self.ctx.state().optimize(&plan)?;
+        self.materialize_table_functions(plan).await
+    }
+
+    /// Replaces each scan of a table function (`generate_series`, `range`) in a view's plan by
+    /// its rows (a constant relation), evaluated once under the session's memory limit.
+    async fn materialize_table_functions(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        let mut scans = Vec::new();
+        plan.apply(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && is_table_function_scan(scan)
+            {
+                scans.push(node.clone());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        })?;
+        if scans.is_empty() {
+            return Ok(plan);
+        }
+        let mut rows = Vec::with_capacity(scans.len());
+        for scan in &scans {
+            let df = self.ctx.execute_logical_plan(scan.clone()).await?;
+            let batches = df.collect().await?;
+            let mut values = Vec::new();
+            for b in &batches {
+                for r in 0..b.num_rows() {
+                    let row = b
+                        .columns()
+                        .iter()
+                        .map(|c| {
+                            Ok(Expr::Literal(
+                                datafusion::common::ScalarValue::try_from_array(c, r)?,
+                                None,
+                            ))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    values.push(row);
+                }
+            }
+            rows.push((scan.clone(), values));
+        }
+        let replaced = plan.transform_up(|node| {
+            for (scan, values) in &rows {
+                if &node == scan {
+                    let schema = node.schema().clone();
+                    let replacement = if values.is_empty() {
+                        LogicalPlan::EmptyRelation(datafusion::logical_expr::EmptyRelation {
+                            produce_one_row: false,
+                            schema,
+                        })
+                    } else {
+                        LogicalPlan::Values(datafusion::logical_expr::Values {
+                            schema,
+                            values: values.clone(),
+                        })
+                    };
+                    return Ok(Transformed::yes(replacement));
+                }
+            }
+            Ok(Transformed::no(node))
+        })?;
+        Ok(replaced.data)
+    }
+
+    async fn explain_view(
+        &mut self,
+        cv: &datafusion::sql::sqlparser::ast::CreateView,
+        sql: &str,
+    ) -> Result<Output> {
+        let name = object_name(&cv.name)?;
+        let plan = self.plan_query(&parse::view_query_text(sql)?).await?;
+        let mut lines = self.engine.explain_view(&name, plan)?;
+        let settings: Vec<String> = self
+            .vars
+            .job_settings()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        lines.push(format!("Job settings: {}", settings.join(", ")));
+        text_rows(
+            &["QUERY PLAN"],
+            lines.into_iter().map(|l| vec![l]).collect(),
+        )
+    }
+
+    /// Runs a query; `names` are the output column names when they differ from the plan's
+    /// (a SELECT list may repeat a name, which a DataFusion plan may not).
+    async fn run_query(&self, plan: LogicalPlan, names: Option<Vec<String>>) -> Result<Output> {
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        let task = Arc::new(df.task_ctx());
+        let physical = df.create_physical_plan().await?;
+        // The executed plan's types (after Weir's rewrites), under the names to show.
+        let schema = output_schema(physical.schema().as_ref(), names.as_deref());
+        let batches = datafusion::physical_plan::collect(physical, task).await?;
+        let batches = batches
+            .into_iter()
+            .map(|b| {
+                let options =
+                    arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                Ok(RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    b.columns().to_vec(),
+                    &options,
+                )?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Output::Rows { schema, batches })
+    }
+
+    /// Plans a statement; a client's catalog query that does not plan is tried again through
+    /// datafusion-pg-catalog's whole compatibility layer (see [`parse`]).
+    async fn plan_with_fallback(&self, sql: &str, stmt: Statement) -> Result<LogicalPlan> {
+        let catalog = parse::mentions_catalog(&stmt);
+        match self.plan_statement(stmt).await {
+            Ok(plan) => Ok(plan),
+            Err(e) if catalog => match parse::parse_one_compat(sql) {
+                Ok(compat) => self.plan_statement(compat).await.map_err(|_| e),
+                Err(_) => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Plans a SELECT and returns the output names to show when they differ from the plan's
+    /// (PostgreSQL's names, [`names::shown_names`]); when its output names repeat (legal in
+    /// PostgreSQL: `SELECT 1, 1`), plans it with unique internal names.
+    async fn plan_select(
+        &self,
+        sql: &str,
+        stmt: Statement,
+    ) -> Result<(LogicalPlan, Option<Vec<String>>)> {
+        match self.plan_with_fallback(sql, stmt.clone()).await {
+            Ok(plan) => {
+                let planned = field_names(&plan);
+                let shown = names::shown_names(&stmt, &planned);
+                Ok((plan, shown))
+            }
+            Err(e) if is_duplicate_name_error(&e) => match names::unique_output_names(&stmt) {
+                Some((renamed, shown)) => {
+                    let plan = self.plan_statement(renamed).await?;
+                    Ok((plan, Some(shown)))
+                }
+                None => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The view query to store for `CREATE MATERIALIZED VIEW name (columns) AS query`: the
+    /// query itself, or, with a column list, the query renamed by it (PostgreSQL: the list
+    /// names the first columns; the rest keep their names).
+    ///
+    /// # Errors
+    /// `42601` more names than columns; `42701` a column name repeated.
+    async fn view_query_with_columns(&self, query: &str, columns: &[String]) -> Result<String> {
+        let stmt = parse_one(query)?;
+        if !matches!(stmt, Statement::Query(_)) {
+            return Err(Error::Parse(
+                "a materialized view needs a SELECT query".into(),
+            ));
+        }
+        let (plan, shown) = self.plan_select(query, stmt.clone()).await?;
+        let planned = field_names(&plan);
+        // With repeated output names the plan has internal unique names and the subquery
+        // below needs them (`SELECT 38 AS c, -x AS c`); PostgreSQL allows them when the list
+        // renames them.
+        let mut inner = query.to_string();
+        if planned
+            .iter()
+            .any(|n| n.starts_with(names::INTERNAL_PREFIX))
+            && let Some((renamed, _)) = names::unique_output_names(&stmt)
+        {
+            let text = renamed.to_string();
+            // The printed tree must parse back to itself (see `parse::view_query_text`).
+            if parse_one(&text).ok().as_ref() == Some(&renamed) {
+                inner = text;
+            }
+        }
+        let own: Vec<String> = shown.unwrap_or_else(|| planned.clone());
+        if columns.len() > own.len() {
+            return Err(Error::plan(
+                "42601",
+                "CREATE MATERIALIZED VIEW specifies more column names than columns",
+            ));
+        }
+        let mut all: Vec<String> = columns.to_vec();
+        all.extend(own[columns.len()..].iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        for n in &all {
+            if !seen.insert(n.as_str()) {
+                return Err(Error::plan(
+                    "42701",
+                    format!("column \"{n}\" specified more than once"),
+                ));
+            }
+        }
+        // Unaliased expressions are named PostgreSQL's way (`count`, not `count(*)`).
+        if all == planned {
+            return Ok(query.to_string());
+        }
+        let list: Vec<String> = all
+            .iter()
+            .map(|n| format!("\"{}\"", n.replace('"', "\"\"")))
+            .collect();
+        Ok(format!(
+            "SELECT * FROM ({inner}) AS weir_view_columns({})",
+            list.join(", ")
+        ))
+    }
+
+    /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON relation [USING btree|hash]
+    /// (column [ASC|DESC], ...) [INCLUDE (...)]`: a secondary index on a table or a
+    /// materialized view ([`Engine::create_index`]). Without a name it is named as
+    /// PostgreSQL names it (`t_a_b_idx`, then `t_a_b_idx1`, ...). Every index holds all the
+    /// relation's columns, so `INCLUDE` changes nothing.
+    ///
+    /// # Errors
+    /// `0A000` for expressions, operator classes, `NULLS FIRST/LAST`, partial indexes,
+    /// storage parameters, `NULLS NOT DISTINCT` and access methods other than btree/hash;
+    /// `42P01` unknown relation; `42703` unknown column; the engine's errors.
+    async fn create_index(
+        &mut self,
+        ci: datafusion::sql::sqlparser::ast::CreateIndex,
+    ) -> Result<Output> {
+        use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, IndexType};
+        if ci.predicate.is_some() {
+            return Err(Error::not_supported(
+                "partial indexes (CREATE INDEX ... WHERE) are not supported",
+            ));
+        }
+        if !ci.with.is_empty() || !ci.index_options.is_empty() || !ci.alter_options.is_empty() {
+            return Err(Error::not_supported(
+                "index options (WITH ...) are not supported",
+            ));
+        }
+        if ci.nulls_distinct == Some(false) {
+            return Err(Error::not_supported(
+                "NULLS NOT DISTINCT in a unique index is not supported",
+            ));
+        }
+        match &ci.using {
+            None | Some(IndexType::BTree) | Some(IndexType::Hash) => {}
+            Some(other) => {
+                return Err(Error::not_supported(format!(
+                    "index access method \"{other}\" is not supported (Weir's indexes are ordered: btree)"
+                )));
+            }
+        }
+        let relation = object_name(&ci.table_name)?;
+        let def = self.engine.relation(&relation).ok_or_else(|| {
+            Error::catalog("42P01", format!("relation \"{relation}\" does not exist"))
+        })?;
+        let mut columns: Vec<crate::catalog::IndexColumn> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        for c in &ci.columns {
+            let id = match &c.column.expr {
+                SqlExpr::Identifier(id) => id.clone(),
+                SqlExpr::Nested(inner) if matches!(inner.as_ref(), SqlExpr::Identifier(_)) => {
+                    let SqlExpr::Identifier(id) = inner.as_ref() else {
+                        unreachable!()
+                    };
+                    id.clone()
+                }
+                other => {
+                    return Err(Error::not_supported(format!(
+                        "an index on an expression ({other}) is not supported; index columns by name"
+                    )));
+                }
+            };
+            if c.operator_class.is_some() {
+                return Err(Error::not_supported(
+                    "operator classes in an index are not supported",
+                ));
+            }
+            if c.column.options.nulls_first.is_some() {
+                return Err(Error::not_supported(
+                    "NULLS FIRST/LAST in an index column is not supported (ASC and DESC are)",
+                ));
+            }
+            let name = ident(&id);
+            let column = def
+                .schema
+                .index_of(&name)
+                .map_err(|_| Error::plan("42703", format!("column \"{name}\" does not exist")))?;
+            // A repeated column adds nothing to the order.
+            if columns.iter().any(|c| c.column == column) {
+                continue;
+            }
+            columns.push(crate::catalog::IndexColumn {
+                column,
+                descending: c.column.options.asc == Some(false),
+            });
+            names.push(name);
+        }
+        if columns.is_empty() {
+            return Err(Error::Parse("an index needs at least one column".into()));
+        }
+        let name = match &ci.name {
+            Some(n) => object_name(n)?,
+            None => {
+                let base = format!("{}_{}_idx", def.name, names.join("_"));
+                let catalog = self.engine.catalog();
+                let mut name = base.clone();
+                let mut n = 0;
+                while catalog.name_taken(&name) {
+                    n += 1;
+                    name = format!("{base}{n}");
+                }
+                name
+            }
+        };
+        let engine = Arc::clone(&self.engine);
+        let (unique, if_not_exists) = (ci.unique, ci.if_not_exists);
+        tokio::task::spawn_blocking(move || {
+            engine.create_index(&name, &relation, columns, unique, if_not_exists)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command("CREATE INDEX".into()))
+    }
+
+    async fn create_table(&mut self, stmt: Statement) -> Result<Output> {
+        let plan = self.plan_statement(stmt).await?;
+        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
+            return Err(Error::not_supported(
+                "this form of CREATE TABLE is not supported",
+            ));
+        };
+        if !matches!(c.input.as_ref(), LogicalPlan::EmptyRelation(_)) {
+            return Err(Error::not_supported(
+                "CREATE TABLE ... AS SELECT is not supported",
+            ));
+        }
+        if c.or_replace {
+            return Err(Error::not_supported(
+                "CREATE OR REPLACE TABLE is not supported",
+            ));
+        }
+        if !c.column_defaults.is_empty() {
+            return Err(Error::not_supported(
+                "column DEFAULT values are not supported",
+            ));
+        }
+        let mut pk = Vec::new();
+        for constraint in c.constraints.iter() {
+            match constraint {
+                datafusion::common::Constraint::PrimaryKey(cols) => pk = cols.clone(),
+                datafusion::common::Constraint::Unique(_) => {
+                    return Err(Error::not_supported("UNIQUE constraints are not supported"));
+                }
+            }
+        }
+        let arrow_schema = c.input.schema().as_arrow();
+        let fields: Vec<Field> = arrow_schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let f = f.as_ref().clone();
+                if pk.contains(&i) {
+                    f.with_nullable(false)
+                } else {
+                    f
+                }
+            })
+            .collect();
+        for f in &fields {
+            check_column_type(f.data_type(), f.name())?;
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let name = c.name.table().to_string();
+        let engine = Arc::clone(&self.engine);
+        let if_not_exists = c.if_not_exists;
+        tokio::task::spawn_blocking(move || engine.create_table(&name, schema, pk, if_not_exists))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command("CREATE TABLE".into()))
+    }
+
+    async fn dml(&mut self, stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
+        let plan = self.plan_statement(stmt).await?;
+        let plan = bind(plan, params)?;
+        let LogicalPlan::Dml(DmlStatement {
+            table_name,
+            op,
+            input,
+            ..
+        }) = plan
+        else {
+            return Err(Error::Internal("DML did not plan as DML".into()));
+        };
+        let name = table_name.table().to_string();
+        let def = self.engine.relation(&name).ok_or_else(|| {
+            Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
+        })?;
+        if !def.is_table() {
+            return Err(Error::plan(
+                "42809",
+                format!("cannot change materialized view \"{name}\""),
+            ));
+        }
+        let schema = def.schema_ref();
+        let (change, tag) = match op {
+            WriteOp::Insert(_) => {
+                let batches = self.collect(input.as_ref().clone()).await?;
+                let batch = concat_as(&schema, &batches)?;
+                let n = batch.num_rows();
+                (ChangeBatch::inserts(batch), format!("INSERT 0 {n}"))
+            }
+            WriteOp::Delete => {
+                let batches = self.collect(input.as_ref().clone()).await?;
+                let batch = concat_as(&schema, &batches)?;
+                let n = batch.num_rows();
+                (ChangeBatch::deletes(batch), format!("DELETE {n}"))
+            }
+            WriteOp::Update => {
+                let LogicalPlan::Projection(p) = input.as_ref() else {
+                    return Err(Error::not_supported("this form of UPDATE is not supported"));
+                };
+                // New values followed by the old row, in one pass over the matching rows.
+                let mut exprs = p.expr.clone();
+                for (i, col) in p.input.schema().columns().into_iter().enumerate() {
+                    exprs.push(Expr::Column(col).alias(format!("__weir_old_{i}")));
+                }
+                let both = LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?);
+                let batches = self.collect(both).await?;
+                let k = schema.fields().len();
+                let mut news = Vec::new();
+                let mut olds = Vec::new();
+                for b in &batches {
+                    let new_cols = cast_columns(&schema, &b.columns()[..k])?;
+                    let old_cols = cast_columns(&schema, &b.columns()[k..2 * k])?;
+                    news.push(crate::state::table::batch_from_columns(
+                        &schema,
+                        new_cols,
+                        b.num_rows(),
+                    )?);
+                    olds.push(crate::state::table::batch_from_columns(
+                        &schema,
+                        old_cols,
+                        b.num_rows(),
+                    )?);
+                }
+                let new = concat_as(&schema, &news)?;
+                let old = concat_as(&schema, &olds)?;
+                let n = new.num_rows();
+                let both = ChangeBatch::concat(
+                    &schema,
+                    &[ChangeBatch::deletes(old), ChangeBatch::inserts(new)],
+                )?;
+                (both, format!("UPDATE {n}"))
+            }
+            other => return Err(Error::not_supported(format!("{other} is not supported"))),
+        };
+        let engine = Arc::clone(&self.engine);
+        let id = def.id;
+        tokio::task::spawn_blocking(move || engine.write(id, change))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Output::Command(tag))
+    }
+
+    async fn collect(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        Ok(df.collect().await?)
+    }
+
+    /// Receives data of a COPY FROM STDIN.
+    pub fn copy_data(&mut self, data: &[u8]) {
+        if let Some(c) = &mut self.copy {
+            c.data.extend_from_slice(data);
+        }
+    }
+
+    /// Ends a COPY FROM STDIN: parses all its data and writes it as one change.
+    /// Returns the number of rows.
+    ///
+    /// # Errors
+    /// Any bad row refuses the whole COPY (nothing is written).
+    pub async fn copy_done(&mut self) -> Result<usize> {
+        let Some(copy) = self.copy.take() else {
+            return Err(Error::Internal("COPY data without COPY".into()));
+        };
+        let def = self
+            .engine
+            .catalog()
+            .get(copy.table)
+            .cloned()
+            .ok_or_else(|| {
+                Error::catalog(
+                    "42P01",
+                    format!("relation \"{}\" does not exist", copy.table_name),
+                )
+            })?;
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || {
+            let schema = def.schema_ref();
+            let batch = copy::parse(
+                &copy.data,
+                &copy.format,
+                &copy.table_name,
+                &schema,
+                &copy.columns,
+            )?;
+            let n = batch.num_rows();
+            engine.write(copy.table, ChangeBatch::inserts(batch))?;
+            Ok(n)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?
+    }
+
+    /// Abandons a COPY (the client sent CopyFail).
+    pub fn copy_fail(&mut self) {
+        self.copy = None;
+    }
+
+    /// Describes a statement for the extended protocol: parameter types and result schema.
+    ///
+    /// # Errors
+    /// Parse and planning errors.
+    pub async fn describe(
+        &mut self,
+        sql: &str,
+    ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
+        let trimmed = sql.trim().trim_end_matches(';').trim();
+        if trimmed.is_empty() {
+            return Ok((vec![], None));
+        }
+        let w = words(trimmed);
+        if w[0] == "show" {
+            // SHOW returns text columns; run it to learn them (it has no side effects).
+            if let Some(Output::Rows { schema, .. }) = self.special(trimmed).await? {
+                return Ok((vec![], Some(schema)));
+            }
+        }
+        if matches!(
+            w[0].as_str(),
+            "set" | "reset" | "flush" | "begin" | "start" | "commit" | "end" | "rollback" | "abort"
+        ) || (w[0] == "alter" && w.get(1).is_some_and(|x| x == "materialized"))
+        {
+            return Ok((vec![], None));
+        }
+        let stmt = parse_one(trimmed)?;
+        if let Statement::Explain { statement, .. } = &stmt {
+            if matches!(statement.as_ref(), Statement::CreateView(_)) {
+                let schema = Arc::new(Schema::new(vec![Field::new(
+                    "QUERY PLAN",
+                    DataType::Utf8,
+                    true,
+                )]));
+                return Ok((vec![], Some(schema)));
+            }
+            let plan = self.plan_with_fallback(trimmed, stmt).await?;
+            return Ok((vec![], Some(Arc::new(plan.schema().as_arrow().clone()))));
+        }
+        let is_query = matches!(stmt, Statement::Query(_));
+        let is_dml = matches!(
+            stmt,
+            Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_)
+        );
+        if !is_query && !is_dml {
+            return Ok((vec![], None));
+        }
+        self.schema.pin(Some(self.engine.visible()));
+        let plan = if is_query {
+            self.plan_select(trimmed, stmt).await
+        } else {
+            self.plan_statement(stmt).await.map(|p| (p, None))
+        };
+        self.schema.pin(None);
+        let (plan, names) = plan?;
+        let types = plan.get_parameter_types()?;
+        let mut params: Vec<(usize, Option<DataType>)> = types
+            .into_iter()
+            .filter_map(|(k, v)| {
+                k.trim_start_matches('$')
+                    .parse::<usize>()
+                    .ok()
+                    .map(|i| (i, v))
+            })
+            .collect();
+        params.sort_by_key(|(i, _)| *i);
+        let n = params.last().map(|(i, _)| *i).unwrap_or(0);
+        let mut out = vec![None; n];
+        for (i, t) in params {
+            out[i - 1] = t;
+        }
+        let schema = if is_query {
+            // The analyzed plan's schema: analyzer rules may change result types (sum(bigint)
+            // is numeric); the rows executed later have these types.
+            let state = self.ctx.state();
+            let analyzed = state
+                .analyzer()
+                .execute_and_check(plan.clone(), state.config_options(), |_, _| {})
+                .unwrap_or(plan);
+            Some(output_schema(
+                analyzed.schema().as_arrow(),
+                names.as_deref(),
+            ))
+        } else {
+            None
+        };
+        Ok((out, schema))
+    }
+}
+
+/// Recompiles every materialized view at start, planning each stored query with a fresh
+/// session, in creation order (so a view's inputs exist before it).
+///
+/// # Errors
+/// Planning errors of a stored query.
+pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
+    for def in engine.views_to_recover() {
+        let crate::catalog::RelationKind::MaterializedView { query, .. } = &def.kind else {
+            continue;
+        };
+        let session = Session::new(Arc::clone(engine))?;
+        let plan = session.plan_query(query).await?;
+        let engine2 = Arc::clone(engine);
+        tokio::task::spawn_blocking(move || engine2.recover_view(&def, plan))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+    }
+    let engine2 = Arc::clone(engine);
+    tokio::task::spawn_blocking(move || engine2.recover_all())
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+    Ok(())
+}
+
+fn bind(plan: LogicalPlan, params: Option<ParamValues>) -> Result<LogicalPlan> {
+    match params {
+        Some(p) => Ok(plan.with_param_values(p)?),
+        None => Ok(plan),
+    }
+}
+
+fn ident(i: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_ascii_lowercase()
+    }
+}
+
+fn object_name(n: &datafusion::sql::sqlparser::ast::ObjectName) -> Result<String> {
+    let parts: Vec<String> =
+        n.0.iter()
+            .map(|p| {
+                p.as_ident()
+                    .map(ident)
+                    .ok_or_else(|| Error::Parse(format!("invalid name {n}")))
+            })
+            .collect::<Result<_>>()?;
+    match parts.as_slice() {
+        [name] => Ok(name.clone()),
+        [schema, name] if schema == "public" => Ok(name.clone()),
+        _ => Err(Error::not_supported(format!(
+            "schema-qualified name {n} is not supported (only public)"
+        ))),
+    }
+}
+
+/// Refuses column types Weir cannot store or encode.
+fn check_column_type(t: &DataType, name: &str) -> Result<()> {
+    match t {
+        DataType::Boolean
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal128(..)
+        | DataType::Utf8
+        | DataType::Date32
+        | DataType::Timestamp(..)
+        | DataType::Interval(_) => Ok(()),
+        other => Err(Error::not_supported(format!(
+            "column \"{name}\" has type {other}, which tables do not support"
+        ))),
+    }
+}
+
+fn cast_columns(schema: &SchemaRef, cols: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
+    cols.iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                Ok(arrow::compute::cast(c, f.data_type())?)
+            }
+        })
+        .collect()
+}
+
+/// Concatenates batches under the table schema (names and nullability of the table).
+fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
+    // Nullable here: NOT NULL is checked by the engine with PostgreSQL's error.
+    let schema = &crate::common::schema::nullable_schema(schema);
+    let mut parts = Vec::with_capacity(batches.len());
+    for b in batches {
+        let cols = cast_columns(schema, b.columns())?;
+        parts.push(crate::state::table::batch_from_columns(
+            schema,
+            cols,
+            b.num_rows(),
+        )?);
+    }
+    Ok(arrow::compute::concat_batches(schema, &parts)?)
+}
+
+/// True when planning failed because two output columns have the same name.
+fn is_duplicate_name_error(e: &Error) -> bool {
+    let m = e.to_string().to_ascii_lowercase();
+    m.contains("unique expression names") || m.contains("duplicate")
+}
+
+/// The output column names of a plan.
+fn field_names(plan: &LogicalPlan) -> Vec<String> {
+    plan.schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
+}
+
+/// `schema` with its fields renamed to `names` (when given and of the same length).
+fn output_schema(schema: &Schema, names: Option<&[String]>) -> SchemaRef {
+    match names {
+        Some(names) if names.len() == schema.fields().len() => Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .zip(names)
+                .map(|(f, n)| f.as_ref().clone().with_name(n))
+                .collect::<Vec<_>>(),
+        )),
+        _ => Arc::new(schema.clone()),
+    }
+}
+
+/// True for a scan of a table function (`generate_series`, `range`): a constant relation.
+fn is_table_function_scan(scan: &datafusion::logical_expr::TableScan) -> bool {
+    let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source) else {
+        return false;
+    };
+    provider
+        .as_ref()
+        .downcast_ref::<provider::RelationProvider>()
+        .is_none()
+        && scan.table_name.schema().is_none()
+        && (scan.table_name.table().starts_with("generate_series")
+            || scan.table_name.table().starts_with("range"))
+}
