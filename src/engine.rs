@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
-use datafusion::logical_expr::LogicalPlan;
 use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
 
@@ -42,6 +41,7 @@ use crate::state::{
 };
 use crate::stream::EpochInput;
 use crate::stream::job::{BackfillSource, EPOCH_BATCH_ROWS, Job, JobStatus, Recovery};
+use crate::stream::plan::StreamPlan;
 
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
 const CHANGELOG_CHUNK_ROWS: usize = 65_536;
@@ -741,7 +741,7 @@ impl Engine {
     ///
     /// # Errors
     /// `0A000` if the stored query no longer compiles; state errors opening its checkpoints.
-    pub fn recover_view(&self, def: &RelationDef, plan: LogicalPlan) -> Result<()> {
+    pub fn recover_view(&self, def: &RelationDef, plan: StreamPlan) -> Result<()> {
         let settings = match &def.kind {
             RelationKind::MaterializedView { settings, .. } => settings.clone(),
             RelationKind::Table { .. } => BTreeMap::new(),
@@ -1779,8 +1779,9 @@ impl Engine {
         Ok(true)
     }
 
-    /// Creates a materialized view: compiles its job with the captured `settings` (validated
-    /// again here), backfills it from the current contents of its inputs (as of the last
+    /// Creates a materialized view: builds its job from the streaming plan `plan` makes (called
+    /// once the name is known to be free, so that a taken name is reported first) with the
+    /// captured `settings` (validated again here), backfills it from the current contents of its inputs (as of the last
     /// processed epoch) and makes it visible before returning.
     ///
     /// # Errors
@@ -1791,7 +1792,7 @@ impl Engine {
         &self,
         name: &str,
         query: &str,
-        plan: LogicalPlan,
+        plan: impl FnOnce() -> Result<StreamPlan>,
         settings: BTreeMap<String, String>,
         if_not_exists: bool,
     ) -> Result<bool> {
@@ -1801,7 +1802,8 @@ impl Engine {
         if !name_free(&lock(&self.catalog), name, if_not_exists)? {
             return Ok(false);
         }
-        let schema = crate::common::schema::nullable_schema(plan.schema().as_arrow());
+        let plan = plan()?;
+        let schema = plan.schema.clone();
         let mut catalog = lock(&self.catalog).clone();
         let id = catalog.allocate_id();
         let coordinator = self.coordinator(id, name, &settings)?;
@@ -1953,8 +1955,8 @@ impl Engine {
     ///
     /// # Errors
     /// `0A000` for unsupported constructs.
-    pub fn explain_view(&self, name: &str, plan: LogicalPlan) -> Result<Vec<String>> {
-        let schema = crate::common::schema::nullable_schema(plan.schema().as_arrow());
+    pub fn explain_view(&self, name: &str, plan: StreamPlan) -> Result<Vec<String>> {
+        let schema = plan.schema.clone();
         let job = Job::try_new(0, name.to_string(), plan, schema, None, None)?;
         Ok(job.explain())
     }

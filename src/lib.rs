@@ -5,14 +5,16 @@
 //! ```text
 //!   psql / drivers ──pgwire──► server ─► session ─► sql ─┬─► engine.write ─► changelog (RocksDB)
 //!                                                        ├─► DataFusion SELECT over snapshots
-//!                                                        └─► CREATE MATERIALIZED VIEW ─► stream::plan
+//!                                                        └─► CREATE MATERIALIZED VIEW ─► sql::stream_plan
 //!   barrier clock ─► closes epoch e ─► every job runs e (scan ─► filter/project ─► join/agg ─►
 //!                   materialize) ─► all views visible at e together
 //! ```
 //!
-//! Module map: [`server`] (pgwire), [`session`] (variables), [`sql`] (dispatch and planning),
-//! [`catalog`], [`engine`] (tables, epochs, jobs), [`stream`] (operators), [`state`] (store and
-//! state tables), [`error`] (SQLSTATE-carrying errors).
+//! Module map, top down (dependencies point down only): [`server`] (pgwire), [`session`]
+//! (connections, statement dispatch), [`sql`] (planning, the streaming planner), [`engine`]
+//! (tables, epochs, jobs), [`stream`] (operators, jobs, stream plans), [`checkpoint`], [`state`]
+//! (store, state backend and state tables), [`catalog`], [`settings`] (session variables),
+//! [`common`] (epochs, change batches), [`error`] (SQLSTATE-carrying errors).
 
 pub mod catalog;
 pub mod checkpoint;

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::sql::parse::parse_one;
-use crate::sql::{copy, names, parse, provider};
+use crate::sql::{copy, names, parse, provider, stream_plan};
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ParamValues;
@@ -214,7 +214,13 @@ impl Session {
                 let engine = Arc::clone(&self.engine);
                 let if_not_exists = cv.if_not_exists;
                 tokio::task::spawn_blocking(move || {
-                    engine.create_view(&name, &query, plan, settings, if_not_exists)
+                    engine.create_view(
+                        &name,
+                        &query,
+                        || stream_plan::plan(&plan),
+                        settings,
+                        if_not_exists,
+                    )
                 })
                 .await
                 .map_err(|e| Error::Internal(e.to_string()))??;
@@ -661,7 +667,7 @@ impl Session {
     ) -> Result<Output> {
         let name = object_name(&cv.name)?;
         let plan = self.plan_query(&parse::view_query_text(sql)?).await?;
-        let mut lines = self.engine.explain_view(&name, plan)?;
+        let mut lines = self.engine.explain_view(&name, stream_plan::plan(&plan)?)?;
         let settings: Vec<String> = self
             .vars
             .job_settings()
@@ -1208,7 +1214,7 @@ pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
             continue;
         };
         let session = Session::new(Arc::clone(engine))?;
-        let plan = session.plan_query(query).await?;
+        let plan = stream_plan::plan(&session.plan_query(query).await?)?;
         let engine2 = Arc::clone(engine);
         tokio::task::spawn_blocking(move || engine2.recover_view(&def, plan))
             .await

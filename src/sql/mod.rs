@@ -10,4 +10,5 @@ pub(crate) mod names;
 pub mod parse;
 pub mod provider;
 pub mod semantics;
+pub mod stream_plan;
 pub mod system;

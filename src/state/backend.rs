@@ -128,6 +128,10 @@ impl Shared {
     }
 }
 
+/// `f(prefix index, row key bytes, count) -> go on with this prefix?`, as called by
+/// [`StateTable::scan_prefixes_while`](super::StateTable::scan_prefixes_while).
+pub type PrefixVisitor<'a> = dyn FnMut(usize, &[u8], i64) -> Result<bool> + 'a;
+
 /// A visitor of stored rows: `f(table id, row key, count)`.
 pub(crate) type RowVisitor<'a> = dyn FnMut(u64, &[u8], i64) -> Result<()> + 'a;
 
@@ -540,7 +544,7 @@ impl StateBackend {
         &self,
         id: u64,
         prefixes: &[&[u8]],
-        f: &mut crate::state::table::PrefixVisitor<'_>,
+        f: &mut PrefixVisitor<'_>,
     ) -> Result<()> {
         if prefixes.is_empty() {
             return Ok(());

@@ -30,6 +30,7 @@ use tracing::warn;
 
 use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
+pub use crate::state::backend::PrefixVisitor;
 use crate::state::backend::{StateBackend, StoreSnapshot, encode_count, stored_key};
 
 /// A row's key: its columns in key order, in Arrow's row format.
@@ -362,10 +363,6 @@ impl RowMap {
         Ok(())
     }
 }
-
-/// `f(prefix index, row key bytes, count) -> go on with this prefix?`, as called by
-/// [`StateTable::scan_prefixes_while`].
-pub type PrefixVisitor<'a> = dyn FnMut(usize, &[u8], i64) -> Result<bool> + 'a;
 
 /// A multiset of rows of one schema: row keys (see [`KeyLayout`]) to a positive count.
 ///

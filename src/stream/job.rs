@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
-use datafusion::logical_expr::LogicalPlan;
 
 use crate::catalog::IndexDef;
 use crate::checkpoint::{
@@ -18,7 +17,8 @@ use crate::common::{Epoch, RelationId};
 use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
 use crate::state::{IndexedSnapshot, StateBackend, StateSnapshot, StateTable};
-use crate::stream::{EpochInput, Operator, plan};
+use crate::stream::plan::StreamPlan;
+use crate::stream::{EpochInput, Operator};
 
 /// The most input rows the operator tree of a job processes at once: a larger epoch (one
 /// big `COPY`) or a backfill is split into batches of this size, so the operators' working
@@ -89,8 +89,8 @@ pub struct Job {
     pub view: RelationId,
     /// The view's name.
     pub name: String,
-    /// The optimized logical plan (kept to rebuild the operator tree).
-    plan: LogicalPlan,
+    /// The streaming plan (kept to rebuild the operator tree).
+    plan: StreamPlan,
     root: Box<dyn Operator>,
     /// The relations read.
     pub sources: BTreeSet<RelationId>,
@@ -124,16 +124,14 @@ pub struct Job {
 /// [`Job::visit_state`] visits them (the view's rows, then the operators'), so a restored
 /// native checkpoint finds each table under the id it had.
 fn fresh_state(
-    plan: &LogicalPlan,
+    plan: &StreamPlan,
     schema: &SchemaRef,
     backend: Option<&Arc<StateBackend>>,
 ) -> Result<(Box<dyn Operator>, BTreeSet<RelationId>, StateTable)> {
-    let mut sources = BTreeSet::new();
-    let mut root = plan::build(plan, &mut sources)?;
-    let contents =
-        StateTable::with_key(schema.clone(), &plan::stream_key(plan))?.stored(backend)?;
+    let mut root = plan.root.build()?;
+    let contents = StateTable::with_key(schema.clone(), &plan.stream_key)?.stored(backend)?;
     root.visit_state(&mut |t| t.store_in(backend))?;
-    Ok((root, sources, contents))
+    Ok((root, plan.sources.clone(), contents))
 }
 
 /// A fresh home for a job's state: its own RocksDB instance when it has a coordinator, the
@@ -150,14 +148,14 @@ fn fresh_live(
 }
 
 impl Job {
-    /// Compiles a job from an optimized plan; its contents start empty.
+    /// Builds a job from a streaming plan; its contents start empty.
     ///
     /// # Errors
     /// [`Error::NotSupported`] for constructs that cannot be maintained incrementally.
     pub fn try_new(
         view: RelationId,
         name: String,
-        plan: LogicalPlan,
+        plan: StreamPlan,
         schema: SchemaRef,
         coordinator: Option<CheckpointCoordinator>,
         state_root: Option<Arc<StateBackend>>,

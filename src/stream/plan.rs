@@ -1,26 +1,20 @@
-//! Translation of DataFusion's optimized `LogicalPlan` into a tree of streaming operators.
-//!
-//! Every node is translated or refused with SQLSTATE `0A000` naming the construct: a view is
-//! maintained incrementally or not created, never answered wrongly.
+//! A view's streaming plan as data: the operator tree the streaming planner
+//! ([`crate::sql::stream_plan`]) produces from a query, and the building of fresh operators
+//! from it. A job keeps its plan to build its operators again (at a restart, or to load a
+//! checkpoint into them).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::SchemaRef;
-use datafusion::common::{DFSchema, JoinType, ScalarValue};
-use datafusion::execution::context::ExecutionProps;
-use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
-use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::physical_expr::PhysicalExpr;
 
 use crate::common::RelationId;
-use crate::common::schema::nullable_schema;
-use crate::error::{Error, Result};
-use crate::sql::provider::RelationProvider;
+use crate::error::Result;
 use crate::stream::Operator;
 use crate::stream::ops::filter::Filter;
-use crate::stream::ops::hash_agg::{AggCall, AggKind, AggOrder, HashAgg};
+use crate::stream::ops::hash_agg::{AggCall, HashAgg};
 use crate::stream::ops::hash_join::{HashJoin, JoinKind};
 use crate::stream::ops::project::Project;
 use crate::stream::ops::scan::Scan;
@@ -28,499 +22,223 @@ use crate::stream::ops::semi_join::{SemiJoin, SemiKind};
 use crate::stream::ops::union::Union;
 use crate::stream::ops::values::Values;
 
-/// The columns of `plan`'s output that identify a row (its stream key), when the plan shows
-/// one: the group columns of an aggregate, carried through projections that keep them and
-/// filters. Empty when none is known (the whole row is then the key). A view's state table
-/// orders its rows by these columns first, so a filter on them narrows a read to a key range.
-pub fn stream_key(plan: &LogicalPlan) -> Vec<usize> {
-    match plan {
-        LogicalPlan::Aggregate(a) => (0..a.group_expr.len()).collect(),
-        LogicalPlan::Filter(f) => stream_key(&f.input),
-        LogicalPlan::SubqueryAlias(a) => stream_key(&a.input),
-        LogicalPlan::Sort(s) => stream_key(&s.input),
-        LogicalPlan::Projection(p) => {
-            let input_key = stream_key(&p.input);
-            let input_schema = p.input.schema();
-            let mut out = Vec::new();
-            for k in input_key {
-                let (qualifier, field) = input_schema.qualified_field(k);
-                let found = p.expr.iter().position(|e| {
-                    let e = match e {
-                        Expr::Alias(a) => a.expr.as_ref(),
-                        e => e,
-                    };
-                    matches!(e, Expr::Column(c)
-                        if c.name == *field.name() && c.relation.as_ref() == qualifier)
-                });
-                match found {
-                    Some(i) if !out.contains(&i) => out.push(i),
-                    // A key column projected away (or twice): no key is known.
-                    _ => return Vec::new(),
-                }
-            }
-            out
-        }
-        _ => Vec::new(),
-    }
+/// A view's streaming plan.
+#[derive(Clone)]
+pub struct StreamPlan {
+    /// The operator tree.
+    pub root: StreamNode,
+    /// The relations (tables and views) the tree reads.
+    pub sources: BTreeSet<RelationId>,
+    /// The output columns that identify a row (the group columns of an aggregate, carried
+    /// through projections and filters); empty when none is known (the whole row is the key).
+    /// The view's state table orders its rows by them first.
+    pub stream_key: Vec<usize>,
+    /// The output schema, every field nullable.
+    pub schema: SchemaRef,
 }
 
-/// Builds the operator tree for `plan`, recording the relations it reads in `sources`.
-///
-/// # Errors
-/// [`Error::NotSupported`] (`0A000`) for constructs that cannot be maintained incrementally.
-pub fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<Box<dyn Operator>> {
-    match plan {
-        LogicalPlan::Projection(p) => {
-            let input = build(&p.input, sources)?;
-            let exprs = p
-                .expr
-                .iter()
-                .map(|e| physical(e, p.input.schema()))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(Box::new(Project {
-                input,
-                exprs,
-                schema: nullable_schema(p.schema.as_arrow()),
-            }))
-        }
-        LogicalPlan::Filter(f) => {
-            let input = build(&f.input, sources)?;
-            let predicate = physical(&f.predicate, f.input.schema())?;
-            Ok(Box::new(Filter {
+/// One operator of a [`StreamPlan`] and its inputs; each variant holds what its operator is
+/// built from (see the operator's documentation in [`crate::stream::ops`]). Expressions are
+/// DataFusion physical expressions over the input's schema.
+#[derive(Clone)]
+pub enum StreamNode {
+    /// Reads one relation's changes ([`Scan`]).
+    Scan {
+        /// The relation read.
+        relation: RelationId,
+        /// Its name, for EXPLAIN.
+        name: String,
+        /// Column indices kept, in output order; `None` keeps all.
+        projection: Option<Vec<usize>>,
+        /// Output schema.
+        schema: SchemaRef,
+    },
+    /// Keeps the changes whose rows satisfy a predicate ([`Filter`]).
+    Filter {
+        /// The input.
+        input: Box<StreamNode>,
+        /// The predicate.
+        predicate: Arc<dyn PhysicalExpr>,
+        /// The predicate as SQL, for EXPLAIN.
+        display: String,
+    },
+    /// One expression per output column ([`Project`]).
+    Project {
+        /// The input.
+        input: Box<StreamNode>,
+        /// One expression per output column.
+        exprs: Vec<Arc<dyn PhysicalExpr>>,
+        /// Output schema.
+        schema: SchemaRef,
+    },
+    /// A grouped aggregate, or DISTINCT without calls ([`HashAgg`]).
+    HashAgg {
+        /// The input.
+        input: Box<StreamNode>,
+        /// The group expressions.
+        group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+        /// Their types.
+        group_types: Vec<DataType>,
+        /// The aggregate calls.
+        aggs: Vec<AggCall>,
+        /// Output schema: the group columns, then one column per call.
+        schema: SchemaRef,
+    },
+    /// An equi-join, inner or outer ([`HashJoin`]).
+    HashJoin {
+        /// The left input.
+        left: Box<StreamNode>,
+        /// The right input.
+        right: Box<StreamNode>,
+        /// Key expressions over the left input.
+        left_keys: Vec<Arc<dyn PhysicalExpr>>,
+        /// Key expressions over the right input.
+        right_keys: Vec<Arc<dyn PhysicalExpr>>,
+        /// The keys' common types.
+        key_types: Vec<DataType>,
+        /// Inner, left, right or full.
+        kind: JoinKind,
+        /// Output schema: the left columns, then the right ones.
+        schema: SchemaRef,
+        /// Whether NULL keys match each other (`IS NOT DISTINCT FROM`).
+        nulls_match: bool,
+    },
+    /// A semi or anti join: `IN`, `EXISTS` and their negations ([`SemiJoin`]).
+    SemiJoin {
+        /// The left input (its rows are the output).
+        left: Box<StreamNode>,
+        /// The right input.
+        right: Box<StreamNode>,
+        /// Key expressions over the left input.
+        left_keys: Vec<Arc<dyn PhysicalExpr>>,
+        /// Key expressions over the right input.
+        right_keys: Vec<Arc<dyn PhysicalExpr>>,
+        /// The keys' common types.
+        key_types: Vec<DataType>,
+        /// Semi, anti or NULL-aware anti (`NOT IN`).
+        kind: SemiKind,
+        /// Whether NULL keys match each other.
+        nulls_match: bool,
+    },
+    /// `UNION ALL` of inputs of one schema ([`Union`]).
+    Union {
+        /// The inputs.
+        inputs: Vec<StreamNode>,
+        /// Output schema.
+        schema: SchemaRef,
+    },
+    /// Constant rows, emitted in the first epoch ([`Values`]).
+    Values {
+        /// The rows (every field nullable).
+        rows: RecordBatch,
+        /// What they come from, for EXPLAIN.
+        display: String,
+    },
+}
+
+impl StreamNode {
+    /// Builds fresh operators for this node and its inputs, their state tables empty and
+    /// on the heap (a job then moves them into its state backend).
+    ///
+    /// # Errors
+    /// Errors of the operators' constructors (a key type Arrow cannot encode in its row
+    /// format).
+    pub fn build(&self) -> Result<Box<dyn Operator>> {
+        Ok(match self {
+            StreamNode::Scan {
+                relation,
+                name,
+                projection,
+                schema,
+            } => Box::new(Scan {
+                relation: *relation,
+                name: name.clone(),
+                projection: projection.clone(),
+                schema: schema.clone(),
+            }),
+            StreamNode::Filter {
                 input,
                 predicate,
-                display: f.predicate.to_string(),
-            }))
-        }
-        LogicalPlan::TableScan(scan) => {
-            if scan.fetch.is_some() {
-                return Err(Error::not_supported(
-                    "LIMIT in a materialized view is not supported",
-                ));
-            }
-            let provider = datafusion::datasource::source_as_provider(&scan.source)?;
-            let relation = provider
-                .as_ref()
-                .downcast_ref::<RelationProvider>()
-                .ok_or_else(|| {
-                    Error::not_supported(format!(
-                        "reading {} (a system table) in a materialized view is not supported",
-                        scan.table_name
-                    ))
-                })?;
-            sources.insert(relation.id);
-            let schema = nullable_schema(scan.projected_schema.as_arrow());
-            let mut op: Box<dyn Operator> = Box::new(Scan {
-                relation: relation.id,
-                name: relation.name.clone(),
-                projection: scan.projection.clone(),
+                display,
+            } => Box::new(Filter {
+                input: input.build()?,
+                predicate: Arc::clone(predicate),
+                display: display.clone(),
+            }),
+            StreamNode::Project {
+                input,
+                exprs,
                 schema,
-            });
-            for f in &scan.filters {
-                let predicate = physical(f, &scan.projected_schema)?;
-                op = Box::new(Filter {
-                    input: op,
-                    predicate,
-                    display: f.to_string(),
-                });
-            }
-            Ok(op)
-        }
-        LogicalPlan::SubqueryAlias(a) => build(&a.input, sources),
-        LogicalPlan::Sort(s) => {
-            if s.fetch.is_some() {
-                return Err(Error::not_supported(
-                    "ORDER BY with LIMIT in a materialized view is not supported",
-                ));
-            }
-            // A view is an unordered set: its rows are ordered by the query that reads it.
-            build(&s.input, sources)
-        }
-        LogicalPlan::Aggregate(a) => {
-            let input = build(&a.input, sources)?;
-            let in_schema = a.input.schema();
-            let mut group_exprs = Vec::new();
-            let mut group_types = Vec::new();
-            for (i, g) in a.group_expr.iter().enumerate() {
-                if matches!(g, Expr::GroupingSet(_)) {
-                    return Err(Error::not_supported(
-                        "GROUPING SETS, CUBE and ROLLUP in a materialized view are not supported",
-                    ));
-                }
-                group_exprs.push(physical(g, in_schema)?);
-                group_types.push(a.schema.field(i).data_type().clone());
-            }
-            let mut aggs = Vec::new();
-            for (j, e) in a.aggr_expr.iter().enumerate() {
-                let out_type = a.schema.field(a.group_expr.len() + j).data_type().clone();
-                aggs.push(agg_call(e, in_schema, out_type)?);
-            }
-            let schema = nullable_schema(a.schema.as_arrow());
-            Ok(Box::new(HashAgg::try_new(
+            } => Box::new(Project {
+                input: input.build()?,
+                exprs: exprs.clone(),
+                schema: schema.clone(),
+            }),
+            StreamNode::HashAgg {
                 input,
                 group_exprs,
                 group_types,
                 aggs,
                 schema,
-            )?))
-        }
-        LogicalPlan::Distinct(Distinct::All(input)) => {
-            let op = build(input, sources)?;
-            let schema = nullable_schema(input.schema().as_arrow());
-            let group_exprs: Vec<Arc<dyn PhysicalExpr>> = (0..schema.fields().len())
-                .map(|i| {
-                    Arc::new(datafusion::physical_expr::expressions::Column::new(
-                        schema.field(i).name(),
-                        i,
-                    )) as Arc<dyn PhysicalExpr>
-                })
-                .collect();
-            let types = schema
-                .fields()
-                .iter()
-                .map(|f| f.data_type().clone())
-                .collect();
-            Ok(Box::new(HashAgg::try_new(
-                op,
-                group_exprs,
-                types,
-                vec![],
+            } => Box::new(HashAgg::try_new(
+                input.build()?,
+                group_exprs.clone(),
+                group_types.clone(),
+                aggs.clone(),
+                schema.clone(),
+            )?),
+            StreamNode::HashJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                key_types,
+                kind,
                 schema,
-            )?))
-        }
-        LogicalPlan::Join(j) => {
-            let semi = match j.join_type {
-                JoinType::LeftSemi => Some(SemiKind::Semi),
-                JoinType::LeftAnti if j.null_aware => Some(SemiKind::NullAwareAnti),
-                JoinType::LeftAnti => Some(SemiKind::Anti),
-                _ => None,
-            };
-            let kind = match j.join_type {
-                JoinType::Inner => JoinKind::Inner,
-                JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti => JoinKind::Left,
-                JoinType::Right => JoinKind::Right,
-                JoinType::Full => JoinKind::Full,
-                other => {
-                    return Err(Error::not_supported(format!(
-                        "{other} join (from IN, EXISTS or a correlated subquery) in a materialized view is not supported"
-                    )));
-                }
-            };
-            if j.on.is_empty() {
-                return Err(Error::not_supported(
-                    "a join without an equality condition (cross join) in a materialized view is not supported",
-                ));
-            }
-            if j.filter.is_some() && semi.is_some() {
-                return Err(Error::not_supported(
-                    "IN, EXISTS or NOT EXISTS with a correlation that is not an equality in a materialized view is not supported",
-                ));
-            }
-            let nulls_match = j.null_equality == datafusion::common::NullEquality::NullEqualsNull;
-            if nulls_match && semi == Some(SemiKind::NullAwareAnti) {
-                return Err(Error::not_supported(
-                    "NOT IN matching NULL keys in a materialized view is not supported",
-                ));
-            }
-            if j.filter.is_some() && kind != JoinKind::Inner {
-                return Err(Error::not_supported(
-                    "an outer join with a non-equality condition in a materialized view is not supported",
-                ));
-            }
-            let left = build(&j.left, sources)?;
-            let right = build(&j.right, sources)?;
-            let mut left_keys = Vec::new();
-            let mut right_keys = Vec::new();
-            let mut key_types = Vec::new();
-            for (l, r) in &j.on {
-                let lt = datafusion::logical_expr::ExprSchemable::get_type(l, j.left.schema())?;
-                let rt = datafusion::logical_expr::ExprSchemable::get_type(r, j.right.schema())?;
-                let (le, re) = if lt == rt {
-                    (l.clone(), r.clone())
-                } else {
-                    // Compare in a common type, as the batch join would after coercion.
-                    let common =
-                        datafusion::logical_expr::type_coercion::binary::comparison_coercion(
-                            &lt, &rt,
-                        )
-                        .ok_or_else(|| {
-                            Error::plan("42804", format!("cannot join {lt} with {rt}"))
-                        })?;
-                    (
-                        l.clone().cast_to(&common, j.left.schema())?,
-                        r.clone().cast_to(&common, j.right.schema())?,
-                    )
-                };
-                key_types.push(datafusion::logical_expr::ExprSchemable::get_type(
-                    &le,
-                    j.left.schema(),
-                )?);
-                left_keys.push(physical(&le, j.left.schema())?);
-                right_keys.push(physical(&re, j.right.schema())?);
-            }
-            if let Some(semi) = semi {
-                return Ok(Box::new(
-                    SemiJoin::try_new(left, right, left_keys, right_keys, key_types, semi)?
-                        .with_nulls_matching(nulls_match),
-                ));
-            }
-            let schema = nullable_schema(j.schema.as_arrow());
-            let mut op: Box<dyn Operator> = Box::new(
-                HashJoin::try_new(left, right, left_keys, right_keys, key_types, kind, schema)?
-                    .with_nulls_matching(nulls_match),
-            );
-            if let Some(f) = &j.filter {
-                let predicate = physical(f, &j.schema)?;
-                op = Box::new(Filter {
-                    input: op,
-                    predicate,
-                    display: f.to_string(),
-                });
-            }
-            Ok(op)
-        }
-        LogicalPlan::Union(u) => {
-            let inputs = u
-                .inputs
-                .iter()
-                .map(|i| build(i, sources))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(Box::new(Union {
-                inputs,
-                schema: nullable_schema(u.schema.as_arrow()),
-            }))
-        }
-        LogicalPlan::Limit(_) => Err(Error::not_supported(
-            "LIMIT and OFFSET in a materialized view are not supported",
-        )),
-        LogicalPlan::Window(_) => Err(Error::not_supported(
-            "window functions in a materialized view are not supported",
-        )),
-        LogicalPlan::Values(v) => {
-            let schema = nullable_schema(v.schema.as_arrow());
-            let rows = values_batch(&schema, &v.values)?;
-            Ok(Box::new(Values {
-                rows,
-                emitted: false,
-                display: "VALUES".into(),
-            }))
-        }
-        LogicalPlan::EmptyRelation(e) => {
-            // No FROM (one row of no columns) or a WHERE that is always false (no rows).
-            let schema = nullable_schema(e.schema.as_arrow());
-            let n = usize::from(e.produce_one_row);
-            let rows = if schema.fields().is_empty() {
-                let options = RecordBatchOptions::new().with_row_count(Some(n));
-                RecordBatch::try_new_with_options(schema, vec![], &options)?
-            } else if n == 0 {
-                RecordBatch::new_empty(schema)
-            } else {
-                let columns = schema
-                    .fields()
+                nulls_match,
+            } => Box::new(
+                HashJoin::try_new(
+                    left.build()?,
+                    right.build()?,
+                    left_keys.clone(),
+                    right_keys.clone(),
+                    key_types.clone(),
+                    *kind,
+                    schema.clone(),
+                )?
+                .with_nulls_matching(*nulls_match),
+            ),
+            StreamNode::SemiJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                key_types,
+                kind,
+                nulls_match,
+            } => Box::new(
+                SemiJoin::try_new(
+                    left.build()?,
+                    right.build()?,
+                    left_keys.clone(),
+                    right_keys.clone(),
+                    key_types.clone(),
+                    *kind,
+                )?
+                .with_nulls_matching(*nulls_match),
+            ),
+            StreamNode::Union { inputs, schema } => Box::new(Union {
+                inputs: inputs
                     .iter()
-                    .map(|f| arrow::array::new_null_array(f.data_type(), n))
-                    .collect();
-                RecordBatch::try_new(schema, columns)?
-            };
-            Ok(Box::new(Values {
-                rows,
+                    .map(StreamNode::build)
+                    .collect::<Result<Vec<_>>>()?,
+                schema: schema.clone(),
+            }),
+            StreamNode::Values { rows, display } => Box::new(Values {
+                rows: rows.clone(),
                 emitted: false,
-                display: if n == 0 { "empty" } else { "one row" }.into(),
-            }))
-        }
-        LogicalPlan::RecursiveQuery(_) => Err(Error::not_supported(
-            "WITH RECURSIVE in a materialized view is not supported",
-        )),
-        LogicalPlan::Unnest(_) => Err(Error::not_supported(
-            "UNNEST in a materialized view is not supported",
-        )),
-        LogicalPlan::Distinct(Distinct::On(_)) => Err(Error::not_supported(
-            "DISTINCT ON in a materialized view is not supported",
-        )),
-        other => Err(Error::not_supported(format!(
-            "{} in a materialized view is not supported",
-            other
-                .display()
-                .to_string()
-                .split(':')
-                .next()
-                .unwrap_or("this construct")
-        ))),
-    }
-}
-
-/// Evaluates the constant rows of a `VALUES` list into one batch of `schema`.
-fn values_batch(schema: &SchemaRef, rows: &[Vec<Expr>]) -> Result<RecordBatch> {
-    let empty = DFSchema::empty();
-    let one_row = RecordBatch::try_new_with_options(
-        Arc::new(arrow::datatypes::Schema::empty()),
-        vec![],
-        &RecordBatchOptions::new().with_row_count(Some(1)),
-    )?;
-    let mut columns: Vec<Vec<ArrayRef>> =
-        vec![Vec::with_capacity(rows.len()); schema.fields().len()];
-    for row in rows {
-        for (i, e) in row.iter().enumerate() {
-            let value = physical(e, &empty)?.evaluate(&one_row)?.into_array(1)?;
-            let target = schema.field(i).data_type();
-            let value = if value.data_type() == target {
-                value
-            } else {
-                arrow::compute::cast(&value, target)?
-            };
-            columns[i].push(value);
-        }
-    }
-    let columns = columns
-        .iter()
-        .zip(schema.fields())
-        .map(|(parts, f)| {
-            if parts.is_empty() {
-                Ok(arrow::array::new_empty_array(f.data_type()))
-            } else {
-                let refs: Vec<&dyn arrow::array::Array> =
-                    parts.iter().map(|a| a.as_ref()).collect();
-                Ok(arrow::compute::concat(&refs)?)
-            }
+                display: display.clone(),
+            }),
         })
-        .collect::<Result<Vec<_>>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
-    Ok(RecordBatch::try_new_with_options(
-        schema.clone(),
-        columns,
-        &options,
-    )?)
-}
-
-fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
-    Ok(create_physical_expr(
-        e,
-        schema,
-        &ExecutionProps::new(),
-        &PhysicalPlanningContext::default(),
-    )?)
-}
-
-fn agg_call(
-    e: &Expr,
-    in_schema: &DFSchema,
-    out_type: arrow::datatypes::DataType,
-) -> Result<AggCall> {
-    let inner = match e {
-        Expr::Alias(a) => a.expr.as_ref(),
-        other => other,
-    };
-    let Expr::AggregateFunction(af) = inner else {
-        return Err(Error::not_supported(format!(
-            "aggregate expression {e} is not supported"
-        )));
-    };
-    let name = af.func.name().to_ascii_lowercase();
-    let params = &af.params;
-    let kind = match (name.as_str(), params.distinct) {
-        ("count", false) => AggKind::Count,
-        ("count", true) => AggKind::CountDistinct,
-        ("sum", false) => AggKind::Sum,
-        ("avg" | "mean", false) => AggKind::Avg,
-        ("min", _) => AggKind::Min,
-        ("max", _) => AggKind::Max,
-        // false < true: every value true is the minimum being true.
-        ("bool_and", _) => AggKind::Min,
-        ("bool_or", _) => AggKind::Max,
-        ("bit_and", _) => AggKind::BitAnd,
-        ("bit_or", _) => AggKind::BitOr,
-        ("bit_xor", false) => AggKind::BitXor,
-        ("var" | "var_samp" | "var_sample", false) => AggKind::Variance {
-            population: false,
-            root: false,
-        },
-        ("var_pop" | "var_population", false) => AggKind::Variance {
-            population: true,
-            root: false,
-        },
-        ("stddev" | "stddev_samp", false) => AggKind::Variance {
-            population: false,
-            root: true,
-        },
-        ("stddev_pop", false) => AggKind::Variance {
-            population: true,
-            root: true,
-        },
-        ("string_agg", false) => AggKind::StringAgg,
-        ("array_agg", false) => AggKind::ArrayAgg,
-        (n, true) => {
-            return Err(Error::not_supported(format!(
-                "{n}(DISTINCT ...) in a materialized view is not supported"
-            )));
-        }
-        (n, false) => {
-            return Err(Error::not_supported(format!(
-                "aggregate function {n} in a materialized view is not supported (supported: \
-                 count, sum, avg, min, max, bool_and, bool_or, bit_and, bit_or, bit_xor, \
-                 var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg, \
-                 count(DISTINCT))"
-            )));
-        }
-    };
-    let expected_args = if kind == AggKind::StringAgg { 2 } else { 1 };
-    if params.args.len() != expected_args {
-        return Err(Error::not_supported(format!(
-            "{name} with {} arguments in a materialized view is not supported",
-            params.args.len()
-        )));
     }
-    let delimiter = if kind == AggKind::StringAgg {
-        match &params.args[1] {
-            Expr::Literal(v, _) => match v {
-                ScalarValue::Utf8(d) | ScalarValue::LargeUtf8(d) | ScalarValue::Utf8View(d) => {
-                    d.clone().unwrap_or_default()
-                }
-                ScalarValue::Null => String::new(),
-                other => other.to_string(),
-            },
-            other => {
-                return Err(Error::not_supported(format!(
-                    "string_agg with a delimiter that is not a constant ({other}) in a materialized view is not supported"
-                )));
-            }
-        }
-    } else {
-        String::new()
-    };
-    // Only string_agg and array_agg depend on the order of their input.
-    let order_by = if matches!(kind, AggKind::StringAgg | AggKind::ArrayAgg) {
-        params
-            .order_by
-            .iter()
-            .map(|o| {
-                Ok(AggOrder {
-                    expr: physical(&o.expr, in_schema)?,
-                    data_type: o.expr.get_type(in_schema)?,
-                    options: arrow::compute::SortOptions {
-                        descending: !o.asc,
-                        nulls_first: o.nulls_first,
-                    },
-                })
-            })
-            .collect::<Result<Vec<_>>>()?
-    } else {
-        Vec::new()
-    };
-    let filter = params
-        .filter
-        .as_ref()
-        .map(|f| physical(f, in_schema))
-        .transpose()?;
-    let arg_expr = &params.args[0];
-    let arg_type = datafusion::logical_expr::ExprSchemable::get_type(arg_expr, in_schema)?;
-    Ok(AggCall {
-        kind,
-        arg: physical(arg_expr, in_schema)?,
-        arg_type,
-        out_type,
-        filter,
-        order_by,
-        delimiter,
-        display: e.schema_name().to_string(),
-    })
 }

@@ -79,6 +79,7 @@ impl AggKind {
 }
 
 /// One `ORDER BY` key inside an aggregate call (`string_agg(x, ',' ORDER BY y DESC)`).
+#[derive(Clone)]
 pub struct AggOrder {
     /// The key over the input schema.
     pub expr: Arc<dyn PhysicalExpr>,
@@ -89,6 +90,7 @@ pub struct AggOrder {
 }
 
 /// One aggregate call of a GROUP BY.
+#[derive(Clone)]
 pub struct AggCall {
     /// Which function.
     pub kind: AggKind,

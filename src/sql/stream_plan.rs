@@ -1,0 +1,545 @@
+//! The streaming planner: translates the optimized `LogicalPlan` of a view's query into a
+//! [`StreamPlan`], the operator tree the runtime builds (see [`crate::stream::plan`]).
+//!
+//! Every node is translated or refused with SQLSTATE `0A000` naming the construct: a view is
+//! maintained incrementally or not created, never answered wrongly.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::{DFSchema, JoinType, ScalarValue};
+use datafusion::execution::context::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
+use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
+
+use crate::common::RelationId;
+use crate::common::schema::nullable_schema;
+use crate::error::{Error, Result};
+use crate::sql::provider::RelationProvider;
+use crate::stream::ops::hash_agg::{AggCall, AggKind, AggOrder};
+use crate::stream::ops::hash_join::JoinKind;
+use crate::stream::ops::semi_join::SemiKind;
+use crate::stream::plan::{StreamNode, StreamPlan};
+
+/// The columns of `plan`'s output that identify a row (its stream key), when the plan shows
+/// one: the group columns of an aggregate, carried through projections that keep them and
+/// filters. Empty when none is known (the whole row is then the key). A view's state table
+/// orders its rows by these columns first, so a filter on them narrows a read to a key range.
+fn stream_key(plan: &LogicalPlan) -> Vec<usize> {
+    match plan {
+        LogicalPlan::Aggregate(a) => (0..a.group_expr.len()).collect(),
+        LogicalPlan::Filter(f) => stream_key(&f.input),
+        LogicalPlan::SubqueryAlias(a) => stream_key(&a.input),
+        LogicalPlan::Sort(s) => stream_key(&s.input),
+        LogicalPlan::Projection(p) => {
+            let input_key = stream_key(&p.input);
+            let input_schema = p.input.schema();
+            let mut out = Vec::new();
+            for k in input_key {
+                let (qualifier, field) = input_schema.qualified_field(k);
+                let found = p.expr.iter().position(|e| {
+                    let e = match e {
+                        Expr::Alias(a) => a.expr.as_ref(),
+                        e => e,
+                    };
+                    matches!(e, Expr::Column(c)
+                        if c.name == *field.name() && c.relation.as_ref() == qualifier)
+                });
+                match found {
+                    Some(i) if !out.contains(&i) => out.push(i),
+                    // A key column projected away (or twice): no key is known.
+                    _ => return Vec::new(),
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Plans a view's query for streaming: its operator tree, the relations it reads, its stream
+/// key and output schema.
+///
+/// # Errors
+/// [`Error::NotSupported`] (`0A000`) for constructs that cannot be maintained incrementally;
+/// `42804` for join keys whose types cannot be compared.
+pub fn plan(logical: &LogicalPlan) -> Result<StreamPlan> {
+    let mut sources = BTreeSet::new();
+    let root = build(logical, &mut sources)?;
+    Ok(StreamPlan {
+        root,
+        sources,
+        stream_key: stream_key(logical),
+        schema: nullable_schema(logical.schema().as_arrow()),
+    })
+}
+
+/// Translates `plan`'s node and its inputs, recording the relations read in `sources`.
+fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<StreamNode> {
+    match plan {
+        LogicalPlan::Projection(p) => {
+            let input = build(&p.input, sources)?;
+            let exprs = p
+                .expr
+                .iter()
+                .map(|e| physical(e, p.input.schema()))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(StreamNode::Project {
+                input: Box::new(input),
+                exprs,
+                schema: nullable_schema(p.schema.as_arrow()),
+            })
+        }
+        LogicalPlan::Filter(f) => {
+            let input = build(&f.input, sources)?;
+            let predicate = physical(&f.predicate, f.input.schema())?;
+            Ok(StreamNode::Filter {
+                input: Box::new(input),
+                predicate,
+                display: f.predicate.to_string(),
+            })
+        }
+        LogicalPlan::TableScan(scan) => {
+            if scan.fetch.is_some() {
+                return Err(Error::not_supported(
+                    "LIMIT in a materialized view is not supported",
+                ));
+            }
+            let provider = datafusion::datasource::source_as_provider(&scan.source)?;
+            let relation = provider
+                .as_ref()
+                .downcast_ref::<RelationProvider>()
+                .ok_or_else(|| {
+                    Error::not_supported(format!(
+                        "reading {} (a system table) in a materialized view is not supported",
+                        scan.table_name
+                    ))
+                })?;
+            sources.insert(relation.id);
+            let schema = nullable_schema(scan.projected_schema.as_arrow());
+            let mut op = StreamNode::Scan {
+                relation: relation.id,
+                name: relation.name.clone(),
+                projection: scan.projection.clone(),
+                schema,
+            };
+            for f in &scan.filters {
+                let predicate = physical(f, &scan.projected_schema)?;
+                op = StreamNode::Filter {
+                    input: Box::new(op),
+                    predicate,
+                    display: f.to_string(),
+                };
+            }
+            Ok(op)
+        }
+        LogicalPlan::SubqueryAlias(a) => build(&a.input, sources),
+        LogicalPlan::Sort(s) => {
+            if s.fetch.is_some() {
+                return Err(Error::not_supported(
+                    "ORDER BY with LIMIT in a materialized view is not supported",
+                ));
+            }
+            // A view is an unordered set: its rows are ordered by the query that reads it.
+            build(&s.input, sources)
+        }
+        LogicalPlan::Aggregate(a) => {
+            let input = build(&a.input, sources)?;
+            let in_schema = a.input.schema();
+            let mut group_exprs = Vec::new();
+            let mut group_types = Vec::new();
+            for (i, g) in a.group_expr.iter().enumerate() {
+                if matches!(g, Expr::GroupingSet(_)) {
+                    return Err(Error::not_supported(
+                        "GROUPING SETS, CUBE and ROLLUP in a materialized view are not supported",
+                    ));
+                }
+                group_exprs.push(physical(g, in_schema)?);
+                group_types.push(a.schema.field(i).data_type().clone());
+            }
+            let mut aggs = Vec::new();
+            for (j, e) in a.aggr_expr.iter().enumerate() {
+                let out_type = a.schema.field(a.group_expr.len() + j).data_type().clone();
+                aggs.push(agg_call(e, in_schema, out_type)?);
+            }
+            let schema = nullable_schema(a.schema.as_arrow());
+            Ok(StreamNode::HashAgg {
+                input: Box::new(input),
+                group_exprs,
+                group_types,
+                aggs,
+                schema,
+            })
+        }
+        LogicalPlan::Distinct(Distinct::All(input)) => {
+            let op = build(input, sources)?;
+            let schema = nullable_schema(input.schema().as_arrow());
+            let group_exprs: Vec<Arc<dyn PhysicalExpr>> = (0..schema.fields().len())
+                .map(|i| {
+                    Arc::new(datafusion::physical_expr::expressions::Column::new(
+                        schema.field(i).name(),
+                        i,
+                    )) as Arc<dyn PhysicalExpr>
+                })
+                .collect();
+            let types = schema
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect();
+            Ok(StreamNode::HashAgg {
+                input: Box::new(op),
+                group_exprs,
+                group_types: types,
+                aggs: vec![],
+                schema,
+            })
+        }
+        LogicalPlan::Join(j) => {
+            let semi = match j.join_type {
+                JoinType::LeftSemi => Some(SemiKind::Semi),
+                JoinType::LeftAnti if j.null_aware => Some(SemiKind::NullAwareAnti),
+                JoinType::LeftAnti => Some(SemiKind::Anti),
+                _ => None,
+            };
+            let kind = match j.join_type {
+                JoinType::Inner => JoinKind::Inner,
+                JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti => JoinKind::Left,
+                JoinType::Right => JoinKind::Right,
+                JoinType::Full => JoinKind::Full,
+                other => {
+                    return Err(Error::not_supported(format!(
+                        "{other} join (from IN, EXISTS or a correlated subquery) in a materialized view is not supported"
+                    )));
+                }
+            };
+            if j.on.is_empty() {
+                return Err(Error::not_supported(
+                    "a join without an equality condition (cross join) in a materialized view is not supported",
+                ));
+            }
+            if j.filter.is_some() && semi.is_some() {
+                return Err(Error::not_supported(
+                    "IN, EXISTS or NOT EXISTS with a correlation that is not an equality in a materialized view is not supported",
+                ));
+            }
+            let nulls_match = j.null_equality == datafusion::common::NullEquality::NullEqualsNull;
+            if nulls_match && semi == Some(SemiKind::NullAwareAnti) {
+                return Err(Error::not_supported(
+                    "NOT IN matching NULL keys in a materialized view is not supported",
+                ));
+            }
+            if j.filter.is_some() && kind != JoinKind::Inner {
+                return Err(Error::not_supported(
+                    "an outer join with a non-equality condition in a materialized view is not supported",
+                ));
+            }
+            let left = build(&j.left, sources)?;
+            let right = build(&j.right, sources)?;
+            let mut left_keys = Vec::new();
+            let mut right_keys = Vec::new();
+            let mut key_types = Vec::new();
+            for (l, r) in &j.on {
+                let lt = datafusion::logical_expr::ExprSchemable::get_type(l, j.left.schema())?;
+                let rt = datafusion::logical_expr::ExprSchemable::get_type(r, j.right.schema())?;
+                let (le, re) = if lt == rt {
+                    (l.clone(), r.clone())
+                } else {
+                    // Compare in a common type, as the batch join would after coercion.
+                    let common =
+                        datafusion::logical_expr::type_coercion::binary::comparison_coercion(
+                            &lt, &rt,
+                        )
+                        .ok_or_else(|| {
+                            Error::plan("42804", format!("cannot join {lt} with {rt}"))
+                        })?;
+                    (
+                        l.clone().cast_to(&common, j.left.schema())?,
+                        r.clone().cast_to(&common, j.right.schema())?,
+                    )
+                };
+                key_types.push(datafusion::logical_expr::ExprSchemable::get_type(
+                    &le,
+                    j.left.schema(),
+                )?);
+                left_keys.push(physical(&le, j.left.schema())?);
+                right_keys.push(physical(&re, j.right.schema())?);
+            }
+            if let Some(semi) = semi {
+                return Ok(StreamNode::SemiJoin {
+                    left: Box::new(left),
+                    right: Box::new(right),
+                    left_keys,
+                    right_keys,
+                    key_types,
+                    kind: semi,
+                    nulls_match,
+                });
+            }
+            let schema = nullable_schema(j.schema.as_arrow());
+            let mut op = StreamNode::HashJoin {
+                left: Box::new(left),
+                right: Box::new(right),
+                left_keys,
+                right_keys,
+                key_types,
+                kind,
+                schema,
+                nulls_match,
+            };
+            if let Some(f) = &j.filter {
+                let predicate = physical(f, &j.schema)?;
+                op = StreamNode::Filter {
+                    input: Box::new(op),
+                    predicate,
+                    display: f.to_string(),
+                };
+            }
+            Ok(op)
+        }
+        LogicalPlan::Union(u) => {
+            let inputs = u
+                .inputs
+                .iter()
+                .map(|i| build(i, sources))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(StreamNode::Union {
+                inputs,
+                schema: nullable_schema(u.schema.as_arrow()),
+            })
+        }
+        LogicalPlan::Limit(_) => Err(Error::not_supported(
+            "LIMIT and OFFSET in a materialized view are not supported",
+        )),
+        LogicalPlan::Window(_) => Err(Error::not_supported(
+            "window functions in a materialized view are not supported",
+        )),
+        LogicalPlan::Values(v) => {
+            let schema = nullable_schema(v.schema.as_arrow());
+            let rows = values_batch(&schema, &v.values)?;
+            Ok(StreamNode::Values {
+                rows,
+                display: "VALUES".into(),
+            })
+        }
+        LogicalPlan::EmptyRelation(e) => {
+            // No FROM (one row of no columns) or a WHERE that is always false (no rows).
+            let schema = nullable_schema(e.schema.as_arrow());
+            let n = usize::from(e.produce_one_row);
+            let rows = if schema.fields().is_empty() {
+                let options = RecordBatchOptions::new().with_row_count(Some(n));
+                RecordBatch::try_new_with_options(schema, vec![], &options)?
+            } else if n == 0 {
+                RecordBatch::new_empty(schema)
+            } else {
+                let columns = schema
+                    .fields()
+                    .iter()
+                    .map(|f| arrow::array::new_null_array(f.data_type(), n))
+                    .collect();
+                RecordBatch::try_new(schema, columns)?
+            };
+            Ok(StreamNode::Values {
+                rows,
+                display: if n == 0 { "empty" } else { "one row" }.into(),
+            })
+        }
+        LogicalPlan::RecursiveQuery(_) => Err(Error::not_supported(
+            "WITH RECURSIVE in a materialized view is not supported",
+        )),
+        LogicalPlan::Unnest(_) => Err(Error::not_supported(
+            "UNNEST in a materialized view is not supported",
+        )),
+        LogicalPlan::Distinct(Distinct::On(_)) => Err(Error::not_supported(
+            "DISTINCT ON in a materialized view is not supported",
+        )),
+        other => Err(Error::not_supported(format!(
+            "{} in a materialized view is not supported",
+            other
+                .display()
+                .to_string()
+                .split(':')
+                .next()
+                .unwrap_or("this construct")
+        ))),
+    }
+}
+
+/// Evaluates the constant rows of a `VALUES` list into one batch of `schema`.
+fn values_batch(schema: &SchemaRef, rows: &[Vec<Expr>]) -> Result<RecordBatch> {
+    let empty = DFSchema::empty();
+    let one_row = RecordBatch::try_new_with_options(
+        Arc::new(arrow::datatypes::Schema::empty()),
+        vec![],
+        &RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    let mut columns: Vec<Vec<ArrayRef>> =
+        vec![Vec::with_capacity(rows.len()); schema.fields().len()];
+    for row in rows {
+        for (i, e) in row.iter().enumerate() {
+            let value = physical(e, &empty)?.evaluate(&one_row)?.into_array(1)?;
+            let target = schema.field(i).data_type();
+            let value = if value.data_type() == target {
+                value
+            } else {
+                arrow::compute::cast(&value, target)?
+            };
+            columns[i].push(value);
+        }
+    }
+    let columns = columns
+        .iter()
+        .zip(schema.fields())
+        .map(|(parts, f)| {
+            if parts.is_empty() {
+                Ok(arrow::array::new_empty_array(f.data_type()))
+            } else {
+                let refs: Vec<&dyn arrow::array::Array> =
+                    parts.iter().map(|a| a.as_ref()).collect();
+                Ok(arrow::compute::concat(&refs)?)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?)
+}
+
+fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(create_physical_expr(
+        e,
+        schema,
+        &ExecutionProps::new(),
+        &PhysicalPlanningContext::default(),
+    )?)
+}
+
+fn agg_call(
+    e: &Expr,
+    in_schema: &DFSchema,
+    out_type: arrow::datatypes::DataType,
+) -> Result<AggCall> {
+    let inner = match e {
+        Expr::Alias(a) => a.expr.as_ref(),
+        other => other,
+    };
+    let Expr::AggregateFunction(af) = inner else {
+        return Err(Error::not_supported(format!(
+            "aggregate expression {e} is not supported"
+        )));
+    };
+    let name = af.func.name().to_ascii_lowercase();
+    let params = &af.params;
+    let kind = match (name.as_str(), params.distinct) {
+        ("count", false) => AggKind::Count,
+        ("count", true) => AggKind::CountDistinct,
+        ("sum", false) => AggKind::Sum,
+        ("avg" | "mean", false) => AggKind::Avg,
+        ("min", _) => AggKind::Min,
+        ("max", _) => AggKind::Max,
+        // false < true: every value true is the minimum being true.
+        ("bool_and", _) => AggKind::Min,
+        ("bool_or", _) => AggKind::Max,
+        ("bit_and", _) => AggKind::BitAnd,
+        ("bit_or", _) => AggKind::BitOr,
+        ("bit_xor", false) => AggKind::BitXor,
+        ("var" | "var_samp" | "var_sample", false) => AggKind::Variance {
+            population: false,
+            root: false,
+        },
+        ("var_pop" | "var_population", false) => AggKind::Variance {
+            population: true,
+            root: false,
+        },
+        ("stddev" | "stddev_samp", false) => AggKind::Variance {
+            population: false,
+            root: true,
+        },
+        ("stddev_pop", false) => AggKind::Variance {
+            population: true,
+            root: true,
+        },
+        ("string_agg", false) => AggKind::StringAgg,
+        ("array_agg", false) => AggKind::ArrayAgg,
+        (n, true) => {
+            return Err(Error::not_supported(format!(
+                "{n}(DISTINCT ...) in a materialized view is not supported"
+            )));
+        }
+        (n, false) => {
+            return Err(Error::not_supported(format!(
+                "aggregate function {n} in a materialized view is not supported (supported: \
+                 count, sum, avg, min, max, bool_and, bool_or, bit_and, bit_or, bit_xor, \
+                 var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg, \
+                 count(DISTINCT))"
+            )));
+        }
+    };
+    let expected_args = if kind == AggKind::StringAgg { 2 } else { 1 };
+    if params.args.len() != expected_args {
+        return Err(Error::not_supported(format!(
+            "{name} with {} arguments in a materialized view is not supported",
+            params.args.len()
+        )));
+    }
+    let delimiter = if kind == AggKind::StringAgg {
+        match &params.args[1] {
+            Expr::Literal(v, _) => match v {
+                ScalarValue::Utf8(d) | ScalarValue::LargeUtf8(d) | ScalarValue::Utf8View(d) => {
+                    d.clone().unwrap_or_default()
+                }
+                ScalarValue::Null => String::new(),
+                other => other.to_string(),
+            },
+            other => {
+                return Err(Error::not_supported(format!(
+                    "string_agg with a delimiter that is not a constant ({other}) in a materialized view is not supported"
+                )));
+            }
+        }
+    } else {
+        String::new()
+    };
+    // Only string_agg and array_agg depend on the order of their input.
+    let order_by = if matches!(kind, AggKind::StringAgg | AggKind::ArrayAgg) {
+        params
+            .order_by
+            .iter()
+            .map(|o| {
+                Ok(AggOrder {
+                    expr: physical(&o.expr, in_schema)?,
+                    data_type: o.expr.get_type(in_schema)?,
+                    options: arrow::compute::SortOptions {
+                        descending: !o.asc,
+                        nulls_first: o.nulls_first,
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    let filter = params
+        .filter
+        .as_ref()
+        .map(|f| physical(f, in_schema))
+        .transpose()?;
+    let arg_expr = &params.args[0];
+    let arg_type = datafusion::logical_expr::ExprSchemable::get_type(arg_expr, in_schema)?;
+    Ok(AggCall {
+        kind,
+        arg: physical(arg_expr, in_schema)?,
+        arg_type,
+        out_type,
+        filter,
+        order_by,
+        delimiter,
+        display: e.schema_name().to_string(),
+    })
+}
