@@ -1,0 +1,435 @@
+//! Catalog changes: tables, materialized views (created, altered, resumed, dropped) and
+//! secondary indexes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use arrow::datatypes::SchemaRef;
+use tracing::{info, warn};
+
+use crate::catalog::{Catalog, IndexDef, RelationDef, RelationKind};
+use crate::checkpoint::JobSettings;
+use crate::error::{Error, Result};
+use crate::settings::SessionVars;
+use crate::state::index::SecondaryIndex;
+use crate::stream::job::{Job, JobStatus};
+use crate::stream::plan::StreamPlan;
+
+use super::{Engine, TableData, lock, name_free};
+
+impl Engine {
+    pub(super) fn persist_catalog(&self, catalog: &Catalog) -> Result<()> {
+        self.store.put_meta("catalog", &catalog.to_json()?)
+    }
+
+    /// Creates a table.
+    ///
+    /// # Errors
+    /// `42P07` when the name is taken (unless `if_not_exists`); store errors; `57P01` once the
+    /// engine is shutting down.
+    pub fn create_table(
+        &self,
+        name: &str,
+        schema: SchemaRef,
+        primary_key: Vec<usize>,
+        if_not_exists: bool,
+    ) -> Result<bool> {
+        let _df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog);
+        if !name_free(&catalog, name, if_not_exists)? {
+            return Ok(false);
+        }
+        let id = catalog.allocate_id();
+        let def = RelationDef {
+            id,
+            name: name.to_string(),
+            schema: schema.as_ref().clone(),
+            kind: RelationKind::Table { primary_key },
+            depends_on: vec![],
+        };
+        let data = TableData::new(&def, self.table_state.as_ref().map(|t| &t.live))?;
+        let mut next = catalog.clone();
+        next.insert(def);
+        self.persist_catalog(&next)?;
+        *catalog = next;
+        lock(&self.tables).insert(id, Arc::new(Mutex::new(data)));
+        info!(table = name, id, "table created");
+        Ok(true)
+    }
+
+    /// Creates a materialized view: builds its job from the streaming plan `plan` makes (called
+    /// once the name is known to be free, so that a taken name is reported first) with the
+    /// captured `settings` (validated again here), backfills it from the current contents of its inputs (as of the last
+    /// processed epoch) and makes it visible before returning.
+    ///
+    /// # Errors
+    /// `42P07` when the name is taken (unless `if_not_exists`), `0A000` for unsupported
+    /// constructs, `22023` for settings breaking a rule, and any error evaluating the query on
+    /// the existing data; `57P01` once the engine is shutting down.
+    pub fn create_view(
+        &self,
+        name: &str,
+        query: &str,
+        plan: impl FnOnce() -> Result<StreamPlan>,
+        settings: BTreeMap<String, String>,
+        if_not_exists: bool,
+    ) -> Result<bool> {
+        let settings = SessionVars::validate_job_settings(&settings, &[])?;
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        if !name_free(&lock(&self.catalog), name, if_not_exists)? {
+            return Ok(false);
+        }
+        let plan = plan()?;
+        let schema = plan.schema.clone();
+        let mut catalog = lock(&self.catalog).clone();
+        let id = catalog.allocate_id();
+        let coordinator = self.coordinator(id, name, &settings)?;
+        // An id is never reused, but a crash between here and the catalog write could leave
+        // files behind: start clean.
+        coordinator.retain(&BTreeSet::new());
+        let mut job = Job::try_new(
+            id,
+            name.to_string(),
+            plan,
+            schema.clone(),
+            Some(coordinator),
+            self.rows_in.clone(),
+        )?;
+        let snapshot = self.snapshot_input(&df, &job)?;
+        job.rebuild(&snapshot)?;
+        catalog.insert(RelationDef {
+            id,
+            name: name.to_string(),
+            schema: schema.as_ref().clone(),
+            kind: RelationKind::MaterializedView {
+                query: query.to_string(),
+                settings,
+            },
+            depends_on: job.sources.iter().copied().collect(),
+        });
+        self.persist_catalog(&catalog)?;
+        *lock(&self.catalog) = catalog;
+        df.jobs.insert(id, job);
+        self.publish(&df, None)?;
+        info!(view = name, id, "materialized view created");
+        Ok(true)
+    }
+
+    /// `ALTER MATERIALIZED VIEW name SET (setting = value, ...)`: validates the new values
+    /// against the job's other settings (the seed's rules) and applies them to the running
+    /// job. A new `state.backend` takes effect with the next checkpoint (a full one).
+    ///
+    /// # Errors
+    /// `42P01` unknown view, `42704` unknown setting, `22023` bad value or broken rule;
+    /// `57P01` once the engine is shutting down.
+    pub fn alter_view_settings(&self, name: &str, changes: &[(String, String)]) -> Result<()> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog).clone();
+        let def = self.view_def(&catalog, name)?;
+        let RelationKind::MaterializedView { query, settings } = &def.kind else {
+            return Err(Error::Internal("not a view".into()));
+        };
+        for (k, _) in changes {
+            let k = k.to_ascii_lowercase();
+            if !(k.starts_with("checkpoint.") || k.starts_with("restart.") || k == "state.backend")
+            {
+                return Err(Error::Setting {
+                    code: "42704",
+                    message: format!(
+                        "\"{k}\" is not a setting of a materialized view's job; allowed: checkpoint.*, restart.*, state.backend"
+                    ),
+                });
+            }
+        }
+        let next = SessionVars::validate_job_settings(settings, changes)?;
+        let parsed = JobSettings::from_values(&next)?;
+        let job = df
+            .jobs
+            .get_mut(&def.id)
+            .ok_or_else(|| Error::Internal("view without a job".into()))?;
+        let old_backend = job.settings().map(|s| s.backend);
+        if old_backend != Some(parsed.backend) {
+            if let Some(c) = job.coordinator.as_mut() {
+                c.abort_all("state.backend changed");
+                if let Err(e) = c.shutdown() {
+                    warn!(view = name, error = %e, "state writer stopped abnormally");
+                }
+            }
+            let coordinator = self.coordinator(def.id, name, &next)?;
+            job.coordinator = Some(coordinator);
+        } else if let Some(c) = job.coordinator.as_mut() {
+            c.set_settings(parsed.clone());
+        }
+        job.restart = crate::checkpoint::RestartTracker::new(parsed.restart.clone());
+        let mut updated = def.clone();
+        updated.kind = RelationKind::MaterializedView {
+            query: query.clone(),
+            settings: next,
+        };
+        catalog.insert(updated);
+        self.persist_catalog(&catalog)?;
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(view = name, "materialized view settings changed");
+        Ok(())
+    }
+
+    /// `ALTER MATERIALIZED VIEW name RESUME`: restarts a failed (or restarting) view at the
+    /// next barrier from its last checkpoint, with its restart strategy's count reset.
+    ///
+    /// # Errors
+    /// `42P01` unknown view; `55000` when the view is running; `57P01` once the engine is
+    /// shutting down.
+    pub fn resume_view(&self, name: &str) -> Result<()> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let catalog = lock(&self.catalog).clone();
+        let def = self.view_def(&catalog, name)?;
+        let affected = df.downstream_closure(def.id);
+        let job = df
+            .jobs
+            .get_mut(&def.id)
+            .ok_or_else(|| Error::Internal("view without a job".into()))?;
+        if matches!(job.status, JobStatus::Running) {
+            return Err(Error::data(
+                "55000",
+                format!("materialized view \"{name}\" is running; RESUME restarts a failed view"),
+            ));
+        }
+        job.restart.reset();
+        let at = Instant::now();
+        for m in affected {
+            if let Some(j) = df.jobs.get_mut(&m)
+                && !matches!(j.status, JobStatus::Running)
+            {
+                j.status = JobStatus::Restarting {
+                    at,
+                    message: "resumed by ALTER MATERIALIZED VIEW ... RESUME".into(),
+                };
+            }
+        }
+        drop(df);
+        self.tick_request.notify_one();
+        Ok(())
+    }
+
+    pub(super) fn view_def(&self, catalog: &Catalog, name: &str) -> Result<RelationDef> {
+        match catalog.by_name(name) {
+            Some(d) if !d.is_table() => Ok(d.clone()),
+            Some(_) => Err(Error::catalog(
+                "42809",
+                format!("\"{name}\" is a table, not a materialized view"),
+            )),
+            None => Err(Error::catalog(
+                "42P01",
+                format!("materialized view \"{name}\" does not exist"),
+            )),
+        }
+    }
+
+    /// The EXPLAIN lines of a view's job.
+    ///
+    /// # Errors
+    /// `0A000` for unsupported constructs.
+    pub fn explain_view(&self, name: &str, plan: StreamPlan) -> Result<Vec<String>> {
+        let schema = plan.schema.clone();
+        let job = Job::try_new(0, name.to_string(), plan, schema, None, None)?;
+        Ok(job.explain())
+    }
+
+    /// `CREATE [UNIQUE] INDEX name ON relation (columns)`: builds a secondary index over the
+    /// relation's current rows (a table's acknowledged contents, a view's rows at the last
+    /// epoch), then keeps it up to date with every write (tables) or epoch (views). Reads
+    /// with filters on its leading columns then scan a key range of it. `columns` are
+    /// `(column index, descending)`. O(n log n) to build; O(log n) per changed row after.
+    ///
+    /// # Errors
+    /// `42P07` when the name is taken (unless `if_not_exists`), `42P01` unknown relation,
+    /// `0A000` a unique index on a materialized view, `23505` a unique index over duplicate
+    /// keys; `57P01` once the engine is shutting down.
+    pub fn create_index(
+        &self,
+        name: &str,
+        relation: &str,
+        columns: Vec<crate::catalog::IndexColumn>,
+        unique: bool,
+        if_not_exists: bool,
+    ) -> Result<bool> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog).clone();
+        if !name_free(&catalog, name, if_not_exists)? {
+            return Ok(false);
+        }
+        let Some(target) = catalog.by_name(relation).cloned() else {
+            return Err(Error::catalog(
+                "42P01",
+                format!("relation \"{relation}\" does not exist"),
+            ));
+        };
+        if unique && !target.is_table() {
+            return Err(Error::not_supported(
+                "CREATE UNIQUE INDEX on a materialized view is not supported (a view's rows are derived; only a table's writes can be refused)",
+            ));
+        }
+        let def = IndexDef {
+            id: catalog.allocate_id(),
+            name: name.to_string(),
+            relation: target.id,
+            columns,
+            unique,
+        };
+        catalog.insert_index(def.clone());
+        if target.is_table() {
+            let data = self.table(target.id)?;
+            let mut data = lock(&data);
+            let built = SecondaryIndex::build(&def, &data.contents)?;
+            self.persist_catalog(&catalog)?;
+            data.indexes.push(built);
+        } else {
+            let job = df
+                .jobs
+                .get_mut(&target.id)
+                .ok_or_else(|| Error::Internal("view without a job".into()))?;
+            job.add_index(&def)?;
+            if let Err(e) = self.persist_catalog(&catalog) {
+                job.remove_index(def.id);
+                return Err(e);
+            }
+        }
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(index = name, relation, "index created");
+        Ok(true)
+    }
+
+    /// `DROP INDEX name`.
+    ///
+    /// # Errors
+    /// `42704` when it does not exist (unless `if_exists`), `42809` when the name is a table
+    /// or view; `57P01` once the engine is shutting down.
+    pub fn drop_index(&self, name: &str, if_exists: bool) -> Result<bool> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog).clone();
+        let Some(def) = catalog.index_by_name(name).cloned() else {
+            if let Some(r) = catalog.by_name(name) {
+                return Err(Error::catalog(
+                    "42809",
+                    format!("\"{name}\" is not an index (it is a {})", r.kind_name()),
+                ));
+            }
+            if if_exists {
+                return Ok(false);
+            }
+            return Err(Error::catalog(
+                "42704",
+                format!("index \"{name}\" does not exist"),
+            ));
+        };
+        catalog.remove_index(def.id);
+        self.persist_catalog(&catalog)?;
+        if let Ok(data) = self.table(def.relation) {
+            lock(&data).indexes.retain(|i| i.def.id != def.id);
+        } else if let Some(job) = df.jobs.get_mut(&def.relation) {
+            job.remove_index(def.id);
+        }
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(index = name, "index dropped");
+        Ok(true)
+    }
+
+    /// Drops a table or view (and, with `cascade`, the views that read it), with the views'
+    /// checkpoints and state.
+    ///
+    /// # Errors
+    /// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other
+    /// kind, `2BP01` when views depend on it and `cascade` is false; `57P01` once the engine
+    /// is shutting down.
+    pub fn drop_relation(
+        &self,
+        name: &str,
+        table: bool,
+        if_exists: bool,
+        cascade: bool,
+    ) -> Result<bool> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog).clone();
+        let Some(def) = catalog.by_name(name).cloned() else {
+            if catalog.index_by_name(name).is_some() {
+                let what = if table { "table" } else { "materialized view" };
+                return Err(Error::catalog(
+                    "42809",
+                    format!("\"{name}\" is an index, not a {what}; use DROP INDEX"),
+                ));
+            }
+            if if_exists {
+                return Ok(false);
+            }
+            let what = if table { "table" } else { "materialized view" };
+            return Err(Error::catalog(
+                "42P01",
+                format!("{what} \"{name}\" does not exist"),
+            ));
+        };
+        if def.is_table() != table {
+            return Err(Error::catalog(
+                "42809",
+                format!(
+                    "\"{}\" is a {}, not a {}",
+                    name,
+                    def.kind_name(),
+                    if table { "table" } else { "materialized view" }
+                ),
+            ));
+        }
+        let dependents = catalog.dependents(def.id);
+        if !dependents.is_empty() && !cascade {
+            let names: Vec<String> = dependents
+                .iter()
+                .filter_map(|d| catalog.get(*d))
+                .map(|d| d.name.clone())
+                .collect();
+            return Err(Error::catalog(
+                "2BP01",
+                format!(
+                    "cannot drop {} {} because other objects depend on it (materialized view {}); use DROP ... CASCADE",
+                    def.kind_name(),
+                    name,
+                    names.join(", ")
+                ),
+            ));
+        }
+        let doomed = catalog.dependents_closure(def.id);
+        for id in &doomed {
+            catalog.remove(*id);
+        }
+        self.persist_catalog(&catalog)?;
+        for id in &doomed {
+            if let Some(job) = df.jobs.remove(id)
+                && let Some(mut c) = job.coordinator
+            {
+                c.abort_all("the view was dropped");
+                // The writer only finishes the aborted checkpoints' sync phase; its files go.
+                if let Err(e) = c.shutdown() {
+                    warn!(view = %job.name, error = %e, "state writer stopped abnormally");
+                }
+                c.destroy();
+            }
+            if lock(&self.tables).remove(id).is_some() {
+                // Its rows leave the tables' instance with it; the next snapshot drops them.
+                self.store.delete_changelog(*id)?;
+            }
+        }
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(relation = name, dropped = doomed.len(), "dropped");
+        Ok(true)
+    }
+}

@@ -1,0 +1,525 @@
+//! The running database: store, catalog, tables, jobs and the barrier clock.
+//!
+//! ```text
+//!  write ──► clock lock ─► validate ─► changelog (RocksDB, synced) ─► table contents + pending
+//!  tick  ──► clock lock ─► close epoch e, drain every table's pending changes of epochs ≤ e
+//!        ──► jobs in creation order run epoch e ─► publish Visible { e, every view's rows }
+//!  SELECT ─► tables: latest acknowledged contents; views: one Visible snapshot for the statement
+//! ```
+//!
+//! Lock order: `dataflow` → `clock` → a table's data. Writers take `clock` then the table.
+//! The tables' snapshot holds every table's data at once (under `dataflow`), taken in
+//! relation id order; nothing else holds two tables' locks.
+//!
+//! The engine is a facade over its parts, one file each: `tables` (contents, changelogs,
+//! writes, the tables' snapshots), `epochs` (the barrier clock, running an epoch through the
+//! jobs, checkpoints, failures, publishing), `recovery` (restoring views at start and after a
+//! failure) and `ddl` (catalog changes). This file holds the engine's state, opening and
+//! shutting down.
+//!
+//! Threads: the barrier clock is a tokio task owned by the engine (it runs each tick on the
+//! blocking pool); each job's checkpoint coordinator owns a state-writer thread, which owns
+//! its checkpoints' upload threads. [`Engine::shutdown`] stops and joins all of them, and so
+//! does dropping the engine.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, watch};
+use tracing::{error, info};
+
+use crate::catalog::{Catalog, RelationDef};
+use crate::checkpoint::{History, StoppedWriter};
+use crate::common::{Epoch, RelationId};
+use crate::error::{Error, Result};
+use crate::settings::SessionVars;
+use crate::state::index::SecondaryIndex;
+use crate::state::{IndexedSnapshot, Positions, StateBackend, Store, TableSnapshots};
+use crate::stream::job::{EPOCH_BATCH_ROWS, Job, Recovery};
+
+mod ddl;
+mod epochs;
+mod recovery;
+mod tables;
+
+use tables::{DERIVED_TABLE_IDS, TableData, TableState};
+
+/// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
+const CHANGELOG_CHUNK_ROWS: usize = 65_536;
+
+/// Default time between the tables' snapshots (ms), when a table has changed.
+pub const DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS: u64 = 5_000;
+
+/// A table takes a snapshot at the next barrier once this many rows changed (bounds the
+/// changelog a restart replays), whatever the interval.
+const TABLE_SNAPSHOT_MAX_ROWS: usize = 1_000_000;
+
+/// Default barrier interval (ms): how often an epoch closes without `FLUSH`.
+pub const DEFAULT_BARRIER_INTERVAL_MS: u64 = 250;
+
+/// Rows written to tables but not yet taken by an epoch beyond which a write waits for the
+/// barrier clock to take them (backpressure): with the epoch in flight, the changes held in
+/// memory stay within about twice this plus one statement, however fast clients write.
+pub const MAX_BACKLOG_ROWS: usize = 4 * EPOCH_BATCH_ROWS;
+
+/// What a `SELECT` on a view reads: every view's rows as of one epoch.
+#[derive(Debug, Default)]
+pub struct Visible {
+    /// The last epoch every job has processed.
+    pub epoch: Epoch,
+    /// Each view's rows, or its job's failure.
+    pub views: HashMap<RelationId, ViewState>,
+    /// Each job's status and settings, for `weir_catalog.jobs`.
+    pub jobs: Vec<JobInfo>,
+}
+
+/// A view's readable state.
+#[derive(Debug, Clone)]
+pub enum ViewState {
+    /// The view's rows and its indexes at the published epoch (O(1) snapshots of their
+    /// state tables).
+    Ready(IndexedSnapshot),
+    /// The job failed; reading the view reports this error.
+    Failed {
+        /// The view's name.
+        view: String,
+        /// SQLSTATE of the error.
+        code: &'static str,
+        /// Its message.
+        message: String,
+    },
+}
+
+struct Clock {
+    /// The epoch writes are stamped with now; closed by the next tick.
+    open: Epoch,
+}
+
+/// The jobs, in creation order.
+#[derive(Default)]
+struct Dataflow {
+    jobs: BTreeMap<RelationId, Job>,
+}
+
+impl Dataflow {
+    /// `id` and every job that reads it, directly or through other views.
+    fn downstream_closure(&self, id: RelationId) -> BTreeSet<RelationId> {
+        let mut out = BTreeSet::from([id]);
+        for (j, job) in &self.jobs {
+            if *j > id && job.sources.iter().any(|s| out.contains(s)) {
+                out.insert(*j);
+            }
+        }
+        out
+    }
+
+    /// The jobs connected to any of `ids` through view-on-view edges (the recovery group).
+    fn component(&self, ids: &BTreeSet<RelationId>) -> BTreeSet<RelationId> {
+        let mut out: BTreeSet<RelationId> = ids.clone();
+        loop {
+            let mut grew = false;
+            for (j, job) in &self.jobs {
+                let linked = out.contains(j) || job.sources.iter().any(|s| out.contains(s));
+                if linked {
+                    if out.insert(*j) {
+                        grew = true;
+                    }
+                    for s in &job.sources {
+                        if self.jobs.contains_key(s) && out.insert(*s) {
+                            grew = true;
+                        }
+                    }
+                }
+            }
+            if !grew {
+                return out;
+            }
+        }
+    }
+}
+
+/// A job's row in `weir_catalog.jobs`, published with each snapshot.
+#[derive(Debug, Clone)]
+pub struct JobInfo {
+    /// The view's name.
+    pub name: String,
+    /// `RUNNING`, `RESTARTING` or `FAILED`.
+    pub status: &'static str,
+    /// The failure, when not running.
+    pub failure: Option<String>,
+    /// Restarts so far.
+    pub restarts: u64,
+    /// Captured settings (name, value).
+    pub settings: BTreeMap<String, String>,
+    /// Live checkpoint history.
+    pub history: Option<History>,
+    /// The last recovery.
+    pub recovery: Option<Recovery>,
+}
+
+/// Server-wide configuration.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Tables, job state and (by default) checkpoints live here.
+    pub data_dir: PathBuf,
+    /// Checkpoint directory (default `<data_dir>/checkpoints`).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Time between barriers.
+    pub barrier_interval: Duration,
+    /// Server-wide defaults of session variables (name, value), validated at open.
+    pub defaults: Vec<(String, String)>,
+    /// Time between the tables' snapshots, when a table changed (restart opens the newest and
+    /// replays only the changelog after it; the changelog behind it is truncated).
+    pub table_snapshot_interval: Duration,
+    /// Memory budget of the state backend in bytes (its block cache and memtables).
+    pub memory_limit: u64,
+    /// Keep tables', indexes' and views' rows in memory instead of the state backend (for
+    /// benches comparing the two; the server always uses the backend).
+    pub rows_in_memory: bool,
+}
+
+impl EngineConfig {
+    /// Defaults over `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        EngineConfig {
+            data_dir: data_dir.to_path_buf(),
+            checkpoint_dir: None,
+            barrier_interval: Duration::from_millis(DEFAULT_BARRIER_INTERVAL_MS),
+            defaults: Vec::new(),
+            table_snapshot_interval: Duration::from_millis(DEFAULT_TABLE_SNAPSHOT_INTERVAL_MS),
+            memory_limit: crate::state::backend::default_memory_limit(),
+            rows_in_memory: false,
+        }
+    }
+}
+
+/// The database engine shared by all sessions.
+pub struct Engine {
+    store: Store,
+    /// The state backend (RocksDB, memory bounded).
+    state: Arc<StateBackend>,
+    /// The state backend's root, whose siblings hold the jobs' state; `None` keeps rows on
+    /// the heap (see [`EngineConfig::rows_in_memory`]).
+    rows_in: Option<Arc<StateBackend>>,
+    /// The tables' instance and its snapshots (`None` with rows on the heap: then tables take
+    /// no snapshots and keep their whole changelog).
+    table_state: Option<TableState>,
+    catalog: Mutex<Catalog>,
+    tables: Mutex<HashMap<RelationId, Arc<Mutex<TableData>>>>,
+    clock: Mutex<Clock>,
+    dataflow: Mutex<Dataflow>,
+    visible: watch::Sender<Arc<Visible>>,
+    /// Wakes the barrier clock at once (`FLUSH`, `RESUME`); shared with the clock task.
+    tick_request: Arc<Notify>,
+    /// Becomes `true` when the engine shuts down (or is dropped): the barrier clock stops,
+    /// `FLUSH` returns, and changes are refused.
+    stopping: watch::Sender<bool>,
+    /// Rows written since the last epoch took the tables' pending changes (exact at each
+    /// tick, which resets it); see [`MAX_BACKLOG_ROWS`].
+    backlog: Mutex<usize>,
+    /// Signalled when an epoch takes the pending changes (the backlog drops to 0).
+    backlog_taken: std::sync::Condvar,
+    /// The barrier clock task, once started.
+    clock_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    barrier_interval: Duration,
+    table_snapshot_interval: Duration,
+    data_dir: PathBuf,
+    checkpoint_dir: PathBuf,
+    defaults: SessionVars,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+/// Whether `name` is free for a new relation or index: `Ok(false)` when taken and
+/// `if_not_exists` says to skip.
+///
+/// # Errors
+/// `42P07` when taken and `if_not_exists` is false.
+fn name_free(catalog: &Catalog, name: &str, if_not_exists: bool) -> Result<bool> {
+    if !catalog.name_taken(name) {
+        return Ok(true);
+    }
+    if if_not_exists {
+        return Ok(false);
+    }
+    Err(Error::catalog(
+        "42P07",
+        format!("relation \"{name}\" already exists"),
+    ))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock is a bug; the data it guards is still the best we have.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Joins stopped state writers, all of them even when one fails; the first error is returned.
+fn join_writers(writers: Vec<StoppedWriter>) -> Result<()> {
+    let mut result = Ok(());
+    for w in writers {
+        if let Err(e) = w.join() {
+            error!(error = %e, "state writer failed");
+            if result.is_ok() {
+                result = Err(e);
+            }
+        }
+    }
+    result
+}
+
+impl Drop for Engine {
+    /// Stops the barrier clock and every job's state writer, joining the writers (and so their
+    /// upload threads) before the store and the jobs' databases are closed. No tick can be in
+    /// progress here: a tick holds a strong reference to the engine.
+    fn drop(&mut self) {
+        self.stopping.send_replace(true);
+        let clock = self
+            .clock_task
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(clock) = clock {
+            // Between ticks the clock holds no reference to the engine: ending it is enough.
+            clock.abort();
+        }
+        let df = self.dataflow.get_mut().unwrap_or_else(|e| e.into_inner());
+        let writers: Vec<StoppedWriter> = df
+            .jobs
+            .values_mut()
+            .filter_map(|j| j.coordinator.as_mut())
+            .filter_map(|c| c.stop())
+            .collect();
+        // Errors are logged by join_writers; a destructor cannot report them otherwise.
+        let _ = join_writers(writers);
+    }
+}
+
+impl Engine {
+    /// Opens `dir` with the default configuration and the given barrier interval.
+    ///
+    /// # Errors
+    /// As [`Engine::open_with`].
+    pub fn open(dir: &Path, barrier_interval: Duration) -> Result<Arc<Self>> {
+        let mut config = EngineConfig::new(dir);
+        config.barrier_interval = barrier_interval;
+        Self::open_with(config)
+    }
+
+    /// Opens the data directory and replays every table's changelog; views are recompiled
+    /// afterwards by [`Engine::recover_view`] and recovered by [`Engine::recover_all`].
+    ///
+    /// # Errors
+    /// [`Error::State`] when the directory is locked by another server or corrupt; `22023` /
+    /// `42704` for an invalid server-wide default.
+    pub fn open_with(config: EngineConfig) -> Result<Arc<Self>> {
+        let mut defaults = SessionVars::default();
+        for (k, v) in &config.defaults {
+            defaults.set(k, v)?;
+        }
+        let defaults = defaults.into_defaults();
+        let dir = config.data_dir.as_path();
+        let store = Store::open(dir)?;
+        // The jobs' live state databases are disposable: at start every job restores a
+        // checkpoint or is rebuilt from its inputs, each into a fresh directory.
+        let jobs_dir = dir.join("jobs");
+        if jobs_dir.exists() {
+            std::fs::remove_dir_all(&jobs_dir)
+                .map_err(|e| Error::State(format!("cannot empty {}: {e}", jobs_dir.display())))?;
+        }
+        let state = StateBackend::open(&dir.join("state"), config.memory_limit)?;
+        let rows_in = (!config.rows_in_memory).then(|| Arc::clone(&state));
+        let catalog = match store.get_meta("catalog")? {
+            Some(bytes) => Catalog::from_json(&bytes)?,
+            None => Catalog::default(),
+        };
+        let mut tables = HashMap::new();
+        let mut max_epoch = Epoch(0);
+        let mut rows = 0usize;
+        let mut snapshot_rows = 0usize;
+        let (table_state, positions) = match &rows_in {
+            Some(root) => {
+                let snapshots = TableSnapshots::open(dir.join("tables"))?;
+                let (live, positions) = snapshots.live(root)?;
+                // Ids below DERIVED_TABLE_IDS are relation ids; above, derived tables
+                // (secondary indexes), rebuilt below from the rows.
+                live.allocate_from(DERIVED_TABLE_IDS);
+                live.drop_unallocated()?;
+                for id in positions.keys() {
+                    if catalog.get(*id).is_none() {
+                        // Dropped after the snapshot.
+                        live.drop_table(*id)?;
+                    }
+                }
+                let state = TableState {
+                    live,
+                    snapshots,
+                    taken_at: Mutex::new(Instant::now()),
+                };
+                (Some(state), positions)
+            }
+            None => (None, Positions::new()),
+        };
+        let tables_in = table_state.as_ref().map(|t| Arc::clone(&t.live));
+        for def in catalog.relations().filter(|r| r.is_table()) {
+            let mut data = TableData::new(def, tables_in.as_ref())?;
+            let position = positions.get(&def.id).copied();
+            let (loaded, replayed) = data.restore(&store, def.id, position)?;
+            for index in catalog.indexes_on(def.id) {
+                let built = SecondaryIndex::build(&index, &data.contents)?;
+                data.indexes.push(built);
+            }
+            snapshot_rows += loaded;
+            rows += replayed;
+            max_epoch = max_epoch.max(data.last_epoch);
+            tables.insert(def.id, Arc::new(Mutex::new(data)));
+        }
+        info!(
+            tables = tables.len(),
+            snapshot_rows,
+            replayed_rows = rows,
+            epoch = max_epoch.0,
+            "loaded tables (snapshot, then the changelog after it)"
+        );
+        let (visible, _) = watch::channel(Arc::new(Visible {
+            epoch: max_epoch,
+            views: HashMap::new(),
+            jobs: Vec::new(),
+        }));
+        let checkpoint_dir = config
+            .checkpoint_dir
+            .clone()
+            .unwrap_or_else(|| dir.join("checkpoints"));
+        Ok(Arc::new(Engine {
+            store,
+            state,
+            rows_in,
+            table_state,
+            catalog: Mutex::new(catalog),
+            tables: Mutex::new(tables),
+            clock: Mutex::new(Clock {
+                open: Epoch(max_epoch.0 + 1),
+            }),
+            dataflow: Mutex::new(Dataflow::default()),
+            visible,
+            tick_request: Arc::new(Notify::new()),
+            stopping: watch::Sender::new(false),
+            backlog: Mutex::new(0),
+            backlog_taken: std::sync::Condvar::new(),
+            clock_task: Mutex::new(None),
+            barrier_interval: config.barrier_interval,
+            table_snapshot_interval: config.table_snapshot_interval,
+            data_dir: dir.to_path_buf(),
+            checkpoint_dir,
+            defaults,
+        }))
+    }
+
+    /// The state backend's memory budget and use (`weir_catalog.memory`).
+    pub fn memory_usage(&self) -> crate::state::backend::MemoryUsage {
+        self.state.usage()
+    }
+
+    /// The server-wide defaults of session variables.
+    pub fn default_vars(&self) -> SessionVars {
+        self.defaults.clone()
+    }
+
+    /// Whether [`Engine::shutdown`] has begun.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// `57P01` once the engine is shutting down.
+    fn check_running(&self) -> Result<()> {
+        if self.is_stopping() {
+            return Err(Error::data("57P01", "the server is shutting down"));
+        }
+        Ok(())
+    }
+
+    /// Shuts the engine down, in this order:
+    ///
+    /// 1. marks it stopping: the barrier clock ends at its next wake-up, `FLUSH` returns at
+    ///    once, and later writes, DDL and ticks are refused (`57P01`);
+    /// 2. waits for the barrier clock task to end, so that a tick in progress completes (the
+    ///    checkpoints it triggers are handed to their jobs' state writers);
+    /// 3. stops every job's checkpoint coordinator and joins its state-writer thread, which
+    ///    first finishes the checkpoints already triggered and joins their upload threads.
+    ///
+    /// Afterwards no thread of the engine runs, and the store's and the jobs' RocksDB
+    /// databases are only held by the engine: they close when the last `Arc<Engine>` is
+    /// dropped. The waits never block a tokio worker thread (threads are joined on the
+    /// blocking pool). Calling it again does nothing more.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the barrier clock or a state writer panicked; the other steps
+    /// are still carried out.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.stopping.send_replace(true);
+        let mut result = Ok(());
+        let clock = lock(&self.clock_task).take();
+        if let Some(clock) = clock
+            && let Err(e) = clock.await
+            && e.is_panic()
+        {
+            result = Err(Error::Internal("the barrier clock panicked".into()));
+        }
+        // A statement may hold the dataflow lock for a while: poll it rather than block.
+        let writers = loop {
+            if let Some(writers) = self.try_stop_jobs() {
+                break writers;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        if !writers.is_empty() {
+            let joined = tokio::task::spawn_blocking(move || join_writers(writers))
+                .await
+                .unwrap_or_else(|e| Err(Error::Internal(format!("joining state writers: {e}"))));
+            result = result.and(joined);
+        }
+        info!("engine stopped");
+        result
+    }
+
+    /// Takes a last snapshot of the tables if one changed, stops every job's coordinator and
+    /// returns their state writers to join, or `None` when the dataflow lock is taken.
+    fn try_stop_jobs(&self) -> Option<Vec<StoppedWriter>> {
+        let mut df = match self.dataflow.try_lock() {
+            Ok(df) => df,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        // The tables' last changes go into their snapshots, so the next start replays none.
+        self.snapshot_tables(&df, self.visible().epoch, true);
+        Some(
+            df.jobs
+                .values_mut()
+                .filter_map(|j| j.coordinator.as_mut())
+                .filter_map(|c| c.stop())
+                .collect(),
+        )
+    }
+
+    /// The catalog (a copy).
+    pub fn catalog(&self) -> Catalog {
+        lock(&self.catalog).clone()
+    }
+
+    /// Looks a relation up by name.
+    pub fn relation(&self, name: &str) -> Option<RelationDef> {
+        lock(&self.catalog).by_name(name).cloned()
+    }
+
+    /// The latest visible snapshot of the views.
+    pub fn visible(&self) -> Arc<Visible> {
+        self.visible.borrow().clone()
+    }
+}

@@ -1,0 +1,550 @@
+//! Tables: their contents and changelogs, writes (validated, logged, applied under the
+//! table's lock), reads of their snapshots, and the tables' native snapshots with changelog
+//! truncation behind them.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, SortField};
+use tracing::{debug, warn};
+
+use crate::catalog::{RelationDef, RelationKind};
+use crate::common::{ChangeBatch, Epoch, RelationId};
+use crate::error::{Error, Result};
+use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values};
+use crate::state::table::{KeyLayout, consolidate};
+use crate::state::{
+    IndexedSnapshot, Positions, SnapshotPosition, StateBackend, StateTable, Store, TableSnapshots,
+};
+use crate::stream::job::{BackfillSource, EPOCH_BATCH_ROWS};
+
+use super::{
+    CHANGELOG_CHUNK_ROWS, Dataflow, Engine, MAX_BACKLOG_ROWS, TABLE_SNAPSHOT_MAX_ROWS, ViewState,
+    lock,
+};
+
+/// A table's contents (rebuilt from its changelog at start), ordered by its primary key,
+/// and its unprocessed changes.
+pub(super) struct TableData {
+    pub(super) name: String,
+    pub(super) schema: SchemaRef,
+    /// The rows, keyed by the primary key columns first (so a key lookup is a prefix scan).
+    pub(super) contents: StateTable,
+    pub(super) primary_key: Option<PrimaryKey>,
+    /// Secondary indexes: the same rows keyed by the indexes' columns, kept up to date with
+    /// `contents` under the table's lock.
+    pub(super) indexes: Vec<SecondaryIndex>,
+    /// Changes written but not yet processed by the jobs, with their epochs.
+    pub(super) pending: Vec<(Epoch, ChangeBatch)>,
+    /// Next changelog sequence number (source offset).
+    pub(super) next_seq: u64,
+    /// The epoch of the newest write.
+    pub(super) last_epoch: Epoch,
+    /// The snapshot was read from the store's older row-by-row format; once a native snapshot
+    /// holds the table, those rows are deleted.
+    pub(super) legacy_snapshot: bool,
+    /// A native snapshot holds the table.
+    pub(super) native_snapshot: bool,
+    /// The newest changelog sequence number the durable snapshot holds (0: none).
+    pub(super) snapshot_seq: u64,
+    /// The epoch of the entry at `snapshot_seq`.
+    pub(super) snapshot_epoch: Epoch,
+    /// Rows written since the last snapshot.
+    pub(super) unsnapshotted_rows: usize,
+    /// The newest sequence number of each epoch with writes whose changelog entries are
+    /// still kept, oldest first (to find where the changelog may be truncated).
+    pub(super) epoch_seqs: VecDeque<(Epoch, u64)>,
+}
+
+/// Encodes a primary key's columns as the leading key prefix of the table's rows.
+pub(super) struct PrimaryKey {
+    pub(super) columns: Vec<usize>,
+    pub(super) converter: RowConverter,
+}
+
+impl TableData {
+    /// A table whose rows live in `backend` (the tables' instance, under the table's relation
+    /// id; on the heap when `None`).
+    pub(super) fn new(def: &RelationDef, backend: Option<&Arc<StateBackend>>) -> Result<Self> {
+        let schema = def.schema_ref();
+        let (primary_key, key_columns) = match &def.kind {
+            RelationKind::Table { primary_key } if !primary_key.is_empty() => {
+                let fields = primary_key
+                    .iter()
+                    .map(|i| SortField::new(schema.field(*i).data_type().clone()))
+                    .collect();
+                (
+                    Some(PrimaryKey {
+                        columns: primary_key.clone(),
+                        converter: RowConverter::new(fields)?,
+                    }),
+                    primary_key.clone(),
+                )
+            }
+            _ => (None, Vec::new()),
+        };
+        let mut contents = StateTable::with_key(schema.clone(), &key_columns)?;
+        if let Some(b) = backend {
+            contents.store_as(b, def.id)?;
+        }
+        Ok(TableData {
+            name: def.name.clone(),
+            contents,
+            schema,
+            primary_key,
+            indexes: Vec::new(),
+            pending: Vec::new(),
+            next_seq: 1,
+            last_epoch: Epoch(0),
+            legacy_snapshot: false,
+            native_snapshot: false,
+            snapshot_seq: 0,
+            snapshot_epoch: Epoch(0),
+            unsnapshotted_rows: 0,
+            epoch_seqs: VecDeque::new(),
+        })
+    }
+
+    /// Checks NOT NULL and PRIMARY KEY constraints for `change` against the current contents.
+    /// O(rows of the change × log n).
+    pub(super) fn validate(&self, change: &ChangeBatch) -> Result<()> {
+        for (i, f) in self.schema.fields().iter().enumerate() {
+            if !f.is_nullable() && change.batch.column(i).null_count() > 0 {
+                return Err(Error::data(
+                    "23502",
+                    format!(
+                        "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
+                        f.name(),
+                        self.name
+                    ),
+                ));
+            }
+        }
+        // Retractions must name existing rows (inserts, the common case, skip the lookup).
+        let retracts = change.weights.values().iter().any(|w| *w < 0);
+        let counts = if retracts {
+            self.contents.counts(&change.batch)?
+        } else {
+            Vec::new()
+        };
+        for (i, w) in change.weights.values().iter().enumerate() {
+            if *w < 0 && counts[i] + w < 0 {
+                // Several retractions of the same row in one batch are checked by apply().
+                return Err(Error::Internal(
+                    "retraction of a row that does not exist".into(),
+                ));
+            }
+        }
+        if let Some(pk) = &self.primary_key {
+            let cols: Vec<_> = pk
+                .columns
+                .iter()
+                .map(|i| change.batch.column(*i).clone())
+                .collect();
+            let rows = pk.converter.convert_columns(&cols)?;
+            let skip = vec![false; change.len()];
+            if let Some(i) = first_duplicate(&self.contents, &rows, change, &skip)? {
+                let key: Vec<(usize, bool)> = pk.columns.iter().map(|c| (*c, false)).collect();
+                return Err(Error::data(
+                    "23505",
+                    format!(
+                        "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists",
+                        self.name,
+                        key_names(&change.batch, &key),
+                        key_values(&change.batch, &key, i)
+                    ),
+                ));
+            }
+        }
+        for index in &self.indexes {
+            index.check_unique(change)?;
+        }
+        Ok(())
+    }
+
+    /// Applies a validated change to the contents and the indexes, at most
+    /// [`EPOCH_BATCH_ROWS`] rows at a time, so that a large COPY's key encodings and write
+    /// batches are built one slice at a time, not all at once.
+    pub(super) fn apply(&mut self, change: &ChangeBatch) -> Result<()> {
+        for part in change.pieces(EPOCH_BATCH_ROWS) {
+            self.contents.apply(&part)?;
+            for index in &mut self.indexes {
+                index.rows.apply(&part)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The contents and the indexes, frozen together in O(1) each.
+    pub(super) fn snapshot(&self) -> IndexedSnapshot {
+        IndexedSnapshot {
+            rows: self.contents.snapshot(),
+            indexes: self.indexes.iter().map(|i| i.rows.snapshot()).collect(),
+        }
+    }
+
+    /// Records that changelog entries up to `seq` are of epoch `epoch`.
+    pub(super) fn note_entries(&mut self, seq: u64, epoch: Epoch, rows: usize) {
+        self.last_epoch = epoch;
+        self.unsnapshotted_rows += rows;
+        match self.epoch_seqs.back_mut() {
+            Some((e, s)) if *e == epoch => *s = seq,
+            _ => self.epoch_seqs.push_back((epoch, seq)),
+        }
+    }
+
+    /// Loads the table: its snapshot (if any: `position` when the live instance was opened
+    /// from a native snapshot, or rows of the store's older format), then the changelog
+    /// entries after it. Returns (rows in the snapshot, changelog rows replayed). Work is
+    /// proportional to the changes since the snapshot, not to the table or its history.
+    pub(super) fn restore(
+        &mut self,
+        store: &Store,
+        id: RelationId,
+        position: Option<SnapshotPosition>,
+    ) -> Result<(usize, usize)> {
+        let mut from_snapshot = 0usize;
+        if let Some(p) = position {
+            self.native_snapshot = true;
+            self.contents.set_total(p.rows);
+            from_snapshot = p.rows as usize;
+            self.snapshot_seq = p.seq;
+            self.snapshot_epoch = Epoch(p.epoch);
+            self.next_seq = p.seq + 1;
+            self.last_epoch = Epoch(p.epoch);
+        } else if let Some(snap) = store.read_table_snapshot(id)? {
+            self.contents
+                .load_rows(snap.rows.iter().map(|(k, c)| (k.as_ref(), *c)))?;
+            from_snapshot += snap.rows.iter().map(|(_, c)| *c as usize).sum::<usize>();
+            self.legacy_snapshot = true;
+            // Due for a native snapshot soon.
+            self.unsnapshotted_rows = from_snapshot.max(1);
+            self.snapshot_seq = snap.seq;
+            self.snapshot_epoch = snap.epoch;
+            self.next_seq = snap.seq + 1;
+            self.last_epoch = snap.epoch;
+        }
+        let mut replayed = 0usize;
+        for entry in store.read_changelog_after(id, self.snapshot_seq)? {
+            self.apply(&entry.change)?;
+            replayed += entry.change.len();
+            self.next_seq = entry.seq + 1;
+            self.note_entries(entry.seq, entry.epoch, entry.change.len());
+        }
+        Ok((from_snapshot, replayed))
+    }
+
+    /// Where a snapshot taken now stands in this table.
+    pub(super) fn position(&self) -> SnapshotPosition {
+        SnapshotPosition {
+            seq: self.next_seq - 1,
+            epoch: self.last_epoch.0,
+            rows: self.contents.len(),
+        }
+    }
+
+    /// Records that a snapshot at `position` is durable.
+    pub(super) fn snapshotted(&mut self, position: SnapshotPosition) {
+        self.snapshot_seq = position.seq;
+        self.snapshot_epoch = Epoch(position.epoch);
+        self.unsnapshotted_rows = 0;
+        self.native_snapshot = true;
+    }
+
+    /// Truncates the changelog through the newest entry of an epoch `<= keep_after` that the
+    /// durable snapshot holds (and, once a native snapshot holds the table, the snapshot of
+    /// the store's older format). Cost: a range delete.
+    pub(super) fn truncate(
+        &mut self,
+        store: &Store,
+        id: RelationId,
+        keep_after: Epoch,
+    ) -> Result<()> {
+        let seq = self.snapshot_seq;
+        let truncate_through = self
+            .epoch_seqs
+            .iter()
+            .take_while(|(e, s)| *e <= keep_after && *s <= seq)
+            .last()
+            .map(|(_, s)| *s)
+            .unwrap_or(0);
+        let drop_legacy = self.legacy_snapshot && self.native_snapshot;
+        if truncate_through > 0 || drop_legacy {
+            store.truncate_changelog(id, truncate_through, drop_legacy)?;
+            self.legacy_snapshot = false;
+            self.forget_entries_through(truncate_through);
+        }
+        Ok(())
+    }
+
+    /// Drops the bookkeeping of changelog entries up to `seq` (truncated).
+    pub(super) fn forget_entries_through(&mut self, seq: u64) {
+        while self.epoch_seqs.front().is_some_and(|(_, s)| *s <= seq) {
+            self.epoch_seqs.pop_front();
+        }
+    }
+
+    /// The contents as of the last processed epoch, to backfill a view (table `id`): current
+    /// contents (an O(1) snapshot) minus the pending changes of the open epoch.
+    pub(super) fn processed_contents(&self, id: RelationId) -> BackfillSource {
+        BackfillSource {
+            id,
+            rows: self.contents.snapshot(),
+            after: self.pending.iter().rev().map(|(_, c)| c.negate()).collect(),
+        }
+    }
+}
+
+/// Relation ids, which name the tables' rows in the tables' instance, stay below this; derived
+/// tables there (secondary indexes) are allocated from it on.
+pub(super) const DERIVED_TABLE_IDS: u64 = 1 << 62;
+
+/// Every table's rows in one state backend instance, and its native snapshots.
+pub(super) struct TableState {
+    pub(super) live: Arc<StateBackend>,
+    pub(super) snapshots: TableSnapshots,
+    /// When the last snapshot was taken (or the engine opened).
+    pub(super) taken_at: Mutex<Instant>,
+}
+
+impl Engine {
+    /// A table's contents as of epoch `at`, to backfill a view: its current rows (an O(1)
+    /// snapshot, taken under the table's lock with the changelog read) and the negations of
+    /// the changelog entries after `at`, newest first (the changelog before `at` may be
+    /// truncated; after it is kept, see `changelog_needed_after`).
+    ///
+    /// # Errors
+    /// `42P01` for an unknown table; changelog read errors.
+    pub(super) fn table_contents_at(&self, table: RelationId, at: Epoch) -> Result<BackfillSource> {
+        let t = self.table(table)?;
+        let t = lock(&t);
+        let rows = t.contents.snapshot();
+        let later = self
+            .store
+            .read_changelog_range(table, at, Epoch(u64::MAX))?;
+        Ok(BackfillSource {
+            id: table,
+            rows,
+            after: later.into_iter().rev().map(|e| e.change.negate()).collect(),
+        })
+    }
+
+    /// A table's changes of epochs `(after, upto]` summed into one change batch, with the
+    /// number of rows read. From the beginning (`after` = 0) that is the table's contents as
+    /// of `upto`: its current contents minus the changelog entries after `upto` (the
+    /// changelog before may be truncated). Otherwise the changelog entries themselves, which
+    /// truncation keeps (see `changelog_needed_after`).
+    pub(super) fn table_changes_between(
+        &self,
+        table: RelationId,
+        after: Epoch,
+        upto: Epoch,
+    ) -> Result<(ChangeBatch, u64)> {
+        let t = self.table(table)?;
+        if after == Epoch(0) {
+            // Under the table's lock, so no write lands between the two reads.
+            let t = lock(&t);
+            let mut parts = vec![t.contents.to_change()?];
+            let later = self
+                .store
+                .read_changelog_range(table, upto, Epoch(u64::MAX))?;
+            let mut rows = parts[0].len() as u64;
+            for e in later {
+                rows += e.change.len() as u64;
+                parts.push(e.change.negate());
+            }
+            return Ok((consolidate(&t.schema, &parts)?, rows));
+        }
+        let schema = lock(&t).schema.clone();
+        let entries = self.store.read_changelog_range(table, after, upto)?;
+        let rows: u64 = entries.iter().map(|e| e.change.len() as u64).sum();
+        let parts: Vec<ChangeBatch> = entries.into_iter().map(|e| e.change).collect();
+        Ok((consolidate(&schema, &parts)?, rows))
+    }
+
+    /// The latest acknowledged contents of a table (read-your-writes) and its indexes,
+    /// frozen together in O(1).
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the table does not exist.
+    pub fn table_snapshot(&self, id: RelationId) -> Result<IndexedSnapshot> {
+        let t = self.table(id)?;
+        let t = lock(&t);
+        Ok(t.snapshot())
+    }
+
+    /// How a relation's rows are ordered: a table's (primary key first) or a view's as last
+    /// published, then one layout per secondary index; rows in schema order when the
+    /// relation is unknown or its view failed.
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn key_layouts(&self, id: RelationId, schema: SchemaRef) -> Result<Vec<Arc<KeyLayout>>> {
+        if let Ok(t) = self.table(id) {
+            let t = lock(&t);
+            let mut out = vec![t.contents.layout().clone()];
+            out.extend(t.indexes.iter().map(|i| i.rows.layout().clone()));
+            return Ok(out);
+        }
+        if let Some(ViewState::Ready(s)) = self.visible().views.get(&id) {
+            let mut out = vec![s.rows.layout().clone()];
+            out.extend(s.indexes.iter().map(|i| i.layout().clone()));
+            return Ok(out);
+        }
+        Ok(vec![Arc::new(KeyLayout::new(schema, &[])?)])
+    }
+
+    /// Bytes of a table's live changelog entries (keys and values), and the newest changelog
+    /// sequence number its durable snapshot holds (0: none). Reads the whole changelog: for
+    /// tests and benches.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the table does not exist; store errors.
+    pub fn table_storage(&self, id: RelationId) -> Result<(u64, u64)> {
+        let table = self.table(id)?;
+        let snapshot_seq = lock(&table).snapshot_seq;
+        Ok((self.store.changelog_bytes(id)?, snapshot_seq))
+    }
+
+    pub(super) fn table(&self, id: RelationId) -> Result<Arc<Mutex<TableData>>> {
+        lock(&self.tables)
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::catalog("42P01", format!("table with id {id} does not exist")))
+    }
+
+    /// Writes a change to a table: validated, appended to its changelog (synced), applied.
+    /// Returns once the write is durable; views see it after the next barrier.
+    ///
+    /// # Errors
+    /// Constraint violations (`23502`, `23505`) and store errors; nothing is written then.
+    /// `57P01` once the engine is shutting down.
+    pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<()> {
+        self.check_running()?;
+        if change.is_empty() {
+            return Ok(());
+        }
+        self.wait_for_backlog();
+        let data = self.table(table)?;
+        let clock = lock(&self.clock);
+        let mut data = lock(&data);
+        data.validate(&change)?;
+        let change = change.with_schema(data.schema.clone())?;
+        let epoch = clock.open;
+        let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
+        let first = data.next_seq;
+        let entries: Vec<(u64, Epoch, &ChangeBatch)> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (first + i as u64, epoch, p))
+            .collect();
+        self.store.append_changelog(table, &entries)?;
+        data.next_seq = first + parts.len() as u64;
+        data.apply(&change)?;
+        let last = data.next_seq - 1;
+        data.note_entries(last, epoch, change.len());
+        *lock(&self.backlog) += change.len();
+        data.pending.push((epoch, change));
+        Ok(())
+    }
+
+    /// Blocks while [`MAX_BACKLOG_ROWS`] or more written rows wait for an epoch, waking the
+    /// barrier clock, until an epoch takes them or the engine stops. Called by writers outside
+    /// the runtime's workers (writes run in `spawn_blocking`).
+    pub(super) fn wait_for_backlog(&self) {
+        let mut backlog = lock(&self.backlog);
+        while *backlog >= MAX_BACKLOG_ROWS && !self.is_stopping() {
+            self.tick_request.notify_one();
+            // A timeout, so that a stop is noticed without a signal of its own.
+            backlog = match self
+                .backlog_taken
+                .wait_timeout(backlog, Duration::from_millis(100))
+            {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    /// The newest epoch through which no recovery can need a table's changelog: every job
+    /// recovers either from a checkpoint (and replays the changelog after its epoch; every
+    /// retained checkpoint counts, a job checkpointing without one yet holds everything) or
+    /// from its inputs' contents (no changelog), and no further than epoch `processed`. A job
+    /// with checkpointing on but no completed checkpoint yet holds the whole changelog.
+    pub(super) fn changelog_needed_after(df: &Dataflow, processed: Epoch) -> Epoch {
+        df.jobs
+            .values()
+            .filter_map(|j| {
+                let c = j.coordinator.as_ref()?;
+                let checkpointing = j.settings().is_some_and(|s| s.interval_ms > 0);
+                match c.completed().first() {
+                    Some((_, e)) => Some(*e),
+                    None if checkpointing => Some(Epoch(0)),
+                    None => None,
+                }
+            })
+            .min()
+            .unwrap_or(processed)
+            .min(processed)
+    }
+
+    /// Takes a snapshot of the tables now if any table changed since the last one (as at
+    /// shutdown), and truncates their changelogs behind it. Errors are logged.
+    pub fn snapshot_tables_now(&self) {
+        let df = lock(&self.dataflow);
+        self.snapshot_tables(&df, self.visible().epoch, true);
+    }
+
+    /// After epoch `processed`: takes a snapshot of the tables' instance if one is due (when
+    /// a table changed and `force`, the interval passed, or a table changed by
+    /// [`TABLE_SNAPSHOT_MAX_ROWS`] rows), then truncates each table's changelog behind what
+    /// the snapshot and every retained checkpoint hold. The snapshot is taken with every
+    /// table locked, so that it holds each table exactly at its recorded position; it costs
+    /// a flush and hard links. A failure is logged and retried at a later barrier: the
+    /// changelog is kept until a snapshot succeeds.
+    pub(super) fn snapshot_tables(&self, df: &Dataflow, processed: Epoch, force: bool) {
+        let keep_after = Self::changelog_needed_after(df, processed);
+        let mut tables: Vec<(RelationId, Arc<Mutex<TableData>>)> = lock(&self.tables)
+            .iter()
+            .map(|(id, t)| (*id, Arc::clone(t)))
+            .collect();
+        tables.sort_by_key(|(id, _)| *id);
+        if let Some(ts) = &self.table_state {
+            let (mut changed, mut most) = (0usize, 0usize);
+            for (_, t) in &tables {
+                let rows = lock(t).unsnapshotted_rows;
+                changed += rows;
+                most = most.max(rows);
+            }
+            let due = changed > 0
+                && (force
+                    || lock(&ts.taken_at).elapsed() >= self.table_snapshot_interval
+                    || most >= TABLE_SNAPSHOT_MAX_ROWS);
+            if due {
+                // In id order, as no other path holds two tables' locks.
+                let mut guards: Vec<(RelationId, MutexGuard<'_, TableData>)> =
+                    tables.iter().map(|(id, t)| (*id, lock(t))).collect();
+                let positions: Positions =
+                    guards.iter().map(|(id, t)| (*id, t.position())).collect();
+                match ts.snapshots.take(&ts.live, &positions) {
+                    Ok(()) => {
+                        for (id, t) in &mut guards {
+                            t.snapshotted(positions[id]);
+                        }
+                        *lock(&ts.taken_at) = Instant::now();
+                        debug!(tables = positions.len(), rows = changed, "tables snapshot");
+                    }
+                    Err(e) => warn!(error = %e, "tables snapshot failed"),
+                }
+            }
+        }
+        for (id, t) in tables {
+            let mut t = lock(&t);
+            if let Err(e) = t.truncate(&self.store, id, keep_after) {
+                warn!(table = %t.name, error = %e, "changelog truncation failed");
+            }
+        }
+    }
+}
