@@ -16,7 +16,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 
 use super::JobSettings;
-use super::storage::{CheckpointStorage, Manifest, PendingSnapshot, Restored, SnapshotSource};
+use super::storage::{
+    CheckpointStorage, Manifest, PendingSnapshot, Restored, SnapshotSource, StateTableEntry,
+};
 use crate::common::Epoch;
 use crate::error::{Error, Result};
 use crate::state::StateBackend;
@@ -405,15 +407,15 @@ impl CheckpointCoordinator {
 
     /// Triggers a checkpoint of `epoch`: runs the sync phase now (a native checkpoint of the
     /// job's live RocksDB instance: flush and hard links; or the full image for `memory`) and
-    /// the async phase on its own thread. `totals` are the state tables' row counts in the
-    /// job's visiting order, `offsets` the sources' positions.
+    /// the async phase on its own thread. `tables` are the job's state tables (names, ids,
+    /// counts), `offsets` the sources' positions.
     ///
     /// A failure of the sync phase is recorded as a `FAILED` checkpoint.
     pub fn trigger(
         &mut self,
         epoch: Epoch,
         source: SnapshotSource,
-        totals: Vec<i64>,
+        tables: Vec<StateTableEntry>,
         offsets: BTreeMap<u64, u64>,
     ) {
         let now = Instant::now();
@@ -478,7 +480,7 @@ impl CheckpointCoordinator {
                 end_unix_ms: 0,
                 offsets,
                 state_format: crate::checkpoint::storage::STATE_FORMAT,
-                totals,
+                tables,
             },
             state,
             generation,

@@ -25,7 +25,9 @@ pub use coordinator::{
     CheckpointCoordinator, CheckpointRecord, CheckpointStatus, History, StoppedWriter,
 };
 pub use restart::{RestartStrategy, RestartTracker};
-pub use storage::{CheckpointStorage, Manifest, Restored, SnapshotSource, StateImage};
+pub use storage::{
+    CheckpointStorage, Manifest, Restored, SnapshotSource, StateImage, StateTableEntry,
+};
 
 use crate::error::{Error, Result};
 use crate::settings::parse_duration_ms;

@@ -43,25 +43,42 @@ pub enum SnapshotSource {
     Image(StateImage),
 }
 
+/// One state table of a job in a checkpoint: its name (see
+/// [`crate::stream::Operator::visit_state`]), its table id in the job's RocksDB instance (0
+/// for state on the heap) and its total count (rows with duplicates).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateTableEntry {
+    /// The table's name, as `root/left:hash_join.left` (the view's rows: `view`).
+    pub name: String,
+    /// Its table id (key prefix) in the job's instance.
+    pub id: u64,
+    /// Its total count.
+    pub rows: i64,
+}
+
 /// A restored checkpoint, ready for the job to take over.
 pub enum Restored {
-    /// A native checkpoint opened as the job's live state: its state tables are found again
-    /// by allocating them in the same order; `totals` are their row counts, in that order.
+    /// A native checkpoint opened as the job's live state: each state table is found again by
+    /// its name, under the id `tables` gives it.
     Live {
         /// The opened instance.
         backend: Arc<StateBackend>,
-        /// Each state table's total count (rows with duplicates).
-        totals: Vec<i64>,
+        /// The state tables.
+        tables: Vec<StateTableEntry>,
     },
     /// Every state table's rows, to load into fresh state.
     Image(StateImage),
 }
 
-/// The rows of every state table of a job (by state table number), as loaded on restore.
+/// The rows of every state table of a job, as written by a `memory` checkpoint and loaded on
+/// restore.
 #[derive(Debug, Default)]
 pub struct StateImage {
     /// Per state table: (row bytes, count).
     pub tables: Vec<Vec<(Box<[u8]>, i64)>>,
+    /// The state tables' names, one per entry of `tables` (filled on restore from the
+    /// manifest; a checkpoint stores them there).
+    pub names: Vec<String>,
 }
 
 impl StateImage {
@@ -114,18 +131,19 @@ pub struct Manifest {
     /// manifests written before the field existed).
     #[serde(default)]
     pub state_format: u32,
-    /// Each state table's total count (rows with duplicates), in the job's visiting order
-    /// (rocksdb; a memory image carries its rows).
+    /// The job's state tables: names, ids and total counts (a `memory` image's rows are
+    /// in this order in `state.bin`).
     #[serde(default)]
-    pub totals: Vec<i64>,
+    pub tables: Vec<StateTableEntry>,
 }
 
 /// The layout version of the operators' state tables in a checkpoint. A checkpoint of another
 /// version cannot be restored (its rows are keyed differently) and is discarded at open: the
 /// view is then rebuilt from its inputs. 1: join sides keyed by (join key, row); 2: an
 /// aggregate keeps accumulator rows per group and value tables, not its input rows; 3: a
-/// native checkpoint of the job's live instance, tables keyed by a u64 id.
-pub const STATE_FORMAT: u32 = 3;
+/// native checkpoint of the job's live instance, tables keyed by a u64 id; 4: state tables
+/// found by name, not by visiting order.
+pub const STATE_FORMAT: u32 = 4;
 
 /// What the sync phase leaves for the async phase.
 #[derive(Debug)]
@@ -320,6 +338,11 @@ impl CheckpointStorage {
             let bytes = fs::read(&path).map_err(|e| io("cannot read", &path, e))?;
             let mut image = StateImage::default();
             decode_image(&bytes, &mut image)?;
+            image.names = manifest.tables.iter().map(|t| t.name.clone()).collect();
+            // Tables without rows end `state.bin` unseen.
+            if image.tables.len() < image.names.len() {
+                image.tables.resize_with(image.names.len(), Vec::new);
+            }
             return Ok(Restored::Image(image));
         }
         let path = self.db_dir();
@@ -346,19 +369,26 @@ impl CheckpointStorage {
         match root {
             Some(root) => Ok(Restored::Live {
                 backend: root.open_sibling(&path, OpenMode::Existing, Reads::Scans)?,
-                totals: manifest.totals.clone(),
+                tables: manifest.tables.clone(),
             }),
             None => {
-                // State on the heap: read the rows out of a temporary instance. Table ids
-                // are the visiting order from 1; ids past the checkpointed tables hold
-                // derived state (indexes), rebuilt by the job.
-                let tables = manifest.totals.len();
+                // State on the heap: read the rows out of a temporary instance. Ids not in
+                // the manifest hold derived state (indexes), rebuilt by the job.
+                let index: HashMap<u64, usize> = manifest
+                    .tables
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (t.id, i))
+                    .collect();
                 let reader = StateBackend::open_existing(&path, 64 << 20)?;
-                let mut image = StateImage::default();
-                image.tables.resize_with(tables, Vec::new);
+                let mut image = StateImage {
+                    names: manifest.tables.iter().map(|t| t.name.clone()).collect(),
+                    ..StateImage::default()
+                };
+                image.tables.resize_with(image.names.len(), Vec::new);
                 reader.scan_all(&mut |table, key, count| {
-                    if (1..=tables as u64).contains(&table) {
-                        image.push(table as usize - 1, key, count);
+                    if let Some(i) = index.get(&table) {
+                        image.push(*i, key, count);
                     }
                     Ok(())
                 })?;
@@ -678,7 +708,7 @@ mod tests {
             end_unix_ms: 0,
             offsets: BTreeMap::new(),
             state_format: STATE_FORMAT,
-            totals: vec![],
+            tables: vec![],
         }
     }
 
@@ -712,7 +742,11 @@ mod tests {
         put(&live, &rows(10, 50_000));
         let p = s.snapshot(2, SnapshotSource::Live(live.clone())).unwrap();
         let mut m2 = manifest(2);
-        m2.totals = vec![50_010];
+        m2.tables = vec![StateTableEntry {
+            name: "view".into(),
+            id: 1,
+            rows: 50_010,
+        }];
         let m2 = s.persist(m2, p).unwrap();
         s.commit(m2.clone()).unwrap();
         assert!(m2.persisted_bytes * 20 < m2.state_bytes, "{m2:?}");
@@ -758,6 +792,7 @@ mod tests {
         .unwrap();
         let image = StateImage {
             tables: vec![rows(3, 0), vec![], rows(2, 7)],
+            names: vec![],
         };
         let p = s.snapshot(1, SnapshotSource::Image(image)).unwrap();
         let m = s.persist(manifest(1), p).unwrap();
@@ -784,6 +819,7 @@ mod tests {
         for id in [1, 2] {
             let image = StateImage {
                 tables: vec![rows(3, 0)],
+                names: vec![],
             };
             let p = s.snapshot(id, SnapshotSource::Image(image)).unwrap();
             let m = s.persist(manifest(id), p).unwrap();

@@ -11,7 +11,7 @@ use tracing::{debug, error, info, warn};
 use crate::checkpoint::StateBackendKind;
 use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::error::{Error, Result};
-use crate::stream::EpochInput;
+use crate::stream::EpochContext;
 use crate::stream::job::{BackfillSource, Job, JobStatus};
 
 use super::{Dataflow, Engine, JobInfo, ViewState, Visible, lock};
@@ -183,7 +183,7 @@ impl Engine {
             (epoch, changes)
         };
         let rows: usize = changes.values().flatten().map(|c| c.len()).sum();
-        let mut input = EpochInput { changes };
+        let mut input = EpochContext { epoch, changes };
         touched.extend(input.changes.keys().copied());
         let mut rebuilt: HashSet<RelationId> = HashSet::new();
         let ids: Vec<RelationId> = df.jobs.keys().copied().collect();
@@ -304,7 +304,7 @@ impl Engine {
             }
             let backend = c.settings().backend;
             let offsets: BTreeMap<u64, u64> = job.sources.iter().map(|s| (*s, epoch.0)).collect();
-            let (source, totals) = match job.checkpoint_source(backend) {
+            let (source, tables) = match job.checkpoint_source(backend) {
                 Ok(c) => c,
                 Err(e) => {
                     warn!(view = %job.name, error = %e, "cannot collect state for a checkpoint");
@@ -312,7 +312,7 @@ impl Engine {
                 }
             };
             if let Some(c) = job.coordinator.as_mut() {
-                c.trigger(epoch, source, totals, offsets);
+                c.trigger(epoch, source, tables, offsets);
             }
         }
         // Retention, downstream first: upstream views keep what their readers need.

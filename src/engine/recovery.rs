@@ -12,7 +12,7 @@ use crate::catalog::{RelationDef, RelationKind};
 use crate::checkpoint::{CheckpointCoordinator, CheckpointStorage, JobSettings};
 use crate::common::{Epoch, RelationId};
 use crate::error::{Error, Result};
-use crate::stream::EpochInput;
+use crate::stream::EpochContext;
 use crate::stream::job::{Job, JobStatus, Recovery};
 use crate::stream::plan::StreamPlan;
 
@@ -306,7 +306,7 @@ impl Engine {
         failed: &mut BTreeMap<RelationId, Error>,
         replayed: &mut BTreeMap<RelationId, u64>,
     ) -> Result<()> {
-        let mut input = EpochInput::default();
+        let mut input = EpochContext::new(upto);
         let mut rows_of: HashMap<RelationId, u64> = HashMap::new();
         for id in active {
             for s in &df.jobs[id].sources {

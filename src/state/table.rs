@@ -556,6 +556,15 @@ impl StateTable {
         self.total == 0
     }
 
+    /// The table id (key prefix) of a table whose rows live in the state backend; `None`
+    /// for rows on the heap.
+    pub fn stored_id(&self) -> Option<u64> {
+        match &self.rows {
+            RowMap::Stored(s) => Some(s.id),
+            _ => None,
+        }
+    }
+
     /// Sets the total count of a table whose rows were restored from a native checkpoint
     /// (the backend already holds them; the count was recorded with the checkpoint).
     pub fn set_total(&mut self, total: i64) {

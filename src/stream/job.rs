@@ -1,7 +1,7 @@
 //! A job: the running dataflow of one materialized view, its contents, its checkpoint
 //! coordinator and its restart strategy.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,20 +10,30 @@ use arrow::datatypes::SchemaRef;
 use crate::catalog::IndexDef;
 use crate::checkpoint::{
     CheckpointCoordinator, JobSettings, RestartTracker, Restored, SnapshotSource, StateBackendKind,
-    StateImage,
+    StateImage, StateTableEntry,
 };
-use crate::common::ChangeBatch;
-use crate::common::{Epoch, RelationId};
+use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
 use crate::state::{IndexedSnapshot, StateBackend, StateSnapshot, StateTable};
 use crate::stream::plan::StreamPlan;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor};
 
 /// The most input rows the operator tree of a job processes at once: a larger epoch (one
 /// big `COPY`) or a backfill is split into batches of this size, so the operators' working
 /// memory (row encodings, join output, touched groups) follows this bound, not the epoch.
 pub const EPOCH_BATCH_ROWS: usize = 65_536;
+
+/// The name of a job's view rows among its state tables.
+const VIEW_TABLE: &str = "view";
+
+/// The path of a job's top operator in its state tables' names.
+const ROOT: &str = "root";
+
+/// The error of a checkpoint without a state table the plan has (then the view is rebuilt).
+fn missing_table(name: &str) -> Error {
+    Error::State(format!("the checkpoint holds no state table {name}"))
+}
 
 /// What a job being backfilled reads of one input: the input's rows, frozen, then changes
 /// to apply after them (the negations of writes later than the backfill's epoch, newest
@@ -119,10 +129,9 @@ pub struct Job {
     live: Option<Arc<StateBackend>>,
 }
 
-/// A freshly compiled operator tree, the tables it reads, and empty view contents, every
-/// state table in `backend` when given. Tables are allocated in the order
-/// [`Job::visit_state`] visits them (the view's rows, then the operators'), so a restored
-/// native checkpoint finds each table under the id it had.
+/// A freshly built operator tree, the tables it reads, and empty view contents, every state
+/// table in `backend` when given (under a new table id each; a checkpoint records each
+/// table's id by its name).
 fn fresh_state(
     plan: &StreamPlan,
     schema: &SchemaRef,
@@ -130,7 +139,7 @@ fn fresh_state(
 ) -> Result<(Box<dyn Operator>, BTreeSet<RelationId>, StateTable)> {
     let mut root = plan.root.build()?;
     let contents = StateTable::with_key(schema.clone(), &plan.stream_key)?.stored(backend)?;
-    root.visit_state(&mut |t| t.store_in(backend))?;
+    root.visit_state(ROOT, &mut |_, t| t.store_in(backend))?;
     Ok((root, plan.sources.clone(), contents))
 }
 
@@ -218,7 +227,7 @@ impl Job {
     /// # Errors
     /// Evaluation errors; the operator state is then undefined and the job must be restarted
     /// or rebuilt (the caller decides, by the restart strategy).
-    pub fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    pub fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         if let Some(message) = crate::failpoint::eval("job::process") {
             return Err(Error::Internal(format!("{message} (view {})", self.name)));
         }
@@ -232,7 +241,7 @@ impl Job {
         for id in ids {
             for change in input.of(id) {
                 for part in change.pieces(EPOCH_BATCH_ROWS) {
-                    let mut piece = EpochInput::default();
+                    let mut piece = EpochContext::new(input.epoch);
                     piece.changes.insert(id, vec![part]);
                     out.extend(self.process_batch(&piece)?);
                 }
@@ -243,7 +252,7 @@ impl Job {
 
     /// Runs one batch of an epoch through the operator tree and applies its output to the
     /// view's contents and indexes.
-    fn process_batch(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process_batch(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let out = self.root.process(input)?;
         let out = out
             .into_iter()
@@ -323,10 +332,10 @@ impl Job {
     /// # Errors
     /// Evaluation errors; state errors.
     pub fn backfill(&mut self, sources: &[BackfillSource]) -> Result<()> {
-        self.process(&EpochInput::default())?;
+        self.process(&EpochContext::default())?;
         for s in sources {
             let mut feed = |change: ChangeBatch| -> Result<()> {
-                let mut input = EpochInput::default();
+                let mut input = EpochContext::default();
                 input.changes.insert(s.id, vec![change]);
                 self.process(&input).map(drop)
             };
@@ -341,9 +350,11 @@ impl Job {
         Ok(())
     }
 
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        f(&mut self.contents)?;
-        self.root.visit_state(f)
+    /// Visits every state table of the job with its name: the view's rows (`view`), then the
+    /// operators' (see [`Operator::visit_state`]).
+    fn visit_state(&mut self, f: &mut StateVisitor<'_>) -> Result<()> {
+        f(VIEW_TABLE, &mut self.contents)?;
+        self.root.visit_state(ROOT, f)
     }
 
     /// Writes the job's state held in memtables to disk (its own instance only), so that the
@@ -374,52 +385,67 @@ impl Job {
             .filter(|l| !self.state_root.as_ref().is_some_and(|r| Arc::ptr_eq(l, r)))
     }
 
-    /// What a checkpoint of the state reads, and each state table's total count (in
-    /// [`Job::visit_state`] order): the job's live RocksDB instance for `rocksdb` (a native
-    /// checkpoint: nothing is read row by row), every row for `memory` or state on the heap.
+    /// What a checkpoint of the state reads, and the job's state tables (names, ids, total
+    /// counts): the job's live RocksDB instance for `rocksdb` (a native checkpoint: nothing
+    /// is read row by row), every row for `memory` or state on the heap (in the order of the
+    /// tables).
     ///
     /// # Errors
     /// State read errors collecting an image.
     pub fn checkpoint_source(
         &mut self,
         backend: StateBackendKind,
-    ) -> Result<(SnapshotSource, Vec<i64>)> {
-        let mut totals = Vec::new();
-        self.visit_state(&mut |t| {
-            totals.push(t.len());
+    ) -> Result<(SnapshotSource, Vec<StateTableEntry>)> {
+        let mut tables = Vec::new();
+        self.visit_state(&mut |name, t| {
+            tables.push(StateTableEntry {
+                name: name.to_string(),
+                id: t.stored_id().unwrap_or(0),
+                rows: t.len(),
+            });
             Ok(())
         })?;
         if backend == StateBackendKind::RocksDb
             && let Some(live) = self.own_instance()
         {
-            return Ok((SnapshotSource::Live(Arc::clone(live)), totals));
+            return Ok((SnapshotSource::Live(Arc::clone(live)), tables));
         }
         let mut image = StateImage::default();
-        self.visit_state(&mut |t| {
+        self.visit_state(&mut |name, t| {
             image.tables.push(t.rows()?);
+            image.names.push(name.to_string());
             Ok(())
         })?;
-        Ok((SnapshotSource::Image(image), totals))
+        Ok((SnapshotSource::Image(image), tables))
     }
 
-    /// Takes over a restored checkpoint: a native one becomes the live state (its tables are
-    /// allocated again in the same order and given their totals; derived tables are dropped
-    /// and rebuilt), an image is loaded into fresh state.
+    /// Takes over a restored checkpoint: a native one becomes the live state (each state
+    /// table is found by its name, under the id and with the total the checkpoint recorded;
+    /// derived tables are dropped and rebuilt), an image is loaded into fresh state.
     ///
     /// # Errors
-    /// State errors; the job is then left empty.
+    /// [`Error::State`] when the checkpoint lacks a state table of the plan; other state
+    /// errors. The job is then left empty.
     pub fn load(&mut self, restored: Restored) -> Result<()> {
         match restored {
-            Restored::Live { backend, totals } => {
-                (self.root, _, self.contents) =
-                    fresh_state(&self.plan, &self.schema, Some(&backend))?;
+            Restored::Live { backend, tables } => {
+                (self.root, _, self.contents) = fresh_state(&self.plan, &self.schema, None)?;
+                let by_name: HashMap<&str, &StateTableEntry> =
+                    tables.iter().map(|t| (t.name.as_str(), t)).collect();
+                let loaded = self.visit_state(&mut |name, t| {
+                    let entry = by_name.get(name).ok_or_else(|| missing_table(name))?;
+                    t.store_as(&backend, entry.id)?;
+                    t.set_total(entry.rows);
+                    Ok(())
+                });
+                if let Err(e) = loaded {
+                    self.reset()?;
+                    return Err(e);
+                }
+                let next = tables.iter().map(|t| t.id).max().unwrap_or(0) + 1;
+                backend.allocate_from(next);
                 backend.drop_unallocated()?;
                 self.live = Some(backend);
-                let mut totals = totals.into_iter();
-                self.visit_state(&mut |t| {
-                    t.set_total(totals.next().unwrap_or(0));
-                    Ok(())
-                })?;
             }
             Restored::Image(image) => self.load_image(image)?,
         }
@@ -433,13 +459,16 @@ impl Job {
 
     fn load_image(&mut self, image: StateImage) -> Result<()> {
         self.reset()?;
-        let mut tables = image.tables.into_iter();
-        self.visit_state(&mut |t| {
-            if let Some(rows) = tables.next() {
-                t.load_rows(rows.iter().map(|(k, c)| (k.as_ref(), *c)))?;
-            }
-            Ok(())
-        })
+        let mut by_name: HashMap<String, _> = image.names.into_iter().zip(image.tables).collect();
+        let loaded = self.visit_state(&mut |name, t| {
+            let rows = by_name.remove(name).ok_or_else(|| missing_table(name))?;
+            t.load_rows(rows.iter().map(|(k, c)| (k.as_ref(), *c)))
+        });
+        if let Err(e) = loaded {
+            self.reset()?;
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// The view's rows and its indexes as of the last processed epoch, frozen for readers

@@ -23,18 +23,31 @@ use std::collections::HashMap;
 
 use arrow::datatypes::SchemaRef;
 
-use crate::common::{ChangeBatch, RelationId};
+use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::error::Result;
 use crate::state::StateTable;
 
-/// The input of one epoch for a job: each source relation's changes in that epoch.
+/// What every operator of a job sees while it processes one epoch: the epoch, and each source
+/// relation's changes in it (read by the scans). Event time will join here: the watermarks
+/// carried with the epoch and the timers due in it.
 #[derive(Debug, Default)]
-pub struct EpochInput {
+pub struct EpochContext {
+    /// The epoch being processed (`Epoch(0)` for a backfill, which reads contents rather than
+    /// an epoch's changes).
+    pub epoch: Epoch,
     /// Changes per relation, in the relation's full schema.
     pub changes: HashMap<RelationId, Vec<ChangeBatch>>,
 }
 
-impl EpochInput {
+impl EpochContext {
+    /// The context of `epoch`, with no changes yet.
+    pub fn new(epoch: Epoch) -> Self {
+        EpochContext {
+            epoch,
+            changes: HashMap::new(),
+        }
+    }
+
     /// The changes of `relation` in this epoch (empty when none).
     pub fn of(&self, relation: RelationId) -> &[ChangeBatch] {
         self.changes
@@ -44,28 +57,43 @@ impl EpochInput {
     }
 }
 
+/// A visitor of named state tables: `f(name, table)` (see [`Operator::visit_state`]).
+pub type StateVisitor<'a> = dyn FnMut(&str, &mut StateTable) -> Result<()> + 'a;
+
+/// The name of state table `table` of the operator at `path` (see [`Operator::visit_state`]).
+pub fn state_name(path: &str, table: &str) -> String {
+    format!("{path}:{table}")
+}
+
+/// The path of an operator's input along `edge` (`input`, `left`, `right`, or an index).
+pub fn input_path(path: &str, edge: &str) -> String {
+    format!("{path}/{edge}")
+}
+
 /// A streaming operator: consumes its inputs' changes of one epoch, updates its state and
 /// returns its own output changes for the epoch (what it emits before forwarding the barrier).
 pub trait Operator: Send {
     /// The output schema (every field nullable).
     fn schema(&self) -> SchemaRef;
 
-    /// Processes one epoch: the changes of its inputs, then the barrier.
+    /// Processes one epoch, `ctx`: the changes of its inputs, then the barrier.
     ///
     /// # Errors
     /// Expression evaluation errors (division by zero, bad casts) and state errors; after an
     /// error the operator's state is undefined and the job rebuilds it.
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>>;
+    fn process(&mut self, ctx: &EpochContext) -> Result<Vec<ChangeBatch>>;
 
     /// Appends this operator and its inputs to an EXPLAIN listing, indented by `depth`.
     fn explain(&self, depth: usize, out: &mut Vec<String>);
 
-    /// Visits the state tables of this operator, then of its inputs (pre-order). The order is
-    /// the same for every build of the same plan; checkpoints number state tables by it.
+    /// Visits the state tables of this operator, then of its inputs, each with its name:
+    /// `path` (this operator's place in the tree: `root`, then `/input`, `/left`, `/right` or
+    /// `/<i>` per edge from the root) and the table's own name after a colon, as
+    /// `root/left:hash_join.left`. Checkpoints find each table again by its name.
     ///
     /// # Errors
     /// Whatever `f` returns.
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()>;
+    fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()>;
 
     /// Rebuilds the operator's working structures from its state tables after they were
     /// loaded from a checkpoint, inputs first; emits nothing.

@@ -41,7 +41,7 @@ use crate::common::ChangeBatch;
 use crate::common::RelationId;
 use crate::error::{Error, Result};
 use crate::stream::ops::scan::Scan;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator};
 
 /// A format error (bad schema, row or value), naming what was wrong.
 fn bad(message: impl Into<String>) -> Error {
@@ -422,7 +422,7 @@ pub(crate) fn schema(line: &str) -> SchemaRef {
 
 /// A source relation of a test: its id and schema, the leaf of the operator under test.
 pub(crate) struct Rel {
-    /// The relation id its changes come under in an [`EpochInput`].
+    /// The relation id its changes come under in an [`EpochContext`].
     pub id: RelationId,
     /// Its rows' schema (every column nullable).
     pub schema: SchemaRef,
@@ -464,8 +464,8 @@ impl Rel {
 ///
 /// # Panics
 /// On malformed rows.
-pub(crate) fn epoch(changes: &[(&Rel, &str)]) -> EpochInput {
-    let mut input = EpochInput::default();
+pub(crate) fn epoch(changes: &[(&Rel, &str)]) -> EpochContext {
+    let mut input = EpochContext::default();
     for (rel, rows) in changes {
         input
             .changes
@@ -480,8 +480,8 @@ pub(crate) fn epoch(changes: &[(&Rel, &str)]) -> EpochInput {
 ///
 /// # Errors
 /// As [`parse_batch`].
-pub(crate) fn epoch_input(changes: &[(RelationId, &str)]) -> Result<EpochInput> {
-    let mut input = EpochInput::default();
+pub(crate) fn epoch_input(changes: &[(RelationId, &str)]) -> Result<EpochContext> {
+    let mut input = EpochContext::default();
     for (id, text) in changes {
         input
             .changes
@@ -512,7 +512,7 @@ pub(crate) fn physical(sql: &str, schema: &SchemaRef) -> Arc<dyn PhysicalExpr> {
 ///
 /// # Panics
 /// When `process` fails or an output batch does not fit the operator's schema.
-pub(crate) fn run<O: Operator + ?Sized>(op: &mut O, input: &EpochInput) -> Vec<String> {
+pub(crate) fn run<O: Operator + ?Sized>(op: &mut O, input: &EpochContext) -> Vec<String> {
     let out = op.process(input).expect("process succeeds");
     let schema = op.schema();
     for b in &out {
@@ -534,35 +534,31 @@ pub(crate) fn run<O: Operator + ?Sized>(op: &mut O, input: &EpochInput) -> Vec<S
     consolidated(&out)
 }
 
-/// Copies the state tables of `from` into the same-shaped operator `to` (visited in the same
-/// order, as a checkpoint image is loaded), then calls `to.restore()`: `to` then stands for
-/// `from` rebuilt after a restart.
+/// Copies the state tables of `from` into the same-shaped operator `to`, each by its name (as
+/// a checkpoint image is loaded), then calls `to.restore()`: `to` then stands for `from`
+/// rebuilt after a restart.
 ///
 /// # Errors
-/// The two operators visit different numbers of state tables; state or restore errors.
+/// The two operators' state tables differ by name; state or restore errors.
 pub(crate) fn restore_into<A, B>(from: &mut A, to: &mut B) -> Result<()>
 where
     A: Operator + ?Sized,
     B: Operator + ?Sized,
 {
-    let mut tables = Vec::new();
-    from.visit_state(&mut |t| {
-        tables.push(t.rows()?);
+    let mut tables = std::collections::BTreeMap::new();
+    from.visit_state("root", &mut |name, t| {
+        tables.insert(name.to_string(), t.rows()?);
         Ok(())
     })?;
-    let expected = tables.len();
-    let mut tables = tables.into_iter();
-    let mut visited = 0usize;
-    to.visit_state(&mut |t| {
-        visited += 1;
+    to.visit_state("root", &mut |name, t| {
         let rows = tables
-            .next()
-            .ok_or_else(|| Error::Internal("more state tables than the image has".into()))?;
+            .remove(name)
+            .ok_or_else(|| Error::Internal(format!("no state table {name} in the image")))?;
         t.load_rows(rows.iter().map(|(k, c)| (k.as_ref(), *c)))
     })?;
-    if visited != expected {
+    if let Some(name) = tables.keys().next() {
         return Err(Error::Internal(format!(
-            "{visited} state tables to restore, {expected} in the image"
+            "state table {name} of the image was not restored"
         )));
     }
     to.restore()

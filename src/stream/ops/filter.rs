@@ -8,8 +8,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
-use crate::state::StateTable;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor, input_path};
 
 /// Keeps input rows whose predicate (a DataFusion `PhysicalExpr`) is true; NULL drops the row.
 /// Weights pass through unchanged (a retraction is filtered exactly like its insert); no state.
@@ -27,7 +26,7 @@ impl Operator for Filter {
         self.input.schema()
     }
 
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let mut out = Vec::new();
         for change in self.input.process(input)? {
             if change.is_empty() {
@@ -58,8 +57,8 @@ impl Operator for Filter {
         self.input.explain(depth + 1, out);
     }
 
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        self.input.visit_state(f)
+    fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
+        self.input.visit_state(&input_path(path, "input"), f)
     }
 
     fn restore(&mut self) -> Result<()> {
@@ -112,7 +111,7 @@ mod tests {
             out,
             expect("-2 | 4, NULL, 5.0\n-1 | 1, 'a', 2.5\n+1 | 2, 'b', 1.5")
         );
-        assert!(run(&mut f, &EpochInput::default()).is_empty());
+        assert!(run(&mut f, &EpochContext::default()).is_empty());
         assert!(run(&mut f, &epoch(&[(&r, "")])).is_empty());
         assert!(run(&mut f, &epoch(&[(&r, "+1 | 5, 'e', 1.0")])).is_empty());
     }

@@ -22,7 +22,7 @@ use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor, input_path, state_name};
 
 /// The aggregate functions maintained incrementally (with retractions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1028,7 +1028,7 @@ impl Operator for HashAgg {
         self.schema.clone()
     }
 
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let changes: Vec<ChangeBatch> = self
             .input
             .process(input)?
@@ -1078,12 +1078,14 @@ impl Operator for HashAgg {
         self.flush(touched)
     }
 
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        f(&mut self.groups)?;
-        for t in self.values.iter_mut().flatten() {
-            f(t)?;
+    fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
+        f(&state_name(path, "hash_agg.groups"), &mut self.groups)?;
+        for (i, t) in self.values.iter_mut().enumerate() {
+            if let Some(t) = t {
+                f(&state_name(path, &format!("hash_agg.values.{i}")), t)?;
+            }
         }
-        self.input.visit_state(f)
+        self.input.visit_state(&input_path(path, "input"), f)
     }
 
     fn restore(&mut self) -> Result<()> {
@@ -1219,7 +1221,7 @@ mod tests {
         let r = Rel::new(1, ROWS);
         let mut op = per_group(&r);
         first_epochs(&r, &mut op);
-        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &EpochContext::default()).is_empty());
         assert!(run(&mut op, &epoch(&[(&r, "")])).is_empty());
         // The group's last row goes: the group's row is retracted.
         let out = run(&mut op, &epoch(&[(&r, "-1 | 'a', 5")]));
@@ -1288,16 +1290,19 @@ mod tests {
     fn global_aggregate_has_a_row_over_empty_input() {
         let r = Rel::new(1, "v:i64");
         let mut op = global(&r);
-        assert_eq!(run(&mut op, &EpochInput::default()), expect("+1 | 0, NULL"));
+        assert_eq!(
+            run(&mut op, &EpochContext::default()),
+            expect("+1 | 0, NULL")
+        );
         let out = run(&mut op, &epoch(&[(&r, "+1 | 1\n+1 | 2\n+1 | NULL")]));
         assert_eq!(out, expect("-1 | 0, NULL\n+1 | 3, 3"));
-        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &EpochContext::default()).is_empty());
         let out = run(&mut op, &epoch(&[(&r, "-1 | 1\n-1 | 2\n-1 | NULL")]));
         assert_eq!(out, expect("-1 | 3, 3\n+1 | 0, NULL"));
         // A restored global aggregate does not emit its row again.
         let mut fresh = global(&r);
         restore_into(&mut op, &mut fresh).unwrap();
-        assert!(run(&mut fresh, &EpochInput::default()).is_empty());
+        assert!(run(&mut fresh, &EpochContext::default()).is_empty());
         let next = epoch(&[(&r, "+2 | 5")]);
         let expected = expect("-1 | 0, NULL\n+1 | 2, 10");
         assert_eq!(run(&mut fresh, &next), expected);

@@ -12,7 +12,7 @@ use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{batch_from_columns, row_converter};
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor, input_path, state_name};
 
 /// Which rows an equi-join keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,7 +334,7 @@ impl Operator for HashJoin {
         self.schema.clone()
     }
 
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let left = self.left.process(input)?;
         let right = self.right.process(input)?;
         let mut out = Vec::new();
@@ -367,11 +367,11 @@ impl Operator for HashJoin {
         self.right.explain(depth + 1, out);
     }
 
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        f(&mut self.left_state)?;
-        f(&mut self.right_state)?;
-        self.left.visit_state(f)?;
-        self.right.visit_state(f)
+    fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
+        f(&state_name(path, "hash_join.left"), &mut self.left_state)?;
+        f(&state_name(path, "hash_join.right"), &mut self.right_state)?;
+        self.left.visit_state(&input_path(path, "left"), f)?;
+        self.right.visit_state(&input_path(path, "right"), f)
     }
 
     fn restore(&mut self) -> Result<()> {
@@ -436,7 +436,7 @@ mod tests {
             out,
             expect("-2 | 2, 20, 'y', 20, 'q'\n+2 | 2, 20, 'Y', 20, 'q'")
         );
-        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &EpochContext::default()).is_empty());
         assert!(run(&mut op, &epoch(&[(&l, ""), (&r, "")])).is_empty());
         let out = run(&mut op, &epoch(&[(&r, "+1 | 10, 'p2'")]));
         assert_eq!(
@@ -507,7 +507,7 @@ mod tests {
             &epoch(&[(&l, "+1 | 6, 40, 'u'"), (&r, "+1 | 40, 't'")]),
         );
         assert_eq!(out, expect("+1 | 6, 40, 'u', 40, 't'"));
-        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &EpochContext::default()).is_empty());
     }
 
     #[test]

@@ -7,8 +7,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::common::ChangeBatch;
 use crate::error::Result;
-use crate::state::StateTable;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor, input_path};
 
 /// Evaluates DataFusion `PhysicalExpr`s on each input batch; weights pass through unchanged.
 /// Output schema: one column per expression. No state.
@@ -26,7 +25,7 @@ impl Operator for Project {
         self.schema.clone()
     }
 
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let mut out = Vec::new();
         for change in self.input.process(input)? {
             if change.is_empty() {
@@ -63,8 +62,8 @@ impl Operator for Project {
         self.input.explain(depth + 1, out);
     }
 
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        self.input.visit_state(f)
+    fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
+        self.input.visit_state(&input_path(path, "input"), f)
     }
 
     fn restore(&mut self) -> Result<()> {
@@ -114,7 +113,7 @@ mod tests {
             &epoch(&[(&r, "-1 | 1, 'a', 3.0\n+1 | 1, 'z', 3.0")]),
         );
         assert!(out.is_empty());
-        assert!(run(&mut p, &EpochInput::default()).is_empty());
+        assert!(run(&mut p, &EpochContext::default()).is_empty());
         assert!(run(&mut p, &epoch(&[(&r, "")])).is_empty());
     }
 

@@ -5,8 +5,7 @@ use arrow::datatypes::SchemaRef;
 use crate::common::ChangeBatch;
 use crate::common::RelationId;
 use crate::error::Result;
-use crate::state::StateTable;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor};
 
 /// Reads the epoch's changes of a table or upstream view, keeping the projected columns.
 ///
@@ -27,7 +26,7 @@ impl Operator for Scan {
         self.schema.clone()
     }
 
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         input
             .of(self.relation)
             .iter()
@@ -56,7 +55,7 @@ impl Operator for Scan {
         ));
     }
 
-    fn visit_state(&mut self, _f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+    fn visit_state(&mut self, _path: &str, _f: &mut StateVisitor<'_>) -> Result<()> {
         Ok(())
     }
 
@@ -91,7 +90,7 @@ mod tests {
             out,
             expect("-1 | 1, 'a', 2.5\n+1 | 1, 'b', 2.5\n-2 | 2, NULL, 0.0")
         );
-        assert!(run(scan.as_mut(), &EpochInput::default()).is_empty());
+        assert!(run(scan.as_mut(), &EpochContext::default()).is_empty());
         assert!(run(scan.as_mut(), &epoch(&[(&other, "-1 | 9")])).is_empty());
         assert!(run(scan.as_mut(), &epoch(&[(&r, "")])).is_empty());
     }

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{batch_from_columns, row_converter};
 use crate::stream::ops::hash_join::side_schema;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor, input_path, state_name};
 
 /// Which left rows a [`SemiJoin`] keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,7 +347,7 @@ impl Operator for SemiJoin {
         self.schema.clone()
     }
 
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let left = self.left.process(input)?;
         let right = self.right.process(input)?;
         let mut out = Vec::new();
@@ -399,12 +399,15 @@ impl Operator for SemiJoin {
         self.right.explain(depth + 1, out);
     }
 
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        f(&mut self.left_state)?;
-        f(&mut self.right_state)?;
-        f(&mut self.right_nulls)?;
-        self.left.visit_state(f)?;
-        self.right.visit_state(f)
+    fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
+        f(&state_name(path, "semi_join.left"), &mut self.left_state)?;
+        f(&state_name(path, "semi_join.right"), &mut self.right_state)?;
+        f(
+            &state_name(path, "semi_join.right_nulls"),
+            &mut self.right_nulls,
+        )?;
+        self.left.visit_state(&input_path(path, "left"), f)?;
+        self.right.visit_state(&input_path(path, "right"), f)
     }
 
     fn restore(&mut self) -> Result<()> {
@@ -461,7 +464,7 @@ mod tests {
         // A left update moves its row to a key without a match.
         let out = run(&mut op, &epoch(&[(&l, "-1 | 2, 20\n+1 | 2, 10")]));
         assert_eq!(out, expect("-1 | 2, 20"));
-        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &EpochContext::default()).is_empty());
         assert!(run(&mut op, &epoch(&[(&l, ""), (&r, "")])).is_empty());
         // One key gains its first match while another loses its last.
         let out = run(&mut op, &epoch(&[(&r, "+1 | 10\n-1 | 20")]));
@@ -509,7 +512,7 @@ mod tests {
         assert!(run(&mut op, &epoch(&[(&r, "-1 | 20")])).is_empty());
         let out = run(&mut op, &epoch(&[(&l, "-1 | 3, NULL\n+3 | 5, 50")]));
         assert_eq!(out, expect("-1 | 3, NULL\n+3 | 5, 50"));
-        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &EpochContext::default()).is_empty());
         assert_eq!(
             run(&mut op, &epoch(&[(&r, "-1 | 20")])),
             expect("+1 | 2, 20")
@@ -548,7 +551,7 @@ mod tests {
         // The right side empties: every row passes again.
         let out = run(&mut op, &epoch(&[(&r, "-1 | 10")]));
         assert_eq!(out, expect("+1 | 1, 10\n+1 | 3, NULL"));
-        assert!(run(&mut op, &EpochInput::default()).is_empty());
+        assert!(run(&mut op, &EpochContext::default()).is_empty());
         assert_eq!(
             run(&mut op, &epoch(&[(&l, "-1 | 3, NULL")])),
             expect("-1 | 3, NULL")

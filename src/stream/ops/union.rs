@@ -4,8 +4,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::common::ChangeBatch;
 use crate::error::Result;
-use crate::state::StateTable;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor, input_path};
 
 /// UNION ALL: forwards every input's changes under the output schema; weights unchanged,
 /// no state. Barrier alignment over its inputs is given by epoch-at-a-time evaluation.
@@ -21,7 +20,7 @@ impl Operator for Union {
         self.schema.clone()
     }
 
-    fn process(&mut self, input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let mut out = Vec::new();
         for i in &mut self.inputs {
             for change in i.process(input)? {
@@ -55,9 +54,9 @@ impl Operator for Union {
         }
     }
 
-    fn visit_state(&mut self, f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
-        for i in &mut self.inputs {
-            i.visit_state(f)?;
+    fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
+        for (n, i) in self.inputs.iter_mut().enumerate() {
+            i.visit_state(&input_path(path, &n.to_string()), f)?;
         }
         Ok(())
     }
@@ -101,7 +100,7 @@ mod tests {
         // An insert on one side and its retraction on the other cancel.
         let out = run(&mut u, &epoch(&[(&a, "+1 | 'q', 5"), (&b, "-1 | 'q', 5")]));
         assert!(out.is_empty());
-        assert!(run(&mut u, &EpochInput::default()).is_empty());
+        assert!(run(&mut u, &EpochContext::default()).is_empty());
     }
 
     #[test]

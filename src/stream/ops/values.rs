@@ -6,8 +6,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::common::ChangeBatch;
 use crate::error::Result;
-use crate::state::StateTable;
-use crate::stream::{EpochInput, Operator};
+use crate::stream::{EpochContext, Operator, StateVisitor};
 
 /// Emits its rows as inserts in the first epoch it processes, then nothing: a constant input
 /// never changes. No inputs; no state table: after a restore from a checkpoint the rows are
@@ -26,7 +25,7 @@ impl Operator for Values {
         self.rows.schema()
     }
 
-    fn process(&mut self, _input: &EpochInput) -> Result<Vec<ChangeBatch>> {
+    fn process(&mut self, _input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         if self.emitted {
             return Ok(vec![]);
         }
@@ -46,7 +45,7 @@ impl Operator for Values {
         ));
     }
 
-    fn visit_state(&mut self, _f: &mut dyn FnMut(&mut StateTable) -> Result<()>) -> Result<()> {
+    fn visit_state(&mut self, _path: &str, _f: &mut StateVisitor<'_>) -> Result<()> {
         Ok(())
     }
 
@@ -79,17 +78,17 @@ mod tests {
     #[test]
     fn emits_once() {
         let mut v = values();
-        let first = v.process(&EpochInput::default()).unwrap();
+        let first = v.process(&EpochContext::default()).unwrap();
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].len(), 2);
-        assert!(v.process(&EpochInput::default()).unwrap().is_empty());
+        assert!(v.process(&EpochContext::default()).unwrap().is_empty());
     }
 
     #[test]
     fn restored_values_are_not_emitted_again() {
         let mut v = values();
         v.restore().unwrap();
-        assert!(v.process(&EpochInput::default()).unwrap().is_empty());
+        assert!(v.process(&EpochContext::default()).unwrap().is_empty());
     }
 
     #[test]
@@ -106,6 +105,6 @@ mod tests {
         let input = epoch(&[(&r, "-1 | 'a', 1")]);
         assert_eq!(run(&mut v, &input), expect("+2 | 'a', 1\n+1 | NULL, NULL"));
         assert!(run(&mut v, &input).is_empty());
-        assert!(run(&mut v, &EpochInput::default()).is_empty());
+        assert!(run(&mut v, &EpochContext::default()).is_empty());
     }
 }
