@@ -19,6 +19,7 @@
 pub mod catalog;
 pub mod checkpoint;
 pub mod common;
+pub mod connectors;
 pub mod engine;
 pub mod error;
 pub mod failpoint;

@@ -12,6 +12,8 @@ use tracing::{debug, warn};
 
 use crate::catalog::{RelationDef, RelationKind};
 use crate::common::{ChangeBatch, Epoch, RelationId};
+use crate::connectors::Source;
+use crate::connectors::changelog::{ChangelogOffset, ChangelogSource};
 use crate::error::{Error, Result};
 use crate::state::index::{SecondaryIndex, first_duplicate, key_names, key_values};
 use crate::state::table::{KeyLayout, consolidate};
@@ -321,13 +323,12 @@ impl Engine {
         let t = self.table(table)?;
         let t = lock(&t);
         let rows = t.contents.snapshot();
-        let later = self
-            .store
-            .read_changelog_range(table, at, Epoch(u64::MAX))?;
+        let later = ChangelogSource::new(&self.store, table)
+            .read_all(ChangelogOffset(at), ChangelogOffset(Epoch(u64::MAX)))?;
         Ok(BackfillSource {
             id: table,
             rows,
-            after: later.into_iter().rev().map(|e| e.change.negate()).collect(),
+            after: later.into_iter().rev().map(|c| c.negate()).collect(),
         })
     }
 
@@ -347,20 +348,19 @@ impl Engine {
             // Under the table's lock, so no write lands between the two reads.
             let t = lock(&t);
             let mut parts = vec![t.contents.to_change()?];
-            let later = self
-                .store
-                .read_changelog_range(table, upto, Epoch(u64::MAX))?;
+            let later = ChangelogSource::new(&self.store, table)
+                .read_all(ChangelogOffset(upto), ChangelogOffset(Epoch(u64::MAX)))?;
             let mut rows = parts[0].len() as u64;
-            for e in later {
-                rows += e.change.len() as u64;
-                parts.push(e.change.negate());
+            for change in later {
+                rows += change.len() as u64;
+                parts.push(change.negate());
             }
             return Ok((consolidate(&t.schema, &parts)?, rows));
         }
         let schema = lock(&t).schema.clone();
-        let entries = self.store.read_changelog_range(table, after, upto)?;
-        let rows: u64 = entries.iter().map(|e| e.change.len() as u64).sum();
-        let parts: Vec<ChangeBatch> = entries.into_iter().map(|e| e.change).collect();
+        let parts = ChangelogSource::new(&self.store, table)
+            .read_all(ChangelogOffset(after), ChangelogOffset(upto))?;
+        let rows: u64 = parts.iter().map(|c| c.len() as u64).sum();
         Ok((consolidate(&schema, &parts)?, rows))
     }
 
