@@ -769,3 +769,83 @@ async fn aggregates_and_semi_joins_go_on_from_their_restored_state_tables() {
     check_views(&c, &a, &b).await;
     server.stop().await;
 }
+
+/// A checkpoint whose state tables are not the plan's (written by another plan of the view)
+/// is discarded at start like one of another state format: the view is rebuilt from its
+/// inputs, answers right, and checkpoints again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_of_another_plan_are_discarded_and_the_view_rebuilt() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE t (k INT, v BIGINT);
+             SET checkpoint.interval = '100ms';
+             CREATE MATERIALIZED VIEW g AS SELECT k, count(*) AS n, max(v) AS m FROM t GROUP BY k;
+             INSERT INTO t VALUES (1, 10), (2, 20), (2, 5);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+        next_completed(&c, "g").await;
+        c.batch_execute("DELETE FROM t WHERE v = 20; INSERT INTO t VALUES (3, 7); FLUSH")
+            .await
+            .unwrap();
+        next_completed(&c, "g").await;
+        drop(c);
+        server.stop().await;
+    }
+    // Every checkpoint now names one of its state tables as no plan of `g` does.
+    let job_dir = job_checkpoint_dir(dir.path());
+    let mut renamed = 0;
+    for e in std::fs::read_dir(&job_dir).unwrap() {
+        let meta = e.unwrap().path().join("_metadata.json");
+        if !meta.exists() {
+            continue;
+        }
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+        let tables = json["tables"].as_array_mut().unwrap();
+        assert!(tables.len() > 1, "{tables:?}");
+        let last = tables.last_mut().unwrap();
+        let name = last["name"].as_str().unwrap().to_string();
+        last["name"] = serde_json::Value::String(format!("{name}.renamed"));
+        std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
+        renamed += 1;
+    }
+    assert!(renamed > 0, "no completed checkpoint on disk");
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    assert_eq!(job_field(&c, "g", "status").await, "RUNNING");
+    assert_eq!(job_field(&c, "g", "recovered_checkpoint_id").await, "NULL");
+    let left: Vec<String> = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("chk-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "discarded checkpoints left behind: {left:?}"
+    );
+    // Rows left: (1, 10), (2, 5), (3, 7); max(v) of group 2 is 5 once 20 is gone.
+    assert_eq!(
+        common::query_text(&c, "SELECT k, n, m FROM g ORDER BY k").await,
+        vec![
+            vec!["1", "1", "10"],
+            vec!["2", "1", "5"],
+            vec!["3", "1", "7"]
+        ]
+    );
+    c.batch_execute("DELETE FROM t WHERE k = 2; FLUSH")
+        .await
+        .unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT k, n, m FROM g ORDER BY k").await,
+        vec![vec!["1", "1", "10"], vec!["3", "1", "7"]]
+    );
+    next_completed(&c, "g").await;
+    server.stop().await;
+}

@@ -318,6 +318,12 @@ impl CheckpointCoordinator {
             .collect()
     }
 
+    /// Discards the completed checkpoints whose state tables are not exactly `names` (see
+    /// [`CheckpointStorage::discard_mismatched`]); returns their ids.
+    pub fn discard_mismatched(&self, names: &std::collections::BTreeSet<String>) -> Vec<u64> {
+        lock(&self.storage).discard_mismatched(names)
+    }
+
     /// Completed checkpoints (id, epoch), oldest first.
     pub fn completed(&self) -> Vec<(u64, Epoch)> {
         lock(&self.storage)

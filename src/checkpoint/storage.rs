@@ -575,6 +575,32 @@ impl CheckpointStorage {
         }
     }
 
+    /// Deletes the completed checkpoints whose state tables (by name) are not exactly
+    /// `names`, the state tables of the job's plan, with every shared file only they use,
+    /// as [`Self::open`] does for another [`STATE_FORMAT`]: such a checkpoint was written
+    /// by another plan and cannot be restored. Returns the deleted ids, oldest first.
+    pub fn discard_mismatched(&mut self, names: &BTreeSet<String>) -> Vec<u64> {
+        let doomed: Vec<u64> = self
+            .completed
+            .values()
+            .filter(|m| {
+                m.tables.len() != names.len() || m.tables.iter().any(|t| !names.contains(&t.name))
+            })
+            .map(|m| m.id)
+            .collect();
+        for id in &doomed {
+            if let Some(m) = self.completed.remove(id) {
+                info!(
+                    checkpoint = id,
+                    "discarding a checkpoint whose state tables differ from the plan's"
+                );
+                let _ = fs::remove_file(self.chk_dir(*id).join("_metadata.json"));
+                self.discard(&m);
+            }
+        }
+        doomed
+    }
+
     /// Keeps the completed checkpoints in `keep` and deletes the others, with every shared
     /// file that no kept checkpoint references.
     pub fn retain(&mut self, keep: &BTreeSet<u64>) {

@@ -2,7 +2,6 @@
 //! secondary indexes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
@@ -16,7 +15,7 @@ use crate::state::index::SecondaryIndex;
 use crate::stream::job::{Job, JobStatus};
 use crate::stream::plan::StreamPlan;
 
-use super::{Engine, TableData, lock, name_free};
+use super::{Engine, lock, name_free};
 
 impl Engine {
     pub(super) fn persist_catalog(&self, catalog: &Catalog) -> Result<()> {
@@ -49,12 +48,12 @@ impl Engine {
             kind: RelationKind::Table { primary_key },
             depends_on: vec![],
         };
-        let data = TableData::new(&def, self.table_state.as_ref().map(|t| &t.live))?;
+        let data = self.tables.new_table(&def)?;
         let mut next = catalog.clone();
         next.insert(def);
         self.persist_catalog(&next)?;
         *catalog = next;
-        lock(&self.tables).insert(id, Arc::new(Mutex::new(data)));
+        self.tables.insert(id, data);
         info!(table = name, id, "table created");
         Ok(true)
     }
@@ -213,7 +212,7 @@ impl Engine {
             }
         }
         drop(df);
-        self.tick_request.notify_one();
+        self.clock.request_tick();
         Ok(())
     }
 
@@ -285,7 +284,7 @@ impl Engine {
         };
         catalog.insert_index(def.clone());
         if target.is_table() {
-            let data = self.table(target.id)?;
+            let data = self.tables.get(target.id)?;
             let mut data = lock(&data);
             let built = SecondaryIndex::build(&def, &data.contents)?;
             self.persist_catalog(&catalog)?;
@@ -333,7 +332,7 @@ impl Engine {
         };
         catalog.remove_index(def.id);
         self.persist_catalog(&catalog)?;
-        if let Ok(data) = self.table(def.relation) {
+        if let Ok(data) = self.tables.get(def.relation) {
             lock(&data).indexes.retain(|i| i.def.id != def.id);
         } else if let Some(job) = df.jobs.get_mut(&def.relation) {
             job.remove_index(def.id);
@@ -422,10 +421,8 @@ impl Engine {
                 }
                 c.destroy();
             }
-            if lock(&self.tables).remove(id).is_some() {
-                // Its rows leave the tables' instance with it; the next snapshot drops them.
-                self.store.delete_changelog(*id)?;
-            }
+            // A table's rows leave the tables' instance with it; the next snapshot drops them.
+            self.tables.remove(*id)?;
         }
         *lock(&self.catalog) = catalog;
         self.publish(&df, None)?;

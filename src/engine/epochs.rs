@@ -3,38 +3,97 @@
 //! every view's rows together.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
 
 use tracing::{debug, error, info, warn};
 
 use crate::checkpoint::StateBackendKind;
-use crate::common::{ChangeBatch, Epoch, RelationId};
+use crate::common::{Epoch, RelationId};
 use crate::error::{Error, Result};
 use crate::stream::EpochContext;
 use crate::stream::job::{BackfillSource, Job, JobStatus};
 
 use super::{Dataflow, Engine, JobInfo, ViewState, Visible, lock};
 
-impl Engine {
-    /// Starts the barrier clock on the current tokio runtime: an epoch closes every barrier
-    /// interval, or at once on `FLUSH`. Does nothing if the clock runs already or the engine
-    /// is shutting down.
-    ///
-    /// The clock is a task owned by the engine. Between ticks it holds only a weak reference,
-    /// so dropping the last `Arc<Engine>` drops the engine (which stops the clock); during a
-    /// tick it holds a strong one, so the engine is never dropped in the middle of a tick
-    /// (if the tick's reference is the last, the engine is dropped on the blocking thread
-    /// after it). [`Engine::shutdown`] stops the clock and waits for a tick in progress.
-    pub fn start_barrier_clock(self: &Arc<Self>) {
-        let mut slot = lock(&self.clock_task);
+/// The barrier clock, an owned part of the engine: the open epoch writes are stamped with,
+/// the task that closes it every barrier interval (or at once on request), and the engine's
+/// stop signal.
+///
+/// Lock order: the engine's `dataflow` lock, then [`BarrierClock::open`], then a table's.
+pub(super) struct BarrierClock {
+    /// The epoch writes are stamped with now; closed by the next tick.
+    open: Mutex<Epoch>,
+    /// Wakes the clock task at once (`FLUSH`, `RESUME`, a full write backlog).
+    tick_request: Arc<Notify>,
+    /// Becomes `true` when the engine shuts down (or is dropped): the clock task ends,
+    /// `FLUSH` returns, and changes are refused.
+    stopping: watch::Sender<bool>,
+    /// The clock task, once started.
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// Time between barriers.
+    interval: Duration,
+}
+
+impl BarrierClock {
+    /// A stopped clock whose open epoch is `open`.
+    pub(super) fn new(open: Epoch, interval: Duration) -> Self {
+        BarrierClock {
+            open: Mutex::new(open),
+            tick_request: Arc::new(Notify::new()),
+            stopping: watch::Sender::new(false),
+            task: Mutex::new(None),
+            interval,
+        }
+    }
+
+    /// The open epoch, locked: writers hold it while they append, a tick while it closes
+    /// the epoch.
+    pub(super) fn open(&self) -> MutexGuard<'_, Epoch> {
+        lock(&self.open)
+    }
+
+    /// Asks the clock task for a tick now.
+    pub(super) fn request_tick(&self) {
+        self.tick_request.notify_one();
+    }
+
+    /// Whether the engine is stopping.
+    pub(super) fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Marks the engine stopping (wakes the clock task and every `FLUSH`).
+    pub(super) fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once the engine is stopping.
+    pub(super) async fn stopped(&self) {
+        let mut rx = self.stopping.subscribe();
+        // An error means the sender is gone, which is a stop too.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// The clock task, to join at shutdown (`None` if never started or already taken).
+    pub(super) fn take_task(&self) -> Option<JoinHandle<()>> {
+        lock(&self.task).take()
+    }
+
+    /// Starts the clock task on the current tokio runtime: every interval, or at once on
+    /// request, it runs `engine.tick()` on the blocking pool until the engine stops or is
+    /// dropped. Does nothing if the task runs already or the engine is stopping.
+    fn start(&self, engine: Weak<Engine>) {
+        let mut slot = lock(&self.task);
         if slot.as_ref().is_some_and(|h| !h.is_finished()) || self.is_stopping() {
             return;
         }
-        let weak = Arc::downgrade(self);
         let tick_request = Arc::clone(&self.tick_request);
         let mut stopping = self.stopping.subscribe();
-        let interval = self.barrier_interval;
+        let interval = self.interval;
         *slot = Some(tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -50,7 +109,7 @@ impl Engine {
                 if *stopping.borrow() {
                     break;
                 }
-                let Some(engine) = weak.upgrade() else {
+                let Some(engine) = engine.upgrade() else {
                     break;
                 };
                 match tokio::task::spawn_blocking(move || engine.tick()).await {
@@ -62,74 +121,31 @@ impl Engine {
             debug!("barrier clock stopped");
         }));
     }
+}
+
+impl Engine {
+    /// Starts the barrier clock on the current tokio runtime: an epoch closes every barrier
+    /// interval, or at once on `FLUSH`. Does nothing if the clock runs already or the engine
+    /// is shutting down.
+    ///
+    /// The clock is a task owned by the engine. Between ticks it holds only a weak reference,
+    /// so dropping the last `Arc<Engine>` drops the engine (which stops the clock); during a
+    /// tick it holds a strong one, so the engine is never dropped in the middle of a tick
+    /// (if the tick's reference is the last, the engine is dropped on the blocking thread
+    /// after it). [`Engine::shutdown`] stops the clock and waits for a tick in progress.
+    pub fn start_barrier_clock(self: &Arc<Self>) {
+        self.clock.start(Arc::downgrade(self));
+    }
 
     /// Waits until every write acknowledged before the call is visible in every view, or
     /// until the engine shuts down.
     pub async fn flush(&self) {
-        let target = lock(&self.clock).open;
+        let target = *self.clock.open();
         let mut rx = self.visible.subscribe();
-        let mut stopping = self.stopping.subscribe();
-        self.tick_request.notify_one();
+        self.clock.request_tick();
         tokio::select! {
             _ = rx.wait_for(|v| v.epoch >= target) => {}
-            _ = stopping.wait_for(|s| *s) => {}
-        }
-    }
-
-    /// A job failed at run time: it and the views over it stop; its restart strategy decides
-    /// between a restart after a pause and failing for good.
-    pub(super) fn on_failure(
-        &self,
-        df: &mut Dataflow,
-        id: RelationId,
-        error: &Error,
-        now: Instant,
-    ) {
-        let affected = df.downstream_closure(id);
-        for m in &affected {
-            if let Some(c) = df.jobs.get(m).and_then(|j| j.coordinator.as_ref()) {
-                c.abort_all("the job failed before the checkpoint completed");
-            }
-        }
-        let Some(job) = df.jobs.get_mut(&id) else {
-            return;
-        };
-        let name = job.name.clone();
-        let message = error.to_string();
-        match job.restart.on_failure(now) {
-            Some(pause) => {
-                warn!(view = %name, error = %message, pause_ms = pause.as_millis() as u64, "view failed; restarting");
-                for m in &affected {
-                    if let Some(j) = df.jobs.get_mut(m) {
-                        j.status = JobStatus::Restarting {
-                            at: now + pause,
-                            message: if *m == id {
-                                message.clone()
-                            } else {
-                                format!("upstream view {name} failed: {message}")
-                            },
-                        };
-                    }
-                }
-            }
-            None => {
-                warn!(view = %name, error = %message, "view failed");
-                for m in &affected {
-                    if let Some(j) = df.jobs.get_mut(m) {
-                        j.status = if *m == id {
-                            JobStatus::Failed {
-                                code: error.sqlstate(),
-                                message: message.clone(),
-                            }
-                        } else {
-                            JobStatus::Failed {
-                                code: error.sqlstate(),
-                                message: format!("upstream view {name} failed: {message}"),
-                            }
-                        };
-                    }
-                }
-            }
+            _ = self.clock.stopped() => {}
         }
     }
 
@@ -162,25 +178,15 @@ impl Engine {
                 }
             }
             for (id, e) in self.recover_jobs(&mut df, &group, processed)? {
-                self.on_failure(&mut df, id, &e, now);
+                df.on_failure(id, &e, now);
             }
             touched.extend(group.iter().copied());
         }
         let (epoch, changes) = {
-            let mut clock = lock(&self.clock);
-            let epoch = clock.open;
-            clock.open = Epoch(epoch.0 + 1);
-            let mut changes: HashMap<RelationId, Vec<ChangeBatch>> = HashMap::new();
-            for (id, t) in lock(&self.tables).iter() {
-                let mut t = lock(t);
-                if !t.pending.is_empty() {
-                    let drained: Vec<ChangeBatch> = t.pending.drain(..).map(|(_, c)| c).collect();
-                    changes.insert(*id, drained);
-                }
-            }
-            *lock(&self.backlog) = 0;
-            self.backlog_taken.notify_all();
-            (epoch, changes)
+            let mut open = self.clock.open();
+            let epoch = *open;
+            *open = Epoch(epoch.0 + 1);
+            (epoch, self.tables.take_pending())
         };
         let rows: usize = changes.values().flatten().map(|c| c.len()).sum();
         let mut input = EpochContext { epoch, changes };
@@ -240,7 +246,7 @@ impl Engine {
                             }
                         }
                         Err(e) => {
-                            self.on_failure(&mut df, id, &e, now);
+                            df.on_failure(id, &e, now);
                             touched.insert(id);
                         }
                     }
@@ -295,7 +301,7 @@ impl Engine {
                 let e = Error::State(format!(
                     "checkpoint failures exceeded checkpoint.tolerable_failures ({tolerable})"
                 ));
-                self.on_failure(df, *id, &e, now);
+                df.on_failure(*id, &e, now);
                 touched.insert(*id);
                 continue;
             }
@@ -343,9 +349,7 @@ impl Engine {
             sources.push(if let Some(upstream) = df.jobs.get(s) {
                 upstream.contents_for_backfill()?
             } else {
-                let t = self.table(*s)?;
-                let t = lock(&t);
-                t.processed_contents(*s)
+                self.tables.processed_contents(*s)?
             });
         }
         Ok(sources)
@@ -400,5 +404,58 @@ impl Engine {
         self.visible
             .send_replace(Arc::new(Visible { epoch, views, jobs }));
         Ok(())
+    }
+}
+
+impl Dataflow {
+    /// A job failed at run time: it and the views over it stop; its restart strategy decides
+    /// between a restart after a pause and failing for good.
+    pub(super) fn on_failure(&mut self, id: RelationId, error: &Error, now: Instant) {
+        let affected = self.downstream_closure(id);
+        for m in &affected {
+            if let Some(c) = self.jobs.get(m).and_then(|j| j.coordinator.as_ref()) {
+                c.abort_all("the job failed before the checkpoint completed");
+            }
+        }
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let name = job.name.clone();
+        let message = error.to_string();
+        match job.restart.on_failure(now) {
+            Some(pause) => {
+                warn!(view = %name, error = %message, pause_ms = pause.as_millis() as u64, "view failed; restarting");
+                for m in &affected {
+                    if let Some(j) = self.jobs.get_mut(m) {
+                        j.status = JobStatus::Restarting {
+                            at: now + pause,
+                            message: if *m == id {
+                                message.clone()
+                            } else {
+                                format!("upstream view {name} failed: {message}")
+                            },
+                        };
+                    }
+                }
+            }
+            None => {
+                warn!(view = %name, error = %message, "view failed");
+                for m in &affected {
+                    if let Some(j) = self.jobs.get_mut(m) {
+                        j.status = if *m == id {
+                            JobStatus::Failed {
+                                code: error.sqlstate(),
+                                message: message.clone(),
+                            }
+                        } else {
+                            JobStatus::Failed {
+                                code: error.sqlstate(),
+                                message: format!("upstream view {name} failed: {message}"),
+                            }
+                        };
+                    }
+                }
+            }
+        }
     }
 }

@@ -11,11 +11,14 @@
 //! The tables' snapshot holds every table's data at once (under `dataflow`), taken in
 //! relation id order; nothing else holds two tables' locks.
 //!
-//! The engine is a facade over its parts, one file each: `tables` (contents, changelogs,
-//! writes, the tables' snapshots), `epochs` (the barrier clock, running an epoch through the
-//! jobs, checkpoints, failures, publishing), `recovery` (restoring views at start and after a
-//! failure) and `ddl` (catalog changes). This file holds the engine's state, opening and
-//! shutting down.
+//! The engine is a facade over owned parts, one file each: `tables::Tables` (contents,
+//! changelogs, the write backlog, the tables' snapshots and changelog truncation),
+//! `epochs::BarrierClock` (the open epoch, the clock task, the stop signal), the
+//! `Dataflow` (the jobs, their failure handling and what their recovery needs of the
+//! changelog), the catalog and the published [`Visible`] snapshot. The engine's own methods
+//! sequence them: `epochs` runs an epoch through the jobs, checkpoints and publishes;
+//! `recovery` restores views at start and after a failure; `ddl` changes the catalog. This
+//! file holds the engine's state, opening and shutting down.
 //!
 //! Threads: the barrier clock is a tokio task owned by the engine (it runs each tick on the
 //! blocking pool); each job's checkpoint coordinator owns a state-writer thread, which owns
@@ -25,9 +28,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tracing::{error, info};
 
 use crate::catalog::{Catalog, RelationDef};
@@ -35,8 +38,7 @@ use crate::checkpoint::{History, StoppedWriter};
 use crate::common::{Epoch, RelationId};
 use crate::error::{Error, Result};
 use crate::settings::SessionVars;
-use crate::state::index::SecondaryIndex;
-use crate::state::{IndexedSnapshot, Positions, StateBackend, Store, TableSnapshots};
+use crate::state::{IndexedSnapshot, StateBackend, Store};
 use crate::stream::job::{EPOCH_BATCH_ROWS, Job, Recovery};
 
 mod ddl;
@@ -44,7 +46,8 @@ mod epochs;
 mod recovery;
 mod tables;
 
-use tables::{DERIVED_TABLE_IDS, TableData, TableState};
+use epochs::BarrierClock;
+use tables::Tables;
 
 /// Rows per changelog entry when a large write (a COPY) is split; all land in one epoch.
 const CHANGELOG_CHUNK_ROWS: usize = 65_536;
@@ -90,11 +93,6 @@ pub enum ViewState {
         /// Its message.
         message: String,
     },
-}
-
-struct Clock {
-    /// The epoch writes are stamped with now; closed by the next tick.
-    open: Epoch,
 }
 
 /// The jobs, in creation order.
@@ -197,34 +195,20 @@ impl EngineConfig {
 
 /// The database engine shared by all sessions.
 pub struct Engine {
-    store: Store,
+    /// The catalog's durable copy (the same store holds the tables' changelogs).
+    store: Arc<Store>,
     /// The state backend (RocksDB, memory bounded).
     state: Arc<StateBackend>,
     /// The state backend's root, whose siblings hold the jobs' state; `None` keeps rows on
     /// the heap (see [`EngineConfig::rows_in_memory`]).
     rows_in: Option<Arc<StateBackend>>,
-    /// The tables' instance and its snapshots (`None` with rows on the heap: then tables take
-    /// no snapshots and keep their whole changelog).
-    table_state: Option<TableState>,
     catalog: Mutex<Catalog>,
-    tables: Mutex<HashMap<RelationId, Arc<Mutex<TableData>>>>,
-    clock: Mutex<Clock>,
+    /// Every table's contents, changelog, write backlog and snapshots.
+    tables: Tables,
+    /// The open epoch, the barrier clock's task and the stop signal.
+    clock: BarrierClock,
     dataflow: Mutex<Dataflow>,
     visible: watch::Sender<Arc<Visible>>,
-    /// Wakes the barrier clock at once (`FLUSH`, `RESUME`); shared with the clock task.
-    tick_request: Arc<Notify>,
-    /// Becomes `true` when the engine shuts down (or is dropped): the barrier clock stops,
-    /// `FLUSH` returns, and changes are refused.
-    stopping: watch::Sender<bool>,
-    /// Rows written since the last epoch took the tables' pending changes (exact at each
-    /// tick, which resets it); see [`MAX_BACKLOG_ROWS`].
-    backlog: Mutex<usize>,
-    /// Signalled when an epoch takes the pending changes (the backlog drops to 0).
-    backlog_taken: std::sync::Condvar,
-    /// The barrier clock task, once started.
-    clock_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    barrier_interval: Duration,
-    table_snapshot_interval: Duration,
     data_dir: PathBuf,
     checkpoint_dir: PathBuf,
     defaults: SessionVars,
@@ -280,13 +264,8 @@ impl Drop for Engine {
     /// upload threads) before the store and the jobs' databases are closed. No tick can be in
     /// progress here: a tick holds a strong reference to the engine.
     fn drop(&mut self) {
-        self.stopping.send_replace(true);
-        let clock = self
-            .clock_task
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(clock) = clock {
+        self.clock.stop();
+        if let Some(clock) = self.clock.take_task() {
             // Between ticks the clock holds no reference to the engine: ending it is enough.
             clock.abort();
         }
@@ -340,51 +319,19 @@ impl Engine {
             Some(bytes) => Catalog::from_json(&bytes)?,
             None => Catalog::default(),
         };
-        let mut tables = HashMap::new();
-        let mut max_epoch = Epoch(0);
-        let mut rows = 0usize;
-        let mut snapshot_rows = 0usize;
-        let (table_state, positions) = match &rows_in {
-            Some(root) => {
-                let snapshots = TableSnapshots::open(dir.join("tables"))?;
-                let (live, positions) = snapshots.live(root)?;
-                // Ids below DERIVED_TABLE_IDS are relation ids; above, derived tables
-                // (secondary indexes), rebuilt below from the rows.
-                live.allocate_from(DERIVED_TABLE_IDS);
-                live.drop_unallocated()?;
-                for id in positions.keys() {
-                    if catalog.get(*id).is_none() {
-                        // Dropped after the snapshot.
-                        live.drop_table(*id)?;
-                    }
-                }
-                let state = TableState {
-                    live,
-                    snapshots,
-                    taken_at: Mutex::new(Instant::now()),
-                };
-                (Some(state), positions)
-            }
-            None => (None, Positions::new()),
-        };
-        let tables_in = table_state.as_ref().map(|t| Arc::clone(&t.live));
-        for def in catalog.relations().filter(|r| r.is_table()) {
-            let mut data = TableData::new(def, tables_in.as_ref())?;
-            let position = positions.get(&def.id).copied();
-            let (loaded, replayed) = data.restore(&store, def.id, position)?;
-            for index in catalog.indexes_on(def.id) {
-                let built = SecondaryIndex::build(&index, &data.contents)?;
-                data.indexes.push(built);
-            }
-            snapshot_rows += loaded;
-            rows += replayed;
-            max_epoch = max_epoch.max(data.last_epoch);
-            tables.insert(def.id, Arc::new(Mutex::new(data)));
-        }
+        let store = Arc::new(store);
+        let (tables, loaded) = Tables::open(
+            Arc::clone(&store),
+            rows_in.as_ref(),
+            dir,
+            &catalog,
+            config.table_snapshot_interval,
+        )?;
+        let max_epoch = loaded.max_epoch;
         info!(
             tables = tables.len(),
-            snapshot_rows,
-            replayed_rows = rows,
+            snapshot_rows = loaded.snapshot_rows,
+            replayed_rows = loaded.replayed_rows,
             epoch = max_epoch.0,
             "loaded tables (snapshot, then the changelog after it)"
         );
@@ -401,21 +348,11 @@ impl Engine {
             store,
             state,
             rows_in,
-            table_state,
             catalog: Mutex::new(catalog),
-            tables: Mutex::new(tables),
-            clock: Mutex::new(Clock {
-                open: Epoch(max_epoch.0 + 1),
-            }),
+            tables,
+            clock: BarrierClock::new(Epoch(max_epoch.0 + 1), config.barrier_interval),
             dataflow: Mutex::new(Dataflow::default()),
             visible,
-            tick_request: Arc::new(Notify::new()),
-            stopping: watch::Sender::new(false),
-            backlog: Mutex::new(0),
-            backlog_taken: std::sync::Condvar::new(),
-            clock_task: Mutex::new(None),
-            barrier_interval: config.barrier_interval,
-            table_snapshot_interval: config.table_snapshot_interval,
             data_dir: dir.to_path_buf(),
             checkpoint_dir,
             defaults,
@@ -434,7 +371,7 @@ impl Engine {
 
     /// Whether [`Engine::shutdown`] has begun.
     pub fn is_stopping(&self) -> bool {
-        *self.stopping.borrow()
+        self.clock.is_stopping()
     }
 
     /// `57P01` once the engine is shutting down.
@@ -463,9 +400,9 @@ impl Engine {
     /// [`Error::Internal`] when the barrier clock or a state writer panicked; the other steps
     /// are still carried out.
     pub async fn shutdown(&self) -> Result<()> {
-        self.stopping.send_replace(true);
+        self.clock.stop();
         let mut result = Ok(());
-        let clock = lock(&self.clock_task).take();
+        let clock = self.clock.take_task();
         if let Some(clock) = clock
             && let Err(e) = clock.await
             && e.is_panic()

@@ -69,6 +69,14 @@ impl Engine {
         for index in lock(&self.catalog).indexes_on(def.id) {
             job.add_index(&index)?;
         }
+        let discarded = job.discard_mismatched_checkpoints()?;
+        if !discarded.is_empty() {
+            warn!(
+                view = %def.name,
+                checkpoints = ?discarded,
+                "checkpoints of another plan discarded; the view recovers without them"
+            );
+        }
         lock(&self.dataflow).jobs.insert(def.id, job);
         Ok(())
     }
@@ -94,7 +102,7 @@ impl Engine {
         let mut target = self.visible().epoch;
         if newest_checkpoint > target {
             target = newest_checkpoint;
-            lock(&self.clock).open = Epoch(target.0 + 1);
+            *self.clock.open() = Epoch(target.0 + 1);
             self.visible.send_replace(Arc::new(Visible {
                 epoch: target,
                 views: HashMap::new(),
@@ -103,7 +111,7 @@ impl Engine {
         }
         let now = Instant::now();
         for (id, e) in self.recover_jobs(&mut df, &ids, target)? {
-            self.on_failure(&mut df, id, &e, now);
+            df.on_failure(id, &e, now);
         }
         // What the restart replayed is made durable before the server serves: the tables take
         // a snapshot and every job's instance flushes its memtables (so its first checkpoint
@@ -267,7 +275,7 @@ impl Engine {
                     sources.push(if let Some(up) = df.jobs.get(s) {
                         up.contents_for_backfill()?
                     } else {
-                        self.table_contents_at(*s, at)?
+                        self.tables.contents_at(*s, at)?
                     });
                 }
                 Some(sources)
@@ -313,7 +321,7 @@ impl Engine {
                 if df.jobs.contains_key(s) || input.changes.contains_key(s) {
                     continue;
                 }
-                let (change, rows) = self.table_changes_between(*s, after, upto)?;
+                let (change, rows) = self.tables.changes_between(*s, after, upto)?;
                 rows_of.insert(*s, rows);
                 input.changes.insert(*s, vec![change]);
             }

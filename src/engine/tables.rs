@@ -2,15 +2,16 @@
 //! table's lock), reads of their snapshots, and the tables' native snapshots with changelog
 //! truncation behind them.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use tracing::{debug, warn};
 
-use crate::catalog::{RelationDef, RelationKind};
+use crate::catalog::{Catalog, RelationDef, RelationKind};
 use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::connectors::Source;
 use crate::connectors::changelog::{ChangelogOffset, ChangelogSource};
@@ -304,23 +305,238 @@ impl TableData {
 pub(super) const DERIVED_TABLE_IDS: u64 = 1 << 62;
 
 /// Every table's rows in one state backend instance, and its native snapshots.
-pub(super) struct TableState {
-    pub(super) live: Arc<StateBackend>,
-    pub(super) snapshots: TableSnapshots,
+struct TableState {
+    live: Arc<StateBackend>,
+    snapshots: TableSnapshots,
     /// When the last snapshot was taken (or the engine opened).
-    pub(super) taken_at: Mutex<Instant>,
+    taken_at: Mutex<Instant>,
 }
 
-impl Engine {
+/// What [`Tables::open`] loaded, for the engine's log and clock.
+pub(super) struct Loaded {
+    /// The newest epoch any table was written in.
+    pub(super) max_epoch: Epoch,
+    /// Rows read from the tables' snapshot.
+    pub(super) snapshot_rows: usize,
+    /// Changelog rows replayed after it.
+    pub(super) replayed_rows: usize,
+}
+
+/// The engine's tables, an owned part: every table's contents, indexes and changelog, the
+/// write backlog between writers and the barrier clock, and the tables' native snapshots
+/// with changelog truncation behind them.
+///
+/// Locks: the map's lock is held only to look a table up; a table's data has its own lock.
+/// Nothing but [`Tables::snapshot_all`] holds two tables' locks, taken in relation id order.
+pub(super) struct Tables {
+    /// The changelogs (the engine's store, shared with the catalog).
+    store: Arc<Store>,
+    /// The tables' instance and its snapshots (`None` with rows on the heap: then tables
+    /// take no snapshots and keep their whole changelog).
+    state: Option<TableState>,
+    by_id: Mutex<HashMap<RelationId, Arc<Mutex<TableData>>>>,
+    /// Rows written since the last epoch took the tables' pending changes (exact at each
+    /// [`Tables::take_pending`], which resets it); see [`MAX_BACKLOG_ROWS`].
+    backlog: Mutex<usize>,
+    /// Signalled when an epoch takes the pending changes (the backlog drops to 0).
+    backlog_taken: Condvar,
+    /// Time between snapshots, when a table changed.
+    snapshot_interval: Duration,
+}
+
+impl Tables {
+    /// Opens the tables of `catalog`: the tables' instance from its newest snapshot (a
+    /// sibling of `root` in `dir/tables`; `None` keeps rows on the heap), then each table's
+    /// changelog after the snapshot, then its secondary indexes. Work is proportional to the
+    /// changes since the snapshot, not to the tables or their history.
+    ///
+    /// # Errors
+    /// [`Error::State`] for unreadable snapshots or changelogs.
+    pub(super) fn open(
+        store: Arc<Store>,
+        root: Option<&Arc<StateBackend>>,
+        dir: &Path,
+        catalog: &Catalog,
+        snapshot_interval: Duration,
+    ) -> Result<(Self, Loaded)> {
+        let (state, positions) = match root {
+            Some(root) => {
+                let snapshots = TableSnapshots::open(dir.join("tables"))?;
+                let (live, positions) = snapshots.live(root)?;
+                // Ids below DERIVED_TABLE_IDS are relation ids; above, derived tables
+                // (secondary indexes), rebuilt below from the rows.
+                live.allocate_from(DERIVED_TABLE_IDS);
+                live.drop_unallocated()?;
+                for id in positions.keys() {
+                    if catalog.get(*id).is_none() {
+                        // Dropped after the snapshot.
+                        live.drop_table(*id)?;
+                    }
+                }
+                let state = TableState {
+                    live,
+                    snapshots,
+                    taken_at: Mutex::new(Instant::now()),
+                };
+                (Some(state), positions)
+            }
+            None => (None, Positions::new()),
+        };
+        let mut loaded = Loaded {
+            max_epoch: Epoch(0),
+            snapshot_rows: 0,
+            replayed_rows: 0,
+        };
+        let mut by_id = HashMap::new();
+        for def in catalog.relations().filter(|r| r.is_table()) {
+            let mut data = TableData::new(def, state.as_ref().map(|s| &s.live))?;
+            let position = positions.get(&def.id).copied();
+            let (from_snapshot, replayed) = data.restore(&store, def.id, position)?;
+            for index in catalog.indexes_on(def.id) {
+                let built = SecondaryIndex::build(&index, &data.contents)?;
+                data.indexes.push(built);
+            }
+            loaded.snapshot_rows += from_snapshot;
+            loaded.replayed_rows += replayed;
+            loaded.max_epoch = loaded.max_epoch.max(data.last_epoch);
+            by_id.insert(def.id, Arc::new(Mutex::new(data)));
+        }
+        let tables = Tables {
+            store,
+            state,
+            by_id: Mutex::new(by_id),
+            backlog: Mutex::new(0),
+            backlog_taken: Condvar::new(),
+            snapshot_interval,
+        };
+        Ok((tables, loaded))
+    }
+
+    /// How many tables there are.
+    pub(super) fn len(&self) -> usize {
+        lock(&self.by_id).len()
+    }
+
+    /// An empty table for `def`, its rows in the tables' instance (not yet added: see
+    /// [`Tables::insert`], once the catalog holding it is durable).
+    ///
+    /// # Errors
+    /// Arrow errors when a key column has no row encoding; state errors.
+    pub(super) fn new_table(&self, def: &RelationDef) -> Result<TableData> {
+        TableData::new(def, self.state.as_ref().map(|s| &s.live))
+    }
+
+    /// Adds a created table.
+    pub(super) fn insert(&self, id: RelationId, data: TableData) {
+        lock(&self.by_id).insert(id, Arc::new(Mutex::new(data)));
+    }
+
+    /// Removes a dropped table and deletes its changelog; its rows leave the tables'
+    /// instance with the next snapshot. Returns whether `id` was a table.
+    ///
+    /// # Errors
+    /// Store errors deleting the changelog.
+    pub(super) fn remove(&self, id: RelationId) -> Result<bool> {
+        if lock(&self.by_id).remove(&id).is_none() {
+            return Ok(false);
+        }
+        self.store.delete_changelog(id)?;
+        Ok(true)
+    }
+
+    /// A table's data, to lock.
+    ///
+    /// # Errors
+    /// `42P01` when no table has relation id `id`.
+    pub(super) fn get(&self, id: RelationId) -> Result<Arc<Mutex<TableData>>> {
+        lock(&self.by_id)
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::catalog("42P01", format!("table with id {id} does not exist")))
+    }
+
+    /// Writes a change to a table in epoch `epoch` (the caller holds the clock, so epochs
+    /// are appended in order): validated, appended to its changelog (synced), applied, and
+    /// queued for the next epoch. Cost: O(rows of the change × log n).
+    ///
+    /// # Errors
+    /// Constraint violations (`23502`, `23505`), `42P01` for an unknown table, and store
+    /// errors; nothing is written then.
+    pub(super) fn write(&self, table: RelationId, change: ChangeBatch, epoch: Epoch) -> Result<()> {
+        let data = self.get(table)?;
+        let mut data = lock(&data);
+        data.validate(&change)?;
+        let change = change.with_schema(data.schema.clone())?;
+        let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
+        let first = data.next_seq;
+        let entries: Vec<(u64, Epoch, &ChangeBatch)> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (first + i as u64, epoch, p))
+            .collect();
+        self.store.append_changelog(table, &entries)?;
+        data.next_seq = first + parts.len() as u64;
+        data.apply(&change)?;
+        let last = data.next_seq - 1;
+        data.note_entries(last, epoch, change.len());
+        *lock(&self.backlog) += change.len();
+        data.pending.push((epoch, change));
+        Ok(())
+    }
+
+    /// Blocks while [`MAX_BACKLOG_ROWS`] or more written rows wait for an epoch, calling
+    /// `wake` (to wake the barrier clock) every 100 ms, until an epoch takes them or
+    /// `stopping` says the engine stops. For writers outside the runtime's workers.
+    pub(super) fn wait_for_backlog(&self, wake: impl Fn(), stopping: impl Fn() -> bool) {
+        let mut backlog = lock(&self.backlog);
+        while *backlog >= MAX_BACKLOG_ROWS && !stopping() {
+            wake();
+            // A timeout, so that a stop is noticed without a signal of its own.
+            backlog = match self
+                .backlog_taken
+                .wait_timeout(backlog, Duration::from_millis(100))
+            {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    /// Takes every table's pending changes for the epoch being closed (keyed by table) and
+    /// releases writers waiting on the backlog.
+    pub(super) fn take_pending(&self) -> HashMap<RelationId, Vec<ChangeBatch>> {
+        let mut changes: HashMap<RelationId, Vec<ChangeBatch>> = HashMap::new();
+        for (id, t) in lock(&self.by_id).iter() {
+            let mut t = lock(t);
+            if !t.pending.is_empty() {
+                changes.insert(*id, t.pending.drain(..).map(|(_, c)| c).collect());
+            }
+        }
+        *lock(&self.backlog) = 0;
+        self.backlog_taken.notify_all();
+        changes
+    }
+
+    /// A table's contents as of the last processed epoch, to backfill a view: its current
+    /// rows (an O(1) snapshot) minus the pending changes of the open epoch.
+    ///
+    /// # Errors
+    /// `42P01` for an unknown table.
+    pub(super) fn processed_contents(&self, table: RelationId) -> Result<BackfillSource> {
+        let t = self.get(table)?;
+        let t = lock(&t);
+        Ok(t.processed_contents(table))
+    }
+
     /// A table's contents as of epoch `at`, to backfill a view: its current rows (an O(1)
     /// snapshot, taken under the table's lock with the changelog read) and the negations of
     /// the changelog entries after `at`, newest first (the changelog before `at` may be
-    /// truncated; after it is kept, see `changelog_needed_after`).
+    /// truncated; after it is kept, see `Dataflow::changelog_needed_after`).
     ///
     /// # Errors
     /// `42P01` for an unknown table; changelog read errors.
-    pub(super) fn table_contents_at(&self, table: RelationId, at: Epoch) -> Result<BackfillSource> {
-        let t = self.table(table)?;
+    pub(super) fn contents_at(&self, table: RelationId, at: Epoch) -> Result<BackfillSource> {
+        let t = self.get(table)?;
         let t = lock(&t);
         let rows = t.contents.snapshot();
         let later = ChangelogSource::new(&self.store, table)
@@ -336,14 +552,17 @@ impl Engine {
     /// number of rows read. From the beginning (`after` = 0) that is the table's contents as
     /// of `upto`: its current contents minus the changelog entries after `upto` (the
     /// changelog before may be truncated). Otherwise the changelog entries themselves, which
-    /// truncation keeps (see `changelog_needed_after`).
-    pub(super) fn table_changes_between(
+    /// truncation keeps (see `Dataflow::changelog_needed_after`).
+    ///
+    /// # Errors
+    /// `42P01` for an unknown table; changelog read errors.
+    pub(super) fn changes_between(
         &self,
         table: RelationId,
         after: Epoch,
         upto: Epoch,
     ) -> Result<(ChangeBatch, u64)> {
-        let t = self.table(table)?;
+        let t = self.get(table)?;
         if after == Epoch(0) {
             // Under the table's lock, so no write lands between the two reads.
             let t = lock(&t);
@@ -364,154 +583,31 @@ impl Engine {
         Ok((consolidate(&schema, &parts)?, rows))
     }
 
-    /// The latest acknowledged contents of a table (read-your-writes) and its indexes,
-    /// frozen together in O(1).
-    ///
-    /// # Errors
-    /// [`Error::Catalog`] when the table does not exist.
-    pub fn table_snapshot(&self, id: RelationId) -> Result<IndexedSnapshot> {
-        let t = self.table(id)?;
-        let t = lock(&t);
-        Ok(t.snapshot())
-    }
-
-    /// How a relation's rows are ordered: a table's (primary key first) or a view's as last
-    /// published, then one layout per secondary index; rows in schema order when the
-    /// relation is unknown or its view failed.
-    ///
-    /// # Errors
-    /// Arrow errors when a column type has no row encoding.
-    pub fn key_layouts(&self, id: RelationId, schema: SchemaRef) -> Result<Vec<Arc<KeyLayout>>> {
-        if let Ok(t) = self.table(id) {
-            let t = lock(&t);
-            let mut out = vec![t.contents.layout().clone()];
-            out.extend(t.indexes.iter().map(|i| i.rows.layout().clone()));
-            return Ok(out);
-        }
-        if let Some(ViewState::Ready(s)) = self.visible().views.get(&id) {
-            let mut out = vec![s.rows.layout().clone()];
-            out.extend(s.indexes.iter().map(|i| i.layout().clone()));
-            return Ok(out);
-        }
-        Ok(vec![Arc::new(KeyLayout::new(schema, &[])?)])
-    }
-
     /// Bytes of a table's live changelog entries (keys and values), and the newest changelog
-    /// sequence number its durable snapshot holds (0: none). Reads the whole changelog: for
-    /// tests and benches.
+    /// sequence number its durable snapshot holds (0: none). Reads the whole changelog.
     ///
     /// # Errors
-    /// [`Error::Catalog`] when the table does not exist; store errors.
-    pub fn table_storage(&self, id: RelationId) -> Result<(u64, u64)> {
-        let table = self.table(id)?;
-        let snapshot_seq = lock(&table).snapshot_seq;
+    /// `42P01` for an unknown table; store errors.
+    pub(super) fn storage(&self, id: RelationId) -> Result<(u64, u64)> {
+        let t = self.get(id)?;
+        let snapshot_seq = lock(&t).snapshot_seq;
         Ok((self.store.changelog_bytes(id)?, snapshot_seq))
-    }
-
-    pub(super) fn table(&self, id: RelationId) -> Result<Arc<Mutex<TableData>>> {
-        lock(&self.tables)
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| Error::catalog("42P01", format!("table with id {id} does not exist")))
-    }
-
-    /// Writes a change to a table: validated, appended to its changelog (synced), applied.
-    /// Returns once the write is durable; views see it after the next barrier.
-    ///
-    /// # Errors
-    /// Constraint violations (`23502`, `23505`) and store errors; nothing is written then.
-    /// `57P01` once the engine is shutting down.
-    pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<()> {
-        self.check_running()?;
-        if change.is_empty() {
-            return Ok(());
-        }
-        self.wait_for_backlog();
-        let data = self.table(table)?;
-        let clock = lock(&self.clock);
-        let mut data = lock(&data);
-        data.validate(&change)?;
-        let change = change.with_schema(data.schema.clone())?;
-        let epoch = clock.open;
-        let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
-        let first = data.next_seq;
-        let entries: Vec<(u64, Epoch, &ChangeBatch)> = parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (first + i as u64, epoch, p))
-            .collect();
-        self.store.append_changelog(table, &entries)?;
-        data.next_seq = first + parts.len() as u64;
-        data.apply(&change)?;
-        let last = data.next_seq - 1;
-        data.note_entries(last, epoch, change.len());
-        *lock(&self.backlog) += change.len();
-        data.pending.push((epoch, change));
-        Ok(())
-    }
-
-    /// Blocks while [`MAX_BACKLOG_ROWS`] or more written rows wait for an epoch, waking the
-    /// barrier clock, until an epoch takes them or the engine stops. Called by writers outside
-    /// the runtime's workers (writes run in `spawn_blocking`).
-    pub(super) fn wait_for_backlog(&self) {
-        let mut backlog = lock(&self.backlog);
-        while *backlog >= MAX_BACKLOG_ROWS && !self.is_stopping() {
-            self.tick_request.notify_one();
-            // A timeout, so that a stop is noticed without a signal of its own.
-            backlog = match self
-                .backlog_taken
-                .wait_timeout(backlog, Duration::from_millis(100))
-            {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
-    }
-
-    /// The newest epoch through which no recovery can need a table's changelog: every job
-    /// recovers either from a checkpoint (and replays the changelog after its epoch; every
-    /// retained checkpoint counts, a job checkpointing without one yet holds everything) or
-    /// from its inputs' contents (no changelog), and no further than epoch `processed`. A job
-    /// with checkpointing on but no completed checkpoint yet holds the whole changelog.
-    pub(super) fn changelog_needed_after(df: &Dataflow, processed: Epoch) -> Epoch {
-        df.jobs
-            .values()
-            .filter_map(|j| {
-                let c = j.coordinator.as_ref()?;
-                let checkpointing = j.settings().is_some_and(|s| s.interval_ms > 0);
-                match c.completed().first() {
-                    Some((_, e)) => Some(*e),
-                    None if checkpointing => Some(Epoch(0)),
-                    None => None,
-                }
-            })
-            .min()
-            .unwrap_or(processed)
-            .min(processed)
-    }
-
-    /// Takes a snapshot of the tables now if any table changed since the last one (as at
-    /// shutdown), and truncates their changelogs behind it. Errors are logged.
-    pub fn snapshot_tables_now(&self) {
-        let df = lock(&self.dataflow);
-        self.snapshot_tables(&df, self.visible().epoch, true);
     }
 
     /// After epoch `processed`: takes a snapshot of the tables' instance if one is due (when
     /// a table changed and `force`, the interval passed, or a table changed by
-    /// [`TABLE_SNAPSHOT_MAX_ROWS`] rows), then truncates each table's changelog behind what
-    /// the snapshot and every retained checkpoint hold. The snapshot is taken with every
-    /// table locked, so that it holds each table exactly at its recorded position; it costs
-    /// a flush and hard links. A failure is logged and retried at a later barrier: the
-    /// changelog is kept until a snapshot succeeds.
-    pub(super) fn snapshot_tables(&self, df: &Dataflow, processed: Epoch, force: bool) {
-        let keep_after = Self::changelog_needed_after(df, processed);
-        let mut tables: Vec<(RelationId, Arc<Mutex<TableData>>)> = lock(&self.tables)
+    /// [`TABLE_SNAPSHOT_MAX_ROWS`] rows), then truncates each table's changelog through what
+    /// the snapshot holds of epochs `<= keep_after` (what no recovery can need). The
+    /// snapshot is taken with every table locked, so that it holds each table exactly at its
+    /// recorded position; it costs a flush and hard links. A failure is logged and retried
+    /// at a later barrier: the changelog is kept until a snapshot succeeds.
+    pub(super) fn snapshot_all(&self, keep_after: Epoch, force: bool) {
+        let mut tables: Vec<(RelationId, Arc<Mutex<TableData>>)> = lock(&self.by_id)
             .iter()
             .map(|(id, t)| (*id, Arc::clone(t)))
             .collect();
         tables.sort_by_key(|(id, _)| *id);
-        if let Some(ts) = &self.table_state {
+        if let Some(ts) = &self.state {
             let (mut changed, mut most) = (0usize, 0usize);
             for (_, t) in &tables {
                 let rows = lock(t).unsnapshotted_rows;
@@ -520,7 +616,7 @@ impl Engine {
             }
             let due = changed > 0
                 && (force
-                    || lock(&ts.taken_at).elapsed() >= self.table_snapshot_interval
+                    || lock(&ts.taken_at).elapsed() >= self.snapshot_interval
                     || most >= TABLE_SNAPSHOT_MAX_ROWS);
             if due {
                 // In id order, as no other path holds two tables' locks.
@@ -546,5 +642,106 @@ impl Engine {
                 warn!(table = %t.name, error = %e, "changelog truncation failed");
             }
         }
+    }
+}
+
+impl Dataflow {
+    /// The newest epoch through which no recovery can need a table's changelog: every job
+    /// recovers either from a checkpoint (and replays the changelog after its epoch; every
+    /// retained checkpoint counts) or from its inputs' contents (no changelog), and no
+    /// further than epoch `processed`. A job with checkpointing on but no completed
+    /// checkpoint yet holds the whole changelog.
+    pub(super) fn changelog_needed_after(&self, processed: Epoch) -> Epoch {
+        self.jobs
+            .values()
+            .filter_map(|j| {
+                let c = j.coordinator.as_ref()?;
+                let checkpointing = j.settings().is_some_and(|s| s.interval_ms > 0);
+                match c.completed().first() {
+                    Some((_, e)) => Some(*e),
+                    None if checkpointing => Some(Epoch(0)),
+                    None => None,
+                }
+            })
+            .min()
+            .unwrap_or(processed)
+            .min(processed)
+    }
+}
+
+/// The engine's table operations, over its [`Tables`].
+impl Engine {
+    /// The latest acknowledged contents of a table (read-your-writes) and its indexes,
+    /// frozen together in O(1).
+    ///
+    /// # Errors
+    /// `42P01` when the table does not exist.
+    pub fn table_snapshot(&self, id: RelationId) -> Result<IndexedSnapshot> {
+        let t = self.tables.get(id)?;
+        let t = lock(&t);
+        Ok(t.snapshot())
+    }
+
+    /// How a relation's rows are ordered: a table's (primary key first) or a view's as last
+    /// published, then one layout per secondary index; rows in schema order when the
+    /// relation is unknown or its view failed.
+    ///
+    /// # Errors
+    /// Arrow errors when a column type has no row encoding.
+    pub fn key_layouts(&self, id: RelationId, schema: SchemaRef) -> Result<Vec<Arc<KeyLayout>>> {
+        if let Ok(t) = self.tables.get(id) {
+            let t = lock(&t);
+            let mut out = vec![t.contents.layout().clone()];
+            out.extend(t.indexes.iter().map(|i| i.rows.layout().clone()));
+            return Ok(out);
+        }
+        if let Some(ViewState::Ready(s)) = self.visible().views.get(&id) {
+            let mut out = vec![s.rows.layout().clone()];
+            out.extend(s.indexes.iter().map(|i| i.layout().clone()));
+            return Ok(out);
+        }
+        Ok(vec![Arc::new(KeyLayout::new(schema, &[])?)])
+    }
+
+    /// Bytes of a table's live changelog entries (keys and values), and the newest changelog
+    /// sequence number its durable snapshot holds (0: none). Reads the whole changelog: for
+    /// tests and benches.
+    ///
+    /// # Errors
+    /// `42P01` when the table does not exist; store errors.
+    pub fn table_storage(&self, id: RelationId) -> Result<(u64, u64)> {
+        self.tables.storage(id)
+    }
+
+    /// Writes a change to a table: validated, appended to its changelog (synced), applied.
+    /// Returns once the write is durable; views see it after the next barrier. Waits first
+    /// while the write backlog is full (see [`MAX_BACKLOG_ROWS`]).
+    ///
+    /// # Errors
+    /// Constraint violations (`23502`, `23505`) and store errors; nothing is written then.
+    /// `57P01` once the engine is shutting down.
+    pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<()> {
+        self.check_running()?;
+        if change.is_empty() {
+            return Ok(());
+        }
+        self.tables
+            .wait_for_backlog(|| self.clock.request_tick(), || self.is_stopping());
+        let open = self.clock.open();
+        self.tables.write(table, change, *open)
+    }
+
+    /// Takes a snapshot of the tables now if any table changed since the last one (as at
+    /// shutdown), and truncates their changelogs behind it. Errors are logged.
+    pub fn snapshot_tables_now(&self) {
+        let df = lock(&self.dataflow);
+        self.snapshot_tables(&df, self.visible().epoch, true);
+    }
+
+    /// After epoch `processed`: the tables' snapshot if due, and changelog truncation behind
+    /// what every job's recovery may need (see [`Tables::snapshot_all`]).
+    pub(super) fn snapshot_tables(&self, df: &Dataflow, processed: Epoch, force: bool) {
+        self.tables
+            .snapshot_all(df.changelog_needed_after(processed), force);
     }
 }

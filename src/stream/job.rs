@@ -419,6 +419,35 @@ impl Job {
         Ok((SnapshotSource::Image(image), tables))
     }
 
+    /// The names of the job's state tables (see [`Operator::visit_state`]): what a checkpoint
+    /// must hold, name for name, to be restored into this job's plan.
+    ///
+    /// # Errors
+    /// None in practice (the visitor only reads names); state errors are passed through.
+    pub fn state_table_names(&mut self) -> Result<BTreeSet<String>> {
+        let mut names = BTreeSet::new();
+        self.visit_state(&mut |name, _| {
+            names.insert(name.to_string());
+            Ok(())
+        })?;
+        Ok(names)
+    }
+
+    /// Discards the job's completed checkpoints whose state tables are not exactly the
+    /// plan's (written by another plan of the view, e.g. before an operator's state tables
+    /// were renamed): they cannot be restored, so the view is rebuilt from its inputs or
+    /// recovered from an older matching checkpoint instead. Returns the discarded ids.
+    ///
+    /// # Errors
+    /// As [`Job::state_table_names`].
+    pub fn discard_mismatched_checkpoints(&mut self) -> Result<Vec<u64>> {
+        let names = self.state_table_names()?;
+        Ok(match &self.coordinator {
+            Some(c) => c.discard_mismatched(&names),
+            None => Vec::new(),
+        })
+    }
+
     /// Takes over a restored checkpoint: a native one becomes the live state (each state
     /// table is found by its name, under the id and with the total the checkpoint recorded;
     /// derived tables are dropped and rebuilt), an image is loaded into fresh state.
