@@ -115,6 +115,34 @@ async fn extended_protocol_parameters() {
         c.query("SELECT count(*) FROM p", &[]).await.unwrap()[0].get::<_, i64>(0),
         5
     );
+    // A parameter cast as a whole takes the cast's type, as PostgreSQL infers it: drivers
+    // (asyncpg) then send an int4, and the value comes back as one.
+    let cast = c.prepare("SELECT $1::int AS n").await.unwrap();
+    assert_eq!(cast.params(), &[tokio_postgres::types::Type::INT4]);
+    assert_eq!(
+        cast.columns()[0].type_(),
+        &tokio_postgres::types::Type::INT4
+    );
+    let rows = c.query(&cast, &[&41i32]).await.unwrap();
+    assert_eq!(rows[0].get::<_, i32>(0), 41);
+    // RETURNING through the extended protocol: the statement describes its rows.
+    let ret = c
+        .prepare("INSERT INTO p VALUES ($1, $2, $3) RETURNING id, upper(name)")
+        .await
+        .unwrap();
+    let names: Vec<&str> = ret.columns().iter().map(|c| c.name()).collect();
+    assert_eq!(names, ["id", "upper"]);
+    let rows = c
+        .query(&ret, &[&7i64, &"seven".to_string(), &1.5f64])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i64>(0), 7);
+    assert_eq!(rows[0].get::<_, String>(1), "SEVEN");
+    assert_eq!(
+        c.query("SELECT count(*) FROM p", &[]).await.unwrap()[0].get::<_, i64>(0),
+        6
+    );
     server.stop().await;
 }
 

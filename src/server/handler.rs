@@ -83,7 +83,25 @@ impl PgWireServerHandlers for Handlers {
     }
 }
 
-impl NoopStartupHandler for Conn {}
+#[async_trait]
+impl NoopStartupHandler for Conn {
+    /// Names the session's user after the startup message (no authentication yet).
+    async fn post_startup<C>(
+        &self,
+        client: &mut C,
+        _message: pgwire::messages::PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Some(user) = client.metadata().get(pgwire::api::METADATA_USER) {
+            self.session.lock().await.set_user(user);
+        }
+        Ok(())
+    }
+}
 
 /// Converts an error into a PostgreSQL ErrorResponse.
 fn error_info(e: &Error) -> ErrorInfo {
@@ -109,15 +127,16 @@ fn command_tag(tag: &str) -> Tag {
 fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
     Ok(match out {
         Output::Rows { schema, batches } => {
-            let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, None)?);
-            let mut rows = Vec::new();
-            let count: usize = batches.iter().map(|b| b.num_rows()).sum();
-            rows.reserve(count);
-            for b in batches {
-                let b = pg_text_columns(b, format).map_err(|e| pg_error(&e))?;
-                encode_rows(&fields, &b, &mut rows)?;
-            }
-            Response::Query(QueryResponse::new(fields, futures::stream::iter(rows)))
+            Response::Query(query_response(&schema, batches, format)?)
+        }
+        Output::Returning {
+            schema,
+            batches,
+            tag,
+        } => {
+            let mut response = query_response(&schema, batches, format)?;
+            response.set_command_tag(&tag);
+            Response::Query(response)
         }
         Output::Command(tag) => Response::Execution(command_tag(&tag)),
         Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
@@ -127,6 +146,23 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
         }
         Output::Empty => Response::EmptyQuery,
     })
+}
+
+/// Rows of `schema` as a query response (command tag `SELECT`).
+fn query_response(
+    schema: &SchemaRef,
+    batches: Vec<arrow::array::RecordBatch>,
+    format: &Format,
+) -> PgWireResult<QueryResponse> {
+    let fields = Arc::new(arrow_schema_to_pg_fields(schema, format, None)?);
+    let mut rows = Vec::new();
+    let count: usize = batches.iter().map(|b| b.num_rows()).sum();
+    rows.reserve(count);
+    for b in batches {
+        let b = pg_text_columns(b, format).map_err(|e| pg_error(&e))?;
+        encode_rows(&fields, &b, &mut rows)?;
+    }
+    Ok(QueryResponse::new(fields, futures::stream::iter(rows)))
 }
 
 /// Encodes `batch` as data rows of `fields`, stopping at the first value that cannot be

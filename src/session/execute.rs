@@ -20,7 +20,7 @@ use datafusion::logical_expr::logical_plan::Projection;
 use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, SelectItem, Statement};
 
 use super::{PendingCopy, Session};
 use crate::common::ChangeBatch;
@@ -39,6 +39,16 @@ pub enum Output {
     },
     /// A command tag such as `INSERT 0 3` or `CREATE TABLE`.
     Command(String),
+    /// Rows a data-changing statement returned (`INSERT ... RETURNING`), with the command
+    /// tag before its row count (`INSERT 0`, `UPDATE`, `DELETE`).
+    Returning {
+        /// Column names and types.
+        schema: SchemaRef,
+        /// The rows.
+        batches: Vec<RecordBatch>,
+        /// The tag's command part; the row count follows it.
+        tag: String,
+    },
     /// BEGIN (the session enters a transaction block).
     TransactionStart(String),
     /// COMMIT or ROLLBACK.
@@ -120,6 +130,39 @@ fn text_rows(names: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
         schema,
         batches: vec![batch],
     })
+}
+
+/// Fills in the types of parameters DataFusion leaves open but PostgreSQL infers from a cast
+/// of the bare parameter (`$1::int` is an `integer` parameter), so that drivers send values
+/// of that type.
+fn cast_parameter_types(plan: &LogicalPlan, out: &mut [Option<DataType>]) {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let _ = plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                if let Expr::Cast(c) = e
+                    && let Expr::Placeholder(p) = c.expr.as_ref()
+                    && let Ok(i) = p.id.trim_start_matches('$').parse::<usize>()
+                    && let Some(slot) = i.checked_sub(1).and_then(|i| out.get_mut(i))
+                    && slot.is_none()
+                {
+                    *slot = Some(c.field.data_type().clone());
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+}
+
+/// Takes the RETURNING list off an INSERT, UPDATE or DELETE (DataFusion plans the statement
+/// without it; the session evaluates it over the written rows).
+fn take_returning(stmt: &mut Statement) -> Option<Vec<SelectItem>> {
+    match stmt {
+        Statement::Insert(i) => i.returning.take(),
+        Statement::Update(u) => u.returning.take(),
+        Statement::Delete(d) => d.returning.take(),
+        _ => None,
+    }
 }
 
 /// Splits `text` at `sep` outside single quotes.
@@ -479,7 +522,46 @@ impl Session {
             }
             "begin" | "start" => Output::TransactionStart("BEGIN".into()),
             "commit" | "end" => Output::TransactionEnd("COMMIT".into()),
+            // Statements drivers send on their own. Each statement of Weir commits as it
+            // runs, so a savepoint has nothing to keep or undo; prepared statements and
+            // portals are the connection's (the protocol layer replaces one of the same
+            // name); Weir has no cursors or notification channels.
+            "rollback" | "abort" if w.iter().any(|x| x == "to") => {
+                Output::Command("ROLLBACK".into())
+            }
             "rollback" | "abort" => Output::TransactionEnd("ROLLBACK".into()),
+            "savepoint" if w.len() == 2 => Output::Command("SAVEPOINT".into()),
+            "release" if (2..=3).contains(&w.len()) => Output::Command("RELEASE".into()),
+            "discard" if w.len() == 2 => match w[1].as_str() {
+                "all" => {
+                    self.vars.reset_all();
+                    self.memory.set_limit(self.vars.query_memory_limit_bytes());
+                    Output::Command("DISCARD ALL".into())
+                }
+                "plans" | "sequences" => {
+                    Output::Command(format!("DISCARD {}", w[1].to_uppercase()))
+                }
+                "temp" | "temporary" => Output::Command("DISCARD TEMP".into()),
+                _ => return Ok(None),
+            },
+            "deallocate" if (2..=3).contains(&w.len()) => {
+                if w.last().is_some_and(|x| x == "all") {
+                    Output::Command("DEALLOCATE ALL".into())
+                } else {
+                    Output::Command("DEALLOCATE".into())
+                }
+            }
+            "close" if w.len() == 2 => {
+                if w[1] == "all" {
+                    Output::Command("CLOSE CURSOR ALL".into())
+                } else {
+                    return Err(Error::plan(
+                        "34000",
+                        format!("cursor \"{}\" does not exist", unquote(&w[1])),
+                    ));
+                }
+            }
+            "unlisten" if w.len() == 2 => Output::Command("UNLISTEN".into()),
             "set" => {
                 let rest = sql[3..].trim();
                 let rest = rest
@@ -566,6 +648,9 @@ impl Session {
                         let v = self.vars.get(&name)?;
                         let col = name.rsplit('.').next().unwrap_or(&name).to_string();
                         text_rows(&[col.as_str()], vec![vec![v]])?
+                    }
+                    "time zone" => {
+                        text_rows(&["TimeZone"], vec![vec![self.vars.get("timezone")?]])?
                     }
                     _ if w.len() == 4 && w[1] == "transaction" && w[2] == "isolation" => text_rows(
                         &["transaction_isolation"],
@@ -975,7 +1060,8 @@ impl Session {
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
-    async fn dml(&mut self, stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
+    async fn dml(&mut self, mut stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
+        let returning = take_returning(&mut stmt);
         let plan = self.plan_statement(stmt).await?;
         let plan = bind(plan, params)?;
         let LogicalPlan::Dml(DmlStatement {
@@ -998,18 +1084,17 @@ impl Session {
             ));
         }
         let schema = def.schema_ref();
-        let (change, tag) = match op {
+        // The change, its command tag (before the row count) and the rows RETURNING sees.
+        let (change, tag, rows) = match op {
             WriteOp::Insert(_) => {
                 let batches = self.collect(input.as_ref().clone()).await?;
                 let batch = concat_as(&schema, &batches)?;
-                let n = batch.num_rows();
-                (ChangeBatch::inserts(batch), format!("INSERT 0 {n}"))
+                (ChangeBatch::inserts(batch.clone()), "INSERT 0", batch)
             }
             WriteOp::Delete => {
                 let batches = self.collect(input.as_ref().clone()).await?;
                 let batch = concat_as(&schema, &batches)?;
-                let n = batch.num_rows();
-                (ChangeBatch::deletes(batch), format!("DELETE {n}"))
+                (ChangeBatch::deletes(batch.clone()), "DELETE", batch)
             }
             WriteOp::Update => {
                 let LogicalPlan::Projection(p) = input.as_ref() else {
@@ -1041,21 +1126,110 @@ impl Session {
                 }
                 let new = concat_as(&schema, &news)?;
                 let old = concat_as(&schema, &olds)?;
-                let n = new.num_rows();
                 let both = ChangeBatch::concat(
                     &schema,
-                    &[ChangeBatch::deletes(old), ChangeBatch::inserts(new)],
+                    &[ChangeBatch::deletes(old), ChangeBatch::inserts(new.clone())],
                 )?;
-                (both, format!("UPDATE {n}"))
+                (both, "UPDATE", new)
             }
             other => return Err(Error::not_supported(format!("{other} is not supported"))),
         };
+        // RETURNING is evaluated before the write, so an error in it writes nothing.
+        let returned = match &returning {
+            Some(items) => Some(self.returning_rows(&name, rows.clone(), items).await?),
+            None => None,
+        };
+        let n = rows.num_rows();
         let engine = Arc::clone(&self.engine);
         let id = def.id;
         tokio::task::spawn_blocking(move || engine.write(id, change))
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
-        Ok(Output::Command(tag))
+        Ok(match returned {
+            Some((schema, batches)) => Output::Returning {
+                schema,
+                batches,
+                tag: tag.to_string(),
+            },
+            None => Output::Command(format!("{tag} {n}")),
+        })
+    }
+
+    /// Evaluates a RETURNING list over the rows a statement wrote (inserted or updated rows'
+    /// new values, deleted rows), the table's name qualifying its columns; columns are named
+    /// as PostgreSQL names a SELECT list's.
+    ///
+    /// # Errors
+    /// Planning and evaluation errors of the expressions (unknown columns `42703`, ...).
+    async fn returning_rows(
+        &self,
+        table: &str,
+        rows: RecordBatch,
+        items: &[SelectItem],
+    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let df = self.ctx.read_batch(rows)?.alias(table)?;
+        let mut exprs = Vec::new();
+        for item in items {
+            match item {
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                    exprs.extend(df.schema().columns().into_iter().map(Expr::Column));
+                }
+                SelectItem::UnnamedExpr(e) => {
+                    let name = names::figure_name(e);
+                    exprs.push(df.parse_sql_expr(&e.to_string())?.alias(name));
+                }
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    let name = alias.value.clone();
+                    exprs.push(df.parse_sql_expr(&expr.to_string())?.alias(name));
+                }
+                SelectItem::ExprWithAliases { .. } => {
+                    return Err(Error::not_supported(
+                        "a list of aliases in RETURNING is not supported",
+                    ));
+                }
+            }
+        }
+        let out = df.select(exprs)?;
+        let schema = Arc::new(out.schema().as_arrow().clone());
+        let batches = out.collect().await?;
+        Ok((schema, batches))
+    }
+
+    /// The result columns of a data-changing statement's RETURNING list (no rows are
+    /// written).
+    async fn returning_schema(
+        &self,
+        stmt: &Statement,
+        items: &[SelectItem],
+    ) -> Result<Option<SchemaRef>> {
+        use datafusion::sql::sqlparser::ast::{FromTable, TableFactor, TableObject};
+        let relation = |t: &TableFactor| match t {
+            TableFactor::Table { name, .. } => Some(name.clone()),
+            _ => None,
+        };
+        let table = match stmt {
+            Statement::Insert(i) => match &i.table {
+                TableObject::TableName(n) => Some(n.clone()),
+                _ => None,
+            },
+            Statement::Update(u) => relation(&u.table.relation),
+            Statement::Delete(d) => match &d.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => {
+                    t.first().and_then(|t| relation(&t.relation))
+                }
+            },
+            _ => None,
+        };
+        let Some(table) = table else {
+            return Ok(None);
+        };
+        let name = object_name(&table)?;
+        let def = self.engine.relation(&name).ok_or_else(|| {
+            Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
+        })?;
+        let empty = RecordBatch::new_empty(def.schema_ref());
+        let (schema, _) = self.returning_rows(&name, empty, items).await?;
+        Ok(Some(schema))
     }
 
     async fn collect(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
@@ -1134,7 +1308,21 @@ impl Session {
         }
         if matches!(
             w[0].as_str(),
-            "set" | "reset" | "flush" | "begin" | "start" | "commit" | "end" | "rollback" | "abort"
+            "set"
+                | "reset"
+                | "flush"
+                | "begin"
+                | "start"
+                | "commit"
+                | "end"
+                | "rollback"
+                | "abort"
+                | "savepoint"
+                | "release"
+                | "discard"
+                | "deallocate"
+                | "close"
+                | "unlisten"
         ) || (w[0] == "alter" && w.get(1).is_some_and(|x| x == "materialized"))
         {
             return Ok((vec![], None));
@@ -1160,6 +1348,15 @@ impl Session {
         if !is_query && !is_dml {
             return Ok((vec![], None));
         }
+        let mut stmt = stmt;
+        let returning = if is_dml {
+            match take_returning(&mut stmt) {
+                Some(items) => self.returning_schema(&stmt, &items).await?,
+                None => None,
+            }
+        } else {
+            None
+        };
         self.schema.pin(Some(self.engine.visible()));
         let plan = if is_query {
             self.plan_select(trimmed, stmt).await
@@ -1184,6 +1381,7 @@ impl Session {
         for (i, t) in params {
             out[i - 1] = t;
         }
+        cast_parameter_types(&plan, &mut out);
         let schema = if is_query {
             // The analyzed plan's schema: analyzer rules may change result types (sum(bigint)
             // is numeric); the rows executed later have these types.
@@ -1197,7 +1395,7 @@ impl Session {
                 names.as_deref(),
             ))
         } else {
-            None
+            returning
         };
         Ok((out, schema))
     }

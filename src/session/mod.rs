@@ -113,6 +113,9 @@ impl Session {
                 )
                 .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
         }
+        // After the pg_catalog setup, whose `session_user` and `pg_encoding_to_char` these
+        // replace; the user is set by `set_user` once the connection's startup names it.
+        crate::sql::functions::pg_info::register(&ctx, DEFAULT_USER);
         Ok(Session {
             engine,
             vars,
@@ -122,7 +125,16 @@ impl Session {
             memory,
         })
     }
+
+    /// Names the session's user (from the connection's startup message): what
+    /// `session_user` and `current_user` return.
+    pub fn set_user(&mut self, user: &str) {
+        crate::sql::functions::pg_info::register_user(&self.ctx, user);
+    }
 }
+
+/// The session user when the startup message names none.
+pub const DEFAULT_USER: &str = "postgres";
 
 impl Drop for Session {
     fn drop(&mut self) {

@@ -69,6 +69,8 @@ impl Parser {
                 Arc::new(FixVersionColumnName),
                 // `x op ANY(array)` with PostgreSQL's NULL rule.
                 Arc::new(AnyOpRule),
+                // `INTERVAL '1 day 02:03:04'` in PostgreSQL's input forms.
+                Arc::new(IntervalLiteralRule),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -213,6 +215,41 @@ pub fn view_query_text(sql: &str) -> Result<String> {
 /// as clients send it.
 #[derive(Debug)]
 struct AnyOpRule;
+
+/// Rewrites the text of `INTERVAL '...'` literals (without a unit qualifier) from
+/// PostgreSQL's input forms into ones DataFusion's interval parser takes (see
+/// [`crate::sql::functions::datetime_input::interval_text`]).
+#[derive(Debug)]
+struct IntervalLiteralRule;
+
+impl SqlStatementRewriteRule for IntervalLiteralRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut IntervalLiteralVisitor);
+        s
+    }
+}
+
+struct IntervalLiteralVisitor;
+
+impl VisitorMut for IntervalLiteralVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Interval(interval) = expr
+            && interval.leading_field.is_none()
+            && let Expr::Value(ValueWithSpan {
+                value: Value::SingleQuotedString(text),
+                ..
+            }) = interval.value.as_mut()
+        {
+            let rewritten = crate::sql::functions::datetime_input::interval_text(text);
+            if let std::borrow::Cow::Owned(t) = rewritten {
+                *text = t;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
 
 impl SqlStatementRewriteRule for AnyOpRule {
     fn rewrite(&self, mut s: Statement) -> Statement {

@@ -42,6 +42,7 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
 
 use crate::error::Error;
+use crate::sql::functions::datetime_input::{DateTimeText, Target};
 
 /// The most decimals a `numeric` product keeps when its exact scale does not fit in 38
 /// digits, and the least a `numeric` quotient has.
@@ -780,8 +781,51 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transf
         {
             Ok(Transformed::yes(call("int_neg", vec![*inner])))
         }
+        // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
+        Expr::Cast(c) if datetime_text_target(&c, schema)?.is_some() => {
+            let target = datetime_text_target(&c, schema)?.unwrap_or(Target::Timestamp);
+            let text = if c.expr.get_type(schema)? == DataType::Utf8 {
+                *c.expr
+            } else {
+                Expr::Cast(datafusion::logical_expr::Cast::new(c.expr, DataType::Utf8))
+            };
+            let udf = Arc::new(ScalarUDF::new_from_impl(DateTimeText::new(target)));
+            Ok(Transformed::yes(Expr::Cast(
+                datafusion::logical_expr::Cast {
+                    expr: Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
+                        udf,
+                        vec![text],
+                    ))),
+                    field: c.field,
+                },
+            )))
+        }
         other => Ok(Transformed::no(other)),
     }
+}
+
+/// Which input rewrite a cast needs: text (not already rewritten) cast to an interval or a
+/// timestamp type (see [`super::functions::datetime_input`]).
+fn datetime_text_target(
+    c: &datafusion::logical_expr::Cast,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Option<Target>> {
+    let target = match c.field.data_type() {
+        DataType::Interval(_) => Target::Interval,
+        DataType::Timestamp(..) => Target::Timestamp,
+        _ => return Ok(None),
+    };
+    if let Expr::ScalarFunction(f) = c.expr.as_ref()
+        && f.name() == DateTimeText::name_of(target)
+    {
+        return Ok(None);
+    }
+    let from = c.expr.get_type(schema)?;
+    Ok(matches!(
+        from,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+    .then_some(target))
 }
 
 #[cfg(test)]

@@ -81,6 +81,12 @@ impl<'a> FromSql<'a> for Raw {
                 }
                 s
             }
+            Type::INTERVAL => {
+                let micros = i64::from_be_bytes(raw[0..8].try_into()?);
+                let days = i32::from_be_bytes(raw[8..12].try_into()?);
+                let months = i32::from_be_bytes(raw[12..16].try_into()?);
+                interval_text(months, days, micros)
+            }
             _ => String::from_utf8_lossy(raw).to_string(),
         };
         Ok(Raw(s))
@@ -89,6 +95,40 @@ impl<'a> FromSql<'a> for Raw {
     fn accepts(_: &Type) -> bool {
         true
     }
+}
+
+/// An interval in PostgreSQL's output style `postgres` (its `EncodeInterval`): years, months
+/// and days each with its sign and `s` unless exactly 1, then the time as `[+-]HH:MM:SS[.f]`
+/// (`+` when an earlier part was negative), `00:00:00` when all are zero.
+fn interval_text(months: i32, days: i32, micros: i64) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut negative_before = false;
+    for (value, unit) in [(months / 12, "year"), (months % 12, "mon"), (days, "day")] {
+        if value != 0 {
+            let plural = if value == 1 { "" } else { "s" };
+            parts.push(format!("{value} {unit}{plural}"));
+            negative_before = value < 0;
+        }
+    }
+    if micros != 0 || parts.is_empty() {
+        let sign = if micros < 0 {
+            "-"
+        } else if negative_before {
+            "+"
+        } else {
+            ""
+        };
+        let m = micros.unsigned_abs();
+        let (h, rest) = (m / 3_600_000_000, m % 3_600_000_000);
+        let (min, rest) = (rest / 60_000_000, rest % 60_000_000);
+        let (sec, frac) = (rest / 1_000_000, rest % 1_000_000);
+        let mut t = format!("{sign}{h:02}:{min:02}:{sec:02}");
+        if frac > 0 {
+            t.push_str(format!(".{frac:06}").trim_end_matches('0'));
+        }
+        parts.push(t);
+    }
+    parts.join(" ")
 }
 
 /// Decodes PostgreSQL's binary numeric (base-10000 digits) to its text form.
@@ -151,7 +191,8 @@ impl AsyncDB for Pg {
         let lower = sql.trim_start().to_ascii_lowercase();
         let is_query = ["select", "show", "with", "values", "explain", "table"]
             .iter()
-            .any(|k| lower.starts_with(k));
+            .any(|k| lower.starts_with(k))
+            || lower.contains(" returning ");
         if self.protocol == Protocol::Extended && is_query {
             let rows = self.client.query(sql, &[]).await.map_err(PgError)?;
             let mut out = Vec::new();

@@ -7,7 +7,11 @@
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
+pub mod datetime_input;
+pub mod pg_info;
 pub mod to_char;
+
+use arrow::datatypes::DataType;
 
 use datafusion::logical_expr::ScalarUDF;
 use datafusion::prelude::SessionContext;
@@ -20,6 +24,34 @@ use datafusion::prelude::SessionContext;
 pub fn register(ctx: &SessionContext) {
     ctx.deregister_udf("to_char");
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
+}
+
+/// The PostgreSQL name of an Arrow type as Weir maps them (`integer` for `Int32`, `text` for
+/// `Utf8`, `integer[]` for a list of `Int32`); the Arrow name for a type PostgreSQL lacks.
+pub(crate) fn pg_type_name(t: &DataType) -> String {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) => format!("{}[]", pg_type_name(f.data_type())),
+        DataType::Dictionary(_, v) => pg_type_name(v),
+        DataType::Null => "unknown".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 | DataType::Int16 | DataType::UInt8 => "smallint".into(),
+        DataType::Int32 | DataType::UInt16 => "integer".into(),
+        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => "bigint".into(),
+        DataType::Float16 | DataType::Float32 => "real".into(),
+        DataType::Float64 => "double precision".into(),
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => "numeric".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "text".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "bytea".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Timestamp(_, None) => "timestamp without time zone".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
+        DataType::Interval(_) | DataType::Duration(_) => "interval".into(),
+        DataType::Time32(_) | DataType::Time64(_) => "time without time zone".into(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -118,7 +118,7 @@ impl ScalarUDFImpl for ToChar {
             && (is_datetime(&arg_types[0]) || is_number(&arg_types[0]))
             && matches!(arg_types[1], DataType::Utf8 | DataType::Null);
         if !ok {
-            let names: Vec<String> = arg_types.iter().map(pg_type_name).collect();
+            let names: Vec<String> = arg_types.iter().map(super::pg_type_name).collect();
             return Err(ours(Error::plan(
                 "42883",
                 format!(
@@ -212,30 +212,6 @@ fn is_number(t: &DataType) -> bool {
             | DataType::Decimal128(..)
             | DataType::Decimal256(..)
     )
-}
-
-fn pg_type_name(t: &DataType) -> String {
-    match t {
-        DataType::Null => "unknown".into(),
-        DataType::Boolean => "boolean".into(),
-        DataType::Int8 | DataType::Int16 | DataType::UInt8 => "smallint".into(),
-        DataType::Int32 | DataType::UInt16 => "integer".into(),
-        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => "bigint".into(),
-        DataType::Float16 | DataType::Float32 => "real".into(),
-        DataType::Float64 => "double precision".into(),
-        DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..) => "numeric".into(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "text".into(),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "bytea".into(),
-        DataType::Date32 | DataType::Date64 => "date".into(),
-        DataType::Timestamp(_, None) => "timestamp without time zone".into(),
-        DataType::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
-        DataType::Interval(_) | DataType::Duration(_) => "interval".into(),
-        DataType::Time32(_) | DataType::Time64(_) => "time without time zone".into(),
-        other => other.to_string(),
-    }
 }
 
 /// The format argument: one for all rows, or one per row.
@@ -427,7 +403,7 @@ fn reader(values: &ArrayRef) -> Result<Reader<'_>> {
                 "42883",
                 format!(
                     "function to_char({}, text) does not exist",
-                    pg_type_name(other)
+                    super::pg_type_name(other)
                 ),
             )));
         }

@@ -1,0 +1,278 @@
+//! PostgreSQL's input forms of `interval` and `timestamp[tz]` text that Arrow's parsers refuse,
+//! rewritten into forms they take (PostgreSQL docs, 8.5.1 "Date/Time Input" and 8.5.4
+//! "Interval Input"):
+//!
+//! ```text
+//!  '1 day 02:03:04'            ─► '1 day 02 hours 03 minutes 04 seconds'
+//!  '-02:03:04.5'               ─► '-02 hours -03 minutes -04.5 seconds'
+//!  '1 year 2 mons 3 days'      ─► '1 year 2 months 3 days'     (PostgreSQL's own output form)
+//!  '@ 3 hrs 5 mins'            ─► '3 hours 5 minutes'
+//!  '2023-11-05 01:40-07:00'    ─► '2023-11-05 01:40:00-07:00'  (a time without seconds)
+//!  '2023-11-05 01:40:07-07'    ─► '2023-11-05 01:40:07-07:00'  (an offset of hours only)
+//! ```
+//!
+//! A cast from text to `interval` or a timestamp type (`'...'::interval`, `CAST(s AS
+//! TIMESTAMPTZ)`, the casts type coercion adds) is rewritten by [`crate::sql::semantics`] to
+//! cast `pg_interval_text(s)` or `pg_timestamp_text(s)` instead; text in a form Arrow takes
+//! passes unchanged, so errors for bad input stay Arrow's.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, StringArray};
+use arrow::datatypes::DataType;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+};
+
+/// Which input form a [`DateTimeText`] rewrites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// `interval` text (see [`interval_text`]).
+    Interval,
+    /// `timestamp` / `timestamptz` text (see [`timestamp_text`]).
+    Timestamp,
+}
+
+/// `pg_interval_text(text)` / `pg_timestamp_text(text)`: the text in a form Arrow's cast
+/// parses, row by row (NULL stays NULL).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DateTimeText {
+    target: Target,
+    signature: Signature,
+}
+
+impl DateTimeText {
+    /// The function for `target`.
+    pub fn new(target: Target) -> Self {
+        DateTimeText {
+            target,
+            signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
+        }
+    }
+
+    /// The function's name for `target`.
+    pub fn name_of(target: Target) -> &'static str {
+        match target {
+            Target::Interval => "pg_interval_text",
+            Target::Timestamp => "pg_timestamp_text",
+        }
+    }
+}
+
+impl ScalarUDFImpl for DateTimeText {
+    fn name(&self) -> &str {
+        Self::name_of(self.target)
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rewrite = |s: &str| -> String {
+            match self.target {
+                Target::Interval => interval_text(s).into_owned(),
+                Target::Timestamp => timestamp_text(s).into_owned(),
+            }
+        };
+        match &args.args[0] {
+            ColumnarValue::Scalar(ScalarValue::Utf8(v)) => Ok(ColumnarValue::Scalar(
+                ScalarValue::Utf8(v.as_deref().map(rewrite)),
+            )),
+            other => {
+                let array = other.to_array(args.number_rows)?;
+                let out: StringArray = array
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|v| v.map(rewrite))
+                    .collect();
+                Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
+            }
+        }
+    }
+}
+
+/// PostgreSQL's unit abbreviations (and `mons`, its output form) as Arrow's interval parser
+/// names the units.
+fn interval_unit(word: &str) -> Option<&'static str> {
+    Some(match word.to_ascii_lowercase().as_str() {
+        "y" | "yr" | "yrs" => "years",
+        "mon" | "mons" => "months",
+        "w" => "weeks",
+        "d" => "days",
+        "h" | "hr" | "hrs" => "hours",
+        "m" | "min" | "mins" => "minutes",
+        "s" | "sec" | "secs" => "seconds",
+        "ms" | "msec" | "msecs" => "milliseconds",
+        "us" | "usec" | "usecs" => "microseconds",
+        _ => return None,
+    })
+}
+
+/// `[+-]h:mm[:ss[.f]]` as (negative, hours, minutes, seconds).
+fn clock_time(token: &str) -> Option<(bool, &str, &str, &str)> {
+    let (negative, rest) = match token.as_bytes().first()? {
+        b'-' => (true, &token[1..]),
+        b'+' => (false, &token[1..]),
+        _ => (false, token),
+    };
+    let mut parts = rest.split(':');
+    let h = parts.next()?;
+    let m = parts.next()?;
+    let s = parts.next().unwrap_or("0");
+    if parts.next().is_some() {
+        return None;
+    }
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    let seconds_ok = match s.split_once('.') {
+        Some((whole, frac)) => digits(whole) && digits(frac),
+        None => digits(s),
+    };
+    (digits(h) && digits(m) && seconds_ok).then_some((negative, h, m, s))
+}
+
+/// Interval text in PostgreSQL's forms rewritten for Arrow's parser: clock times
+/// (`02:03:04`, signed) become hours, minutes and seconds; unit abbreviations and `mons`
+/// become Arrow's unit names; a leading `@` goes. Unchanged when nothing applies.
+pub fn interval_text(s: &str) -> Cow<'_, str> {
+    let mut changed = false;
+    let mut out: Vec<String> = Vec::new();
+    for token in s.split_whitespace() {
+        if token == "@" {
+            changed = true;
+            continue;
+        }
+        if let Some((negative, h, m, sec)) = clock_time(token) {
+            let sign = if negative { "-" } else { "" };
+            out.push(format!(
+                "{sign}{h} hours {sign}{m} minutes {sign}{sec} seconds"
+            ));
+            changed = true;
+            continue;
+        }
+        if let Some(unit) = interval_unit(token) {
+            out.push(unit.to_string());
+            changed = true;
+            continue;
+        }
+        out.push(token.to_string());
+    }
+    if changed {
+        Cow::Owned(out.join(" "))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+/// Timestamp text in PostgreSQL's forms rewritten for Arrow's parser: a time of hours and
+/// minutes gets `:00` seconds, and a UTC offset of hours only (`-07`) gets `:00` minutes.
+/// Unchanged when nothing applies.
+pub fn timestamp_text(s: &str) -> Cow<'_, str> {
+    let t = s.trim();
+    // The time starts after the date and one space or 'T'.
+    let Some(sep) = t.find([' ', 'T']) else {
+        return Cow::Borrowed(s);
+    };
+    let (date, rest) = t.split_at(sep);
+    let time = rest[1..].trim_start();
+    let b = time.as_bytes();
+    let two_digits =
+        |i: usize| b.len() >= i + 2 && b[i].is_ascii_digit() && b[i + 1].is_ascii_digit();
+    let hour_len = if two_digits(0) {
+        2
+    } else if b.first().is_some_and(|c| c.is_ascii_digit()) {
+        1
+    } else {
+        return Cow::Borrowed(s);
+    };
+    if b.get(hour_len) != Some(&b':') || !two_digits(hour_len + 1) {
+        return Cow::Borrowed(s);
+    }
+    let mut clock_end = hour_len + 3;
+    let mut time = time.to_string();
+    let mut changed = false;
+    if b.get(clock_end) != Some(&b':') {
+        time.insert_str(clock_end, ":00");
+        changed = true;
+        clock_end += 3;
+    } else {
+        // Past the seconds and any fraction.
+        clock_end += 1;
+        while time
+            .as_bytes()
+            .get(clock_end)
+            .is_some_and(|c| c.is_ascii_digit() || *c == b'.')
+        {
+            clock_end += 1;
+        }
+    }
+    // An offset of hours only: `+05`, `-7`.
+    let zone = time[clock_end..].trim_start();
+    let zb = zone.as_bytes();
+    let hours_only = matches!(zb.first(), Some(b'+' | b'-'))
+        && (2..=3).contains(&zb.len())
+        && zb[1..].iter().all(u8::is_ascii_digit);
+    if hours_only {
+        let sign = &zone[..1];
+        let hours = format!("{:0>2}", &zone[1..]);
+        time = format!("{}{sign}{hours}:00", &time[..clock_end]);
+        changed = true;
+    }
+    if changed {
+        Cow::Owned(format!("{date} {time}"))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_forms() {
+        assert_eq!(
+            interval_text("1 day 02:03:04"),
+            "1 day 02 hours 03 minutes 04 seconds"
+        );
+        assert_eq!(
+            interval_text("-02:03:04.5"),
+            "-02 hours -03 minutes -04.5 seconds"
+        );
+        assert_eq!(interval_text("1 year 2 mons"), "1 year 2 months");
+        assert_eq!(interval_text("@ 3 hrs 5 mins"), "3 hours 5 minutes");
+        assert_eq!(interval_text("10:30"), "10 hours 30 minutes 0 seconds");
+        assert_eq!(interval_text("1 mon"), "1 months");
+        assert!(matches!(interval_text("3 days"), Cow::Borrowed(_)));
+        assert!(matches!(interval_text("nonsense"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn timestamp_forms() {
+        assert_eq!(
+            timestamp_text("2023-11-05 01:40-07:00"),
+            "2023-11-05 01:40:00-07:00"
+        );
+        assert_eq!(
+            timestamp_text("2023-11-05 01:40:07-07"),
+            "2023-11-05 01:40:07-07:00"
+        );
+        assert_eq!(
+            timestamp_text("2023-11-05 01:40:07.25+5"),
+            "2023-11-05 01:40:07.25+05:00"
+        );
+        assert_eq!(timestamp_text("2023-11-05 1:40"), "2023-11-05 1:40:00");
+        assert!(matches!(
+            timestamp_text("2023-11-05 01:40:07+00:00"),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(timestamp_text("2023-11-05"), Cow::Borrowed(_)));
+        assert!(matches!(timestamp_text("garbage"), Cow::Borrowed(_)));
+    }
+}

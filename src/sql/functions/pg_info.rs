@@ -1,0 +1,428 @@
+//! PostgreSQL's system information functions that drivers and tools call (PostgreSQL docs,
+//! 9.26 "System Information Functions and Operators", and 9.27 "System Administration
+//! Functions" for `pg_sleep`):
+//!
+//! ```text
+//!  version()                      text   'PostgreSQL 16.6 (Weir 0.1.0) on x86_64-linux, ...'
+//!  session_user, current_user     text   the user named at connection startup
+//!  pg_typeof(any)                 text   the argument's PostgreSQL type name ('integer', ...)
+//!  pg_encoding_to_char(integer)   text   'UTF8' for 6, '' for an unknown encoding number
+//!  col_description(oid, integer)  text   NULL (Weir keeps no comments)
+//!  obj_description(oid [, name])  text   NULL
+//!  shobj_description(oid, name)   text   NULL
+//!  pg_sleep(double precision)     void   sleeps that many seconds (fractions allowed)
+//!  pg_advisory_unlock_all()       void   does nothing (Weir takes no advisory locks)
+//! ```
+//!
+//! `version()` starts `PostgreSQL <server_version>` because drivers parse it (SQLAlchemy reads
+//! the major and minor version from it), as RisingWave's and Materialize's do.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+use datafusion::prelude::SessionContext;
+
+use crate::error::Error;
+
+/// Registers the functions of this module in `ctx` (after the `pg_catalog` setup, whose
+/// `session_user` and `pg_encoding_to_char` they replace), for a connection of `user`.
+pub fn register(ctx: &SessionContext, user: &str) {
+    ctx.deregister_udf("version");
+    let udfs: Vec<ScalarUDF> = vec![
+        ScalarUDF::new_from_impl(Constant::new("version", version_text())),
+        ScalarUDF::new_from_impl(PgTypeof::new()),
+        ScalarUDF::new_from_impl(PgEncodingToChar::new()),
+        ScalarUDF::new_from_impl(NoDescription::new("col_description", &[2])),
+        ScalarUDF::new_from_impl(NoDescription::new("obj_description", &[1, 2])),
+        ScalarUDF::new_from_impl(NoDescription::new("shobj_description", &[2])),
+        ScalarUDF::new_from_impl(PgSleep::new()),
+        ScalarUDF::new_from_impl(Constant::void("pg_advisory_unlock_all")),
+    ];
+    for udf in udfs {
+        ctx.register_udf(udf);
+    }
+    register_user(ctx, user);
+}
+
+/// Sets the user `session_user` (and `current_user`) return in `ctx`.
+pub fn register_user(ctx: &SessionContext, user: &str) {
+    ctx.register_udf(ScalarUDF::new_from_impl(Constant::new(
+        "session_user",
+        user.to_string(),
+    )));
+}
+
+/// `version()`'s text: PostgreSQL's form, naming the protocol version Weir follows (the
+/// `server_version` setting's default) and Weir's own version.
+pub fn version_text() -> String {
+    let pg = crate::settings::SessionVars::default()
+        .get("server_version")
+        .unwrap_or_else(|_| "16.6".to_string());
+    format!(
+        "PostgreSQL {pg} (Weir {}) on {}-{}, 64-bit",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    )
+}
+
+/// A function of no arguments whose value is fixed for the session (`version()`,
+/// `session_user`), or NULL for a `void` function.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Constant {
+    name: &'static str,
+    value: Option<String>,
+    signature: Signature,
+}
+
+impl Constant {
+    fn new(name: &'static str, value: String) -> Self {
+        Constant {
+            name,
+            value: Some(value),
+            signature: Signature::nullary(Volatility::Stable),
+        }
+    }
+
+    /// A `void` function that does nothing (PostgreSQL prints its result as empty).
+    fn void(name: &'static str) -> Self {
+        Constant {
+            name,
+            value: None,
+            signature: Signature::nullary(Volatility::Volatile),
+        }
+    }
+}
+
+impl ScalarUDFImpl for Constant {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(self.value.clone())))
+    }
+}
+
+/// `pg_typeof(any)`: the PostgreSQL name of the argument's type, one per row (PostgreSQL
+/// returns `regtype`, which prints as this name).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgTypeof {
+    signature: Signature,
+}
+
+impl PgTypeof {
+    fn new() -> Self {
+        PgTypeof {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for PgTypeof {
+    fn name(&self) -> &str {
+        "pg_typeof"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let name = super::pg_type_name(&args.args[0].data_type());
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))
+    }
+}
+
+/// PostgreSQL's encoding names by number (`pg_wchar.h`'s `pg_enc`, server and client
+/// encodings).
+const ENCODINGS: [&str; 42] = [
+    "SQL_ASCII",
+    "EUC_JP",
+    "EUC_CN",
+    "EUC_KR",
+    "EUC_TW",
+    "EUC_JIS_2004",
+    "UTF8",
+    "MULE_INTERNAL",
+    "LATIN1",
+    "LATIN2",
+    "LATIN3",
+    "LATIN4",
+    "LATIN5",
+    "LATIN6",
+    "LATIN7",
+    "LATIN8",
+    "LATIN9",
+    "LATIN10",
+    "WIN1256",
+    "WIN1258",
+    "WIN866",
+    "WIN874",
+    "KOI8R",
+    "WIN1251",
+    "WIN1252",
+    "ISO_8859_5",
+    "ISO_8859_6",
+    "ISO_8859_7",
+    "ISO_8859_8",
+    "WIN1250",
+    "WIN1253",
+    "WIN1254",
+    "WIN1255",
+    "WIN1257",
+    "KOI8U",
+    "SJIS",
+    "BIG5",
+    "GBK",
+    "UHC",
+    "GB18030",
+    "JOHAB",
+    "SHIFT_JIS_2004",
+];
+
+/// `pg_encoding_to_char(integer)`: an encoding's name by number; `''` for an unknown number,
+/// NULL for NULL. Takes any integer type (Weir's integer literals are `bigint`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgEncodingToChar {
+    signature: Signature,
+}
+
+impl PgEncodingToChar {
+    fn new() -> Self {
+        PgEncodingToChar {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for PgEncodingToChar {
+    fn name(&self) -> &str {
+        "pg_encoding_to_char"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        match arg_types {
+            [t] if t.is_integer() || t.is_null() => Ok(vec![DataType::Int64]),
+            _ => Err(function_does_not_exist(
+                "pg_encoding_to_char",
+                arg_types,
+                "pg_encoding_to_char takes one integer",
+            )),
+        }
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let numbers = arrays[0].as_primitive::<Int64Type>();
+        let out: StringArray = numbers
+            .iter()
+            .map(|n| {
+                n.map(|n| {
+                    usize::try_from(n)
+                        .ok()
+                        .and_then(|i| ENCODINGS.get(i))
+                        .copied()
+                        .unwrap_or("")
+                })
+            })
+            .collect();
+        shape(&args.args, Arc::new(out))
+    }
+}
+
+/// `col_description`, `obj_description`, `shobj_description`: an object's comment, always
+/// NULL (Weir has no `COMMENT ON`), with PostgreSQL's arities.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct NoDescription {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl NoDescription {
+    fn new(name: &'static str, arities: &[usize]) -> Self {
+        let forms = arities.iter().map(|n| TypeSignature::Any(*n)).collect();
+        NoDescription {
+            name,
+            signature: Signature::one_of(forms, Volatility::Stable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for NoDescription {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)))
+    }
+}
+
+/// `pg_sleep(seconds)`: blocks the statement for that many seconds (a fraction allowed; NULL,
+/// zero or negative: no wait), once per row, then returns NULL (PostgreSQL's `void` prints
+/// as an empty value). Runs on a tokio worker: the wait is moved off the worker's task queue
+/// with `block_in_place` where the runtime allows it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgSleep {
+    signature: Signature,
+}
+
+impl PgSleep {
+    fn new() -> Self {
+        PgSleep {
+            signature: Signature::user_defined(Volatility::Volatile),
+        }
+    }
+}
+
+impl ScalarUDFImpl for PgSleep {
+    fn name(&self) -> &str {
+        "pg_sleep"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        match arg_types {
+            [t] if t.is_numeric() || t.is_null() => Ok(vec![DataType::Float64]),
+            _ => Err(function_does_not_exist(
+                "pg_sleep",
+                arg_types,
+                "pg_sleep takes a number of seconds",
+            )),
+        }
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let seconds = arrays[0].as_primitive::<Float64Type>();
+        let total: f64 = seconds
+            .iter()
+            .flatten()
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .sum();
+        if total > 0.0 {
+            let wait = Duration::from_secs_f64(total.min(u32::MAX as f64));
+            let in_multi_thread_runtime = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            if in_multi_thread_runtime {
+                tokio::task::block_in_place(|| std::thread::sleep(wait));
+            } else {
+                std::thread::sleep(wait);
+            }
+        }
+        let out: ArrayRef = Arc::new(StringArray::new_null(seconds.len()));
+        shape(&args.args, out)
+    }
+}
+
+/// 42883 for a call no form of the function takes.
+fn function_does_not_exist(name: &str, arg_types: &[DataType], hint: &str) -> DataFusionError {
+    let names: Vec<String> = arg_types.iter().map(super::pg_type_name).collect();
+    DataFusionError::External(Box::new(Error::plan(
+        "42883",
+        format!(
+            "function {name}({}) does not exist; {hint}",
+            names.join(", ")
+        ),
+    )))
+}
+
+/// A scalar when every argument was one, else the array.
+fn shape(args: &[ColumnarValue], out: ArrayRef) -> Result<ColumnarValue> {
+    if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) && out.len() == 1 {
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+    } else {
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn one(ctx: &SessionContext, sql: &str) -> Option<String> {
+        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        let col = arrow::compute::cast(batches[0].column(0), &DataType::Utf8).unwrap();
+        let col = col.as_string::<i32>();
+        (!col.is_null(0)).then(|| col.value(0).to_string())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn information_functions_answer_as_postgresql() {
+        let ctx = SessionContext::new();
+        register(&ctx, "alice");
+        let v = one(&ctx, "SELECT version()").await.unwrap();
+        assert!(v.starts_with("PostgreSQL 16.6 (Weir "), "{v}");
+        assert_eq!(
+            one(&ctx, "SELECT pg_encoding_to_char(6)").await.unwrap(),
+            "UTF8"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT pg_encoding_to_char(0)").await.unwrap(),
+            "SQL_ASCII"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT pg_encoding_to_char(99)").await.unwrap(),
+            ""
+        );
+        assert_eq!(one(&ctx, "SELECT pg_encoding_to_char(NULL)").await, None);
+        assert_eq!(
+            one(&ctx, "SELECT pg_typeof(CAST(1 AS INT))").await.unwrap(),
+            "integer"
+        );
+        assert_eq!(one(&ctx, "SELECT pg_typeof('x')").await.unwrap(), "text");
+        assert_eq!(one(&ctx, "SELECT col_description(1, 2)").await, None);
+        assert_eq!(one(&ctx, "SELECT obj_description(1)").await, None);
+        assert_eq!(
+            one(&ctx, "SELECT obj_description(1, 'pg_class')").await,
+            None
+        );
+        let start = std::time::Instant::now();
+        assert_eq!(one(&ctx, "SELECT pg_sleep(0.2)").await, None);
+        assert!(start.elapsed() >= Duration::from_millis(200));
+        assert_eq!(one(&ctx, "SELECT pg_sleep(-1)").await, None);
+    }
+}
