@@ -789,7 +789,14 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transf
             } else {
                 Expr::Cast(datafusion::logical_expr::Cast::new(c.expr, DataType::Utf8))
             };
-            let udf = Arc::new(ScalarUDF::new_from_impl(DateTimeText::new(target)));
+            let type_name = match c.field.data_type() {
+                DataType::Timestamp(_, Some(_)) => "timestamp with time zone",
+                DataType::Timestamp(_, None) => "timestamp",
+                _ => "interval",
+            };
+            let udf = Arc::new(ScalarUDF::new_from_impl(DateTimeText::new(
+                target, type_name,
+            )));
             Ok(Transformed::yes(Expr::Cast(
                 datafusion::logical_expr::Cast {
                     expr: Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(

@@ -14,17 +14,21 @@
 //! A cast from text to `interval` or a timestamp type (`'...'::interval`, `CAST(s AS
 //! TIMESTAMPTZ)`, the casts type coercion adds) is rewritten by [`crate::sql::semantics`] to
 //! cast `pg_interval_text(s)` or `pg_timestamp_text(s)` instead; text in a form Arrow takes
-//! passes unchanged, so errors for bad input stay Arrow's.
+//! passes unchanged. Text neither form of which parses is refused here, as PostgreSQL
+//! reports it: `22007` `invalid input syntax for type interval: "..."`, quoting it as written.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, StringArray};
+use arrow::compute::kernels::cast_utils::{parse_interval_month_day_nano, string_to_datetime};
 use arrow::datatypes::DataType;
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
+
+use crate::error::Error;
 
 /// Which input form a [`DateTimeText`] rewrites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,14 +44,18 @@ pub enum Target {
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct DateTimeText {
     target: Target,
+    /// The cast's type as PostgreSQL names it in errors (`interval`, `timestamp`,
+    /// `timestamp with time zone`).
+    type_name: &'static str,
     signature: Signature,
 }
 
 impl DateTimeText {
-    /// The function for `target`.
-    pub fn new(target: Target) -> Self {
+    /// The function for a cast to `target`, named `type_name` in errors.
+    pub fn new(target: Target, type_name: &'static str) -> Self {
         DateTimeText {
             target,
+            type_name,
             signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
         }
     }
@@ -75,26 +83,49 @@ impl ScalarUDFImpl for DateTimeText {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rewrite = |s: &str| -> String {
-            match self.target {
-                Target::Interval => interval_text(s).into_owned(),
-                Target::Timestamp => timestamp_text(s).into_owned(),
-            }
-        };
+        let convert = |v: Option<&str>| v.map(|s| self.convert(s)).transpose();
         match &args.args[0] {
             ColumnarValue::Scalar(ScalarValue::Utf8(v)) => Ok(ColumnarValue::Scalar(
-                ScalarValue::Utf8(v.as_deref().map(rewrite)),
+                ScalarValue::Utf8(convert(v.as_deref())?),
             )),
             other => {
                 let array = other.to_array(args.number_rows)?;
                 let out: StringArray = array
                     .as_string::<i32>()
                     .iter()
-                    .map(|v| v.map(rewrite))
-                    .collect();
+                    .map(convert)
+                    .collect::<Result<_>>()?;
                 Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
             }
         }
+    }
+}
+
+impl DateTimeText {
+    /// One value: rewritten if that makes it parse, else as written when Arrow parses it.
+    ///
+    /// # Errors
+    /// `22007` `invalid input syntax for type <type>: "<text>"` (PostgreSQL's message) when
+    /// neither parses.
+    fn convert(&self, s: &str) -> Result<String> {
+        let parses = |t: &str| match self.target {
+            Target::Interval => parse_interval_month_day_nano(t).is_ok(),
+            Target::Timestamp => string_to_datetime(&chrono::Utc, t).is_ok(),
+        };
+        let rewritten = match self.target {
+            Target::Interval => interval_text(s),
+            Target::Timestamp => timestamp_text(s),
+        };
+        if parses(&rewritten) {
+            return Ok(rewritten.into_owned());
+        }
+        if matches!(rewritten, Cow::Owned(_)) && parses(s) {
+            return Ok(s.to_string());
+        }
+        Err(DataFusionError::External(Box::new(Error::data(
+            "22007",
+            format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
+        ))))
     }
 }
 
