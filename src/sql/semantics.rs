@@ -89,7 +89,7 @@ fn out_of_range(t: &DataType) -> DataFusionError {
 }
 
 /// Returns a scalar when every argument was one (constant folding keeps constants small).
-fn shape_result(
+pub(crate) fn shape_result(
     args: &[ColumnarValue],
     out: ArrayRef,
 ) -> datafusion::common::Result<ColumnarValue> {
@@ -782,57 +782,51 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transf
             Ok(Transformed::yes(call("int_neg", vec![*inner])))
         }
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
-        Expr::Cast(c) if datetime_text_target(&c, schema)?.is_some() => {
-            let target = datetime_text_target(&c, schema)?.unwrap_or(Target::Timestamp);
-            let text = if c.expr.get_type(schema)? == DataType::Utf8 {
-                *c.expr
-            } else {
-                Expr::Cast(datafusion::logical_expr::Cast::new(c.expr, DataType::Utf8))
-            };
-            let type_name = match c.field.data_type() {
-                DataType::Timestamp(_, Some(_)) => "timestamp with time zone",
-                DataType::Timestamp(_, None) => "timestamp",
-                _ => "interval",
-            };
-            let udf = Arc::new(ScalarUDF::new_from_impl(DateTimeText::new(
-                target, type_name,
-            )));
-            Ok(Transformed::yes(Expr::Cast(
-                datafusion::logical_expr::Cast {
-                    expr: Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
-                        udf,
-                        vec![text],
-                    ))),
-                    field: c.field,
-                },
-            )))
-        }
+        Expr::Cast(c) => datetime_text_cast(c, schema),
         other => Ok(Transformed::no(other)),
     }
 }
 
-/// Which input rewrite a cast needs: text (not already rewritten) cast to an interval or a
-/// timestamp type (see [`super::functions::datetime_input`]).
-fn datetime_text_target(
-    c: &datafusion::logical_expr::Cast,
+/// A cast of text (not already rewritten) to an interval or a timestamp type, rewritten to
+/// cast the text as [`super::functions::datetime_input`] reads it; other casts unchanged.
+fn datetime_text_cast(
+    c: datafusion::logical_expr::Cast,
     schema: &DFSchema,
-) -> datafusion::common::Result<Option<Target>> {
-    let target = match c.field.data_type() {
-        DataType::Interval(_) => Target::Interval,
-        DataType::Timestamp(..) => Target::Timestamp,
-        _ => return Ok(None),
+) -> datafusion::common::Result<Transformed<Expr>> {
+    let (target, type_name) = match c.field.data_type() {
+        DataType::Interval(_) => (Target::Interval, "interval"),
+        DataType::Timestamp(_, Some(_)) => (Target::Timestamp, "timestamp with time zone"),
+        DataType::Timestamp(_, None) => (Target::Timestamp, "timestamp"),
+        _ => return Ok(Transformed::no(Expr::Cast(c))),
     };
-    if let Expr::ScalarFunction(f) = c.expr.as_ref()
-        && f.name() == DateTimeText::name_of(target)
-    {
-        return Ok(None);
-    }
+    let rewritten = matches!(c.expr.as_ref(), Expr::ScalarFunction(f)
+        if f.name() == DateTimeText::name_of(target));
     let from = c.expr.get_type(schema)?;
-    Ok(matches!(
-        from,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    )
-    .then_some(target))
+    if rewritten
+        || !matches!(
+            from,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        )
+    {
+        return Ok(Transformed::no(Expr::Cast(c)));
+    }
+    let text = if from == DataType::Utf8 {
+        *c.expr
+    } else {
+        Expr::Cast(datafusion::logical_expr::Cast::new(c.expr, DataType::Utf8))
+    };
+    let udf = Arc::new(ScalarUDF::new_from_impl(DateTimeText::new(
+        target, type_name,
+    )));
+    Ok(Transformed::yes(Expr::Cast(
+        datafusion::logical_expr::Cast {
+            expr: Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
+                udf,
+                vec![text],
+            ))),
+            field: c.field,
+        },
+    )))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use arrow::array::{ArrayRef, AsArray, StringArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -254,7 +254,7 @@ impl ScalarUDFImpl for PgEncodingToChar {
                 })
             })
             .collect();
-        shape(&args.args, Arc::new(out))
+        crate::sql::semantics::shape_result(&args.args, Arc::new(out))
     }
 }
 
@@ -354,7 +354,7 @@ impl ScalarUDFImpl for PgSleep {
             }
         }
         let out: ArrayRef = Arc::new(StringArray::new_null(seconds.len()));
-        shape(&args.args, out)
+        crate::sql::semantics::shape_result(&args.args, out)
     }
 }
 
@@ -370,18 +370,10 @@ fn function_does_not_exist(name: &str, arg_types: &[DataType], hint: &str) -> Da
     )))
 }
 
-/// A scalar when every argument was one, else the array.
-fn shape(args: &[ColumnarValue], out: ArrayRef) -> Result<ColumnarValue> {
-    if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) && out.len() == 1 {
-        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-    } else {
-        Ok(ColumnarValue::Array(out))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::Array;
 
     async fn one(ctx: &SessionContext, sql: &str) -> Option<String> {
         let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
