@@ -38,6 +38,31 @@ struct Args {
     /// and views beyond it live on disk; see `weir_catalog.memory`.
     #[arg(long, value_parser = weir::state::backend::parse_memory_size)]
     memory_limit: Option<u64>,
+    /// Authentication of connections from a loopback address: `trust` (any user, no
+    /// password) or `scram-sha-256` (a role's password).
+    #[arg(long, default_value = "trust")]
+    local_auth: weir::server::AuthMethod,
+    /// Authentication of connections from any other address: `scram-sha-256` or `trust`.
+    #[arg(long, default_value = "scram-sha-256")]
+    host_auth: weir::server::AuthMethod,
+    /// Creates (or updates) this superuser at start, with the password in
+    /// `WEIR_SUPERUSER_PASSWORD`: the first role of a server that asks for passwords.
+    #[arg(long, requires = "superuser_password")]
+    superuser: Option<String>,
+    /// The `--superuser`'s password.
+    #[arg(
+        long,
+        env = "WEIR_SUPERUSER_PASSWORD",
+        hide_env_values = true,
+        requires = "superuser"
+    )]
+    superuser_password: Option<String>,
+    /// TLS certificate chain (PEM): clients may then use `sslmode=require`.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn parse_setting(s: &str) -> Result<(String, String), String> {
@@ -117,14 +142,29 @@ fn main() -> std::process::ExitCode {
         if let Some(limit) = args.memory_limit {
             config.memory_limit = limit;
         }
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(weir::server::auth::tls_acceptor(cert, key)?),
+            _ => None,
+        };
+        let server_config = weir::server::ServerConfig {
+            local_auth: args.local_auth,
+            host_auth: args.host_auth,
+            tls,
+        };
         let engine = weir::open_with(config).await?;
-        let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        let listener = async {
+            if let (Some(name), Some(password)) = (&args.superuser, &args.superuser_password) {
+                engine.ensure_superuser(name, password)?;
+            }
+            Ok::<_, weir::error::Error>(tokio::net::TcpListener::bind(args.listen).await?)
+        };
+        let listener = match listener.await {
             Ok(l) => l,
             Err(e) => {
                 if let Err(stop) = engine.shutdown().await {
                     tracing::warn!(error = %stop, "engine shutdown failed");
                 }
-                return Err(e.into());
+                return Err(e);
             }
         };
         tracing::info!(listen = %args.listen, data_dir = %args.data_dir.display(), "weir started");
@@ -133,7 +173,8 @@ fn main() -> std::process::ExitCode {
             tracing::info!(signal, "shutting down");
         };
         // Stops accepting and closes every connection once a signal arrives.
-        let served = weir::server::run(listener, Arc::clone(&engine), shutdown).await;
+        let served =
+            weir::server::run_with(listener, Arc::clone(&engine), server_config, shutdown).await;
         let stopped = engine.shutdown().await;
         // Normally the last reference: the store and the jobs' databases close here (else when
         // the statement still holding one ends, before the runtime is gone).

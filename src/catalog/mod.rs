@@ -3,6 +3,8 @@
 //!
 //! Persisted as JSON under the store's `m/catalog` key on every DDL statement.
 
+pub mod roles;
+
 use std::collections::BTreeMap;
 
 use arrow::datatypes::{Schema, SchemaRef};

@@ -33,6 +33,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{error, info};
 
+use crate::catalog::roles::Roles;
 use crate::catalog::{Catalog, RelationDef};
 use crate::checkpoint::{History, StoppedWriter};
 use crate::common::{Epoch, RelationId};
@@ -44,6 +45,7 @@ use crate::stream::job::{EPOCH_BATCH_ROWS, Job, Recovery};
 mod ddl;
 mod epochs;
 mod recovery;
+mod roles;
 mod tables;
 
 use epochs::BarrierClock;
@@ -203,6 +205,8 @@ pub struct Engine {
     /// the heap (see [`EngineConfig::rows_in_memory`]).
     rows_in: Option<Arc<StateBackend>>,
     catalog: Mutex<Catalog>,
+    /// Roles and their password verifiers (durable under `m/roles`).
+    roles: Mutex<Roles>,
     /// Every table's contents, changelog, write backlog and snapshots.
     tables: Tables,
     /// The open epoch, the barrier clock's task and the stop signal.
@@ -319,6 +323,10 @@ impl Engine {
             Some(bytes) => Catalog::from_json(&bytes)?,
             None => Catalog::default(),
         };
+        let roles = match store.get_meta("roles")? {
+            Some(bytes) => Roles::from_json(&bytes)?,
+            None => Roles::default(),
+        };
         let store = Arc::new(store);
         let (tables, loaded) = Tables::open(
             Arc::clone(&store),
@@ -349,6 +357,7 @@ impl Engine {
             state,
             rows_in,
             catalog: Mutex::new(catalog),
+            roles: Mutex::new(roles),
             tables,
             clock: BarrierClock::new(Epoch(max_epoch.0 + 1), config.barrier_interval),
             dataflow: Mutex::new(Dataflow::default()),

@@ -8,6 +8,9 @@ use arrow_pg::datatypes::{arrow_schema_to_pg_fields, into_pg_type};
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::sasl::scram::ScramAuth;
+use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -19,6 +22,7 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use tokio::sync::Mutex;
 
+use super::auth;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -33,6 +37,14 @@ pub struct Handlers {
 pub struct Conn {
     session: Mutex<Session>,
     parser: Arc<Parser>,
+    auth: Authentication,
+}
+
+/// How this connection authenticates.
+enum Authentication {
+    Trust,
+    /// pgwire's SASL handler (per connection: it holds the exchange's state).
+    Scram(Box<SASLAuthStartupHandler<DefaultServerParameterProvider>>),
 }
 
 /// The extended-protocol query parser: plans at Parse time to learn parameter and result types.
@@ -49,17 +61,33 @@ pub struct Prepared {
 }
 
 impl Handlers {
-    /// Handlers with a fresh session.
+    /// Handlers with a fresh session, authenticating with `method`.
     ///
     /// # Errors
     /// Session setup errors.
-    pub fn new(engine: Arc<Engine>) -> Result<Self> {
+    pub fn new(engine: Arc<Engine>, method: auth::AuthMethod) -> Result<Self> {
+        let auth = match method {
+            auth::AuthMethod::Trust => Authentication::Trust,
+            auth::AuthMethod::ScramSha256 => {
+                let mut scram = ScramAuth::new(Arc::new(auth::RoleVerifiers {
+                    engine: Arc::clone(&engine),
+                }));
+                scram.set_iterations(crate::catalog::roles::SCRAM_ITERATIONS as usize);
+                Authentication::Scram(Box::new(
+                    SASLAuthStartupHandler::new(
+                        Arc::new(DefaultServerParameterProvider::default()),
+                    )
+                    .with_scram(scram),
+                ))
+            }
+        };
         let session = Session::new(engine)?;
         let inner = Arc::new_cyclic(|weak| Conn {
             session: Mutex::new(session),
             parser: Arc::new(Parser {
                 session: weak.clone(),
             }),
+            auth,
         });
         Ok(Handlers { inner })
     }
@@ -83,23 +111,73 @@ impl PgWireServerHandlers for Handlers {
     }
 }
 
+/// Startup without a password (`trust`): pgwire's no-op handler.
+struct Trust;
+
+impl NoopStartupHandler for Trust {}
+
+/// The database a connection may name: Weir's one database, or `postgres` (the name tools
+/// connect to first); anything else is `3D000`, as in PostgreSQL.
+fn known_database(name: &str) -> bool {
+    name == crate::session::DATABASE || name == "postgres"
+}
+
 #[async_trait]
-impl NoopStartupHandler for Conn {
-    /// Names the session's user after the startup message (no authentication yet).
-    async fn post_startup<C>(
+impl StartupHandler for Conn {
+    /// Checks the startup message's database and user, then authenticates with the
+    /// connection's method; names the session's user.
+    async fn on_startup<C>(
         &self,
         client: &mut C,
-        _message: pgwire::messages::PgWireFrontendMessage,
+        message: pgwire::messages::PgWireFrontendMessage,
     ) -> PgWireResult<()>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        if let Some(user) = client.metadata().get(pgwire::api::METADATA_USER) {
-            self.session.lock().await.set_user(user);
+        if let pgwire::messages::PgWireFrontendMessage::Startup(startup) = &message {
+            let Some(user) = startup.parameters.get("user").filter(|u| !u.is_empty()) else {
+                return Err(auth::fatal(
+                    "28000",
+                    "no PostgreSQL user name specified in startup packet".into(),
+                ));
+            };
+            let database = startup.parameters.get("database").unwrap_or(user);
+            if !known_database(database) {
+                return Err(auth::fatal(
+                    "3D000",
+                    format!("database \"{database}\" does not exist"),
+                ));
+            }
+            let mut session = self.session.lock().await;
+            if let Some(role) = session.engine.role(user)
+                && !role.login
+            {
+                return Err(auth::fatal(
+                    "28000",
+                    format!("role \"{user}\" is not permitted to log in"),
+                ));
+            }
+            session.set_user(user);
         }
-        Ok(())
+        match &self.auth {
+            Authentication::Trust => Trust.on_startup(client, message).await,
+            Authentication::Scram(scram) => match scram.on_startup(client, message).await {
+                Err(PgWireError::InvalidPassword(_)) => {
+                    let user = client
+                        .metadata()
+                        .get(pgwire::api::METADATA_USER)
+                        .cloned()
+                        .unwrap_or_default();
+                    Err(auth::fatal(
+                        "28P01",
+                        format!("password authentication failed for user \"{user}\""),
+                    ))
+                }
+                other => other,
+            },
+        }
     }
 }
 

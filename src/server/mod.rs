@@ -1,13 +1,16 @@
 //! The PostgreSQL wire protocol front end (pgwire), one [`Session`] per connection.
 //!
 //! ```text
-//!  TcpListener ─► accept ─► process_socket(handlers of this connection)
-//!                            ├─ startup: no authentication, server parameters
+//!  TcpListener ─► accept
+//!   (TLS if asked) ─► process_socket(handlers of this connection)
+//!                            ├─ startup: database and role checks, trust or SCRAM-SHA-256
+//!                            │  (by the client's address, see [`auth`]), server parameters
 //!                            ├─ simple query  ─► Session::execute per statement
 //!                            ├─ extended query (Parse/Bind/Describe/Execute, $n parameters)
 //!                            └─ COPY FROM STDIN data ─► Session::copy_data / copy_done
 //! ```
 
+pub mod auth;
 mod handler;
 
 use std::net::SocketAddr;
@@ -16,11 +19,26 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+pub use auth::{AuthMethod, ServerConfig};
+
 use crate::engine::Engine;
 use crate::error::Result;
 
 /// How long connections get at shutdown to be told and closed before their tasks are aborted.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`run_with`] the default [`ServerConfig`]: trust on loopback, SCRAM-SHA-256 elsewhere,
+/// no TLS.
+///
+/// # Errors
+/// I/O errors of the listener.
+pub async fn run(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    run_with(listener, engine, ServerConfig::default(), shutdown).await
+}
 
 /// Accepts connections on `listener` until `shutdown` resolves; each connection runs in its
 /// own task with its own session. Then it stops listening and closes every connection, each
@@ -30,13 +48,14 @@ const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 ///
 /// # Errors
 /// I/O errors of the listener.
-pub async fn run(
+pub async fn run_with(
     listener: TcpListener,
     engine: Arc<Engine>,
+    config: ServerConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     let addr = listener.local_addr()?;
-    info!(%addr, "listening");
+    info!(%addr, local_auth = ?config.local_auth, host_auth = ?config.host_auth, tls = config.tls.is_some(), "listening");
     let mut connections = tokio::task::JoinSet::new();
     let (closing, closed) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
@@ -53,7 +72,8 @@ pub async fn run(
                 };
                 let _ = socket.set_nodelay(true);
                 let engine = Arc::clone(&engine);
-                connections.spawn(serve(socket, peer, engine, closed.clone()));
+                let method = config.method_for(&peer);
+                connections.spawn(serve(socket, peer, engine, method, config.tls.clone(), closed.clone()));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
@@ -111,13 +131,30 @@ fn duplicate(
     Ok((tokio::net::TcpStream::from_std(socket)?, copy))
 }
 
+/// The first 8 bytes of PostgreSQL's `SSLRequest` and `GSSENCRequest` messages share this
+/// length and code prefix (protocol "Message Formats": length 8, code 1234 in the high half).
+const ENCRYPTION_REQUEST_PREFIX: [u8; 6] = [0, 0, 0, 8, 0x04, 0xd2];
+
+/// Whether the client's first bytes ask for encryption: a TLS record (direct TLS) or an
+/// `SSLRequest` / `GSSENCRequest`. Peeks without consuming; false when too few bytes came.
+async fn asks_for_encryption(socket: &tokio::net::TcpStream) -> bool {
+    let mut first = [0u8; 8];
+    match socket.peek(&mut first).await {
+        Ok(n) if n >= 1 && first[0] == 0x16 => true,
+        Ok(8) => first[..6] == ENCRYPTION_REQUEST_PREFIX,
+        _ => false,
+    }
+}
+
 async fn serve(
     socket: tokio::net::TcpStream,
     peer: SocketAddr,
     engine: Arc<Engine>,
+    method: AuthMethod,
+    tls: Option<pgwire::tokio::TlsAcceptor>,
     mut closing: tokio::sync::watch::Receiver<bool>,
 ) {
-    let handlers = match handler::Handlers::new(engine) {
+    let handlers = match handler::Handlers::new(engine, method) {
         Ok(h) => Arc::new(h),
         Err(e) => {
             warn!(%peer, error = %e, "cannot create session");
@@ -132,18 +169,30 @@ async fn serve(
         }
     };
     tracing::debug!(%peer, "connection opened");
+    // Set once the client asks for encryption: the shutdown message is then not written in
+    // plain text into the encrypted stream.
+    let encrypted = std::sync::atomic::AtomicBool::new(false);
+    let protocol = async {
+        if tls.is_some() && asks_for_encryption(&socket).await {
+            encrypted.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        pgwire::tokio::process_socket(socket, tls, handlers).await
+    };
     tokio::select! {
-        served = pgwire::tokio::process_socket(socket, None, handlers) => {
+        served = protocol => {
             if let Err(e) = served {
                 tracing::debug!(%peer, error = %e, "connection closed with error");
             }
         }
         () = until_closing(&mut closing) => {
             // The protocol's task is dropped between messages or, rarely, in the middle of
-            // one; the client is told either way, and the socket is closed.
+            // one; the client is told either way (unless its stream is encrypted), and the
+            // socket is closed.
             if let Some(mut copy) = copy {
                 use tokio::io::AsyncWriteExt;
-                let _ = copy.write_all(&admin_shutdown_message()).await;
+                if !encrypted.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = copy.write_all(&admin_shutdown_message()).await;
+                }
                 let _ = copy.shutdown().await;
             }
         }

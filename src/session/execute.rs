@@ -511,6 +511,9 @@ impl Session {
     /// Handles the statements sqlparser does not know or that need session state.
     async fn special(&mut self, sql: &str) -> Result<Option<Output>> {
         let w = words(sql);
+        if let Some(out) = self.role_statement(sql, &w).await? {
+            return Ok(Some(out));
+        }
         let first = w[0].as_str();
         let out = match first {
             "flush" if w.len() == 1 => {
@@ -1324,6 +1327,8 @@ impl Session {
                 | "close"
                 | "unlisten"
         ) || (w[0] == "alter" && w.get(1).is_some_and(|x| x == "materialized"))
+            || (matches!(w[0].as_str(), "create" | "alter" | "drop")
+                && w.get(1).is_some_and(|x| x == "role" || x == "user"))
         {
             return Ok((vec![], None));
         }

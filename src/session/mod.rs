@@ -2,12 +2,12 @@
 
 pub mod execute;
 pub mod memory;
+mod roles;
 
 use std::sync::Arc;
 
 use datafusion::execution::context::SessionContext;
 use datafusion::prelude::SessionConfig;
-use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 
 use crate::common::RelationId;
 use crate::engine::Engine;
@@ -49,6 +49,8 @@ pub struct Session {
     pub copy: Option<PendingCopy>,
     /// The memory pool of this session's queries (`query.memory_limit_mb`).
     pub memory: Arc<memory::QueryMemoryPool>,
+    /// The session's user, as the connection's startup message named it.
+    pub user: String,
 }
 
 impl Session {
@@ -88,8 +90,12 @@ impl Session {
         catalog
             .register_schema("public", schema.clone())
             .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
-        datafusion_pg_catalog::pg_catalog::setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
-            .map_err(|e| Error::Internal(format!("pg_catalog setup: {e}")))?;
+        datafusion_pg_catalog::pg_catalog::setup_pg_catalog(
+            &ctx,
+            DATABASE,
+            crate::sql::system::RoleCatalog::new(&engine),
+        )
+        .map_err(|e| Error::Internal(format!("pg_catalog setup: {e}")))?;
         catalog
             .register_schema(
                 "weir_catalog",
@@ -123,6 +129,7 @@ impl Session {
             schema,
             copy: None,
             memory,
+            user: DEFAULT_USER.to_string(),
         })
     }
 
@@ -130,6 +137,7 @@ impl Session {
     /// `session_user` and `current_user` return.
     pub fn set_user(&mut self, user: &str) {
         crate::sql::functions::pg_info::register_user(&self.ctx, user);
+        self.user = user.to_string();
     }
 }
 

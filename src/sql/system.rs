@@ -751,3 +751,45 @@ fn quote_ident(name: &str) -> String {
         format!("\"{}\"", name.replace('"', "\"\""))
     }
 }
+
+/// Weir's roles for datafusion-pg-catalog's `pg_roles` (what psql's `\du` and drivers read):
+/// name, `rolsuper` and `rolcanlogin`; Weir's roles have no other attributes, so those are
+/// false. A session's user that is no role (a trusted connection) is not listed, as it is not
+/// a role.
+#[derive(Debug, Clone)]
+pub struct RoleCatalog {
+    engine: Arc<Engine>,
+}
+
+impl RoleCatalog {
+    /// The roles of `engine`.
+    pub fn new(engine: &Arc<Engine>) -> Self {
+        RoleCatalog {
+            engine: Arc::clone(engine),
+        }
+    }
+}
+
+#[async_trait]
+impl datafusion_pg_catalog::pg_catalog::context::PgCatalogContextProvider for RoleCatalog {
+    async fn roles(&self) -> Vec<String> {
+        self.engine.roles().into_iter().map(|r| r.name).collect()
+    }
+
+    /// Always a role: one dropped since [`Self::roles`] listed it shows without attributes
+    /// (the library expects every listed name to resolve).
+    async fn role(&self, name: &str) -> Option<datafusion_pg_catalog::pg_catalog::context::Role> {
+        let role = self.engine.role(name);
+        Some(datafusion_pg_catalog::pg_catalog::context::Role {
+            name: name.to_string(),
+            is_superuser: role.as_ref().is_some_and(|r| r.superuser),
+            can_login: role.as_ref().is_some_and(|r| r.login),
+            can_create_db: false,
+            can_create_role: false,
+            can_create_user: false,
+            can_replication: false,
+            grants: Vec::new(),
+            inherited_roles: Vec::new(),
+        })
+    }
+}
