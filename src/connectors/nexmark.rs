@@ -174,9 +174,10 @@ fn unit_double(z: u64) -> f64 {
 /// A price in cents from a draw: `floor(10^(6u) * 100 + 0.5)` for `u` = [`unit_double`], so
 /// log-uniform between 1.00 and 1,000,000.00 (Java's `Math.round`).
 ///
-/// The power goes through the C library's `pow`, as the reference generator's does: the base
-/// is hidden from the optimiser, which would otherwise turn `pow(10, x)` into `exp10(x)`, a
-/// different function whose last bit can differ.
+/// The power goes through the C library's `pow`, as the reference generator's does. The base
+/// is hidden from the optimiser so that `pow(10, x)` can never be rewritten into `exp10(x)`,
+/// a different function whose last bit may differ (LLVM knows that rewrite; today's rustc
+/// does not apply it, and a result one ulp off would change a price now and then).
 pub fn price_from_draw(z: u64) -> i64 {
     let ten: f64 = black_box(10.0);
     (ten.powf(unit_double(z) * 6.0) * 100.0 + 0.5).floor() as i64
@@ -276,9 +277,11 @@ pub fn bid_event_number(i: u64) -> u64 {
         + i % BID_PROPORTION
 }
 
-/// Event number of the `i`-th person (0-based).
+/// Event number of the `i`-th person (0-based): the first event of group `i`, as there is
+/// one person per group.
 pub fn person_event_number(i: u64) -> u64 {
-    (i / PERSON_PROPORTION) * TOTAL_PROPORTION + i % PERSON_PROPORTION
+    const { assert!(PERSON_PROPORTION == 1) };
+    i * TOTAL_PROPORTION
 }
 
 /// Event number of the `i`-th auction (0-based).
@@ -411,11 +414,11 @@ impl NexmarkTable {
 }
 
 /// The newest person among events `0 ..= n`, as a 0-based id (Java's `lastBase0PersonId`).
-/// Event 0 is the first person, so this is never negative.
+/// Event 0 is the first person, so this is never negative; with one person per group, it is
+/// the group number.
 pub fn last_base0_person_id(n: u64) -> i64 {
-    let epoch = (n / TOTAL_PROPORTION) as i64;
-    let off = (n % TOTAL_PROPORTION).min(PERSON_PROPORTION - 1) as i64;
-    epoch * PERSON_PROPORTION as i64 + off
+    const { assert!(PERSON_PROPORTION == 1) };
+    (n / TOTAL_PROPORTION) as i64
 }
 
 /// The newest auction among events `0 ..= n`, as a 0-based id (Java's `lastBase0AuctionId`);
@@ -997,18 +1000,15 @@ fn ms_to_ns(ms: i64) -> i64 {
 
 // ---- CSV ----------------------------------------------------------------------------------
 
-/// Writes `ms` (milliseconds since the Unix epoch) as UTC `YYYY-MM-DD HH:MM:SS.mmm`, the text
-/// form of a `TIMESTAMP(3)`.
-///
-/// # Errors
-/// Errors of `out`.
-pub fn write_timestamp(out: &mut impl Write, ms: i64) -> io::Result<()> {
+/// The text of `ms` (milliseconds since the Unix epoch) as UTC `YYYY-MM-DD HH:MM:SS.mmm`,
+/// for years 0 to 9999.
+fn timestamp_text(ms: i64) -> Option<[u8; 23]> {
     let secs = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     // Civil date of a day count (proleptic Gregorian; H. Hinnant's algorithm).
-    let z = days + 719_468;
+    let z = days.checked_add(719_468)?;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -1017,13 +1017,74 @@ pub fn write_timestamp(out: &mut impl Write, ms: i64) -> io::Result<()> {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    write!(
-        out,
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{millis:03}",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    )
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
+    let mut t = *b"0000-00-00 00:00:00.000";
+    let mut digits = |at: usize, width: usize, mut v: i64| {
+        for i in (at..at + width).rev() {
+            t[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    digits(0, 4, year);
+    digits(5, 2, month);
+    digits(8, 2, day);
+    digits(11, 2, sod / 3600);
+    digits(14, 2, sod / 60 % 60);
+    digits(17, 2, sod % 60);
+    digits(20, 3, millis);
+    Some(t)
+}
+
+/// Writes `ms` (milliseconds since the Unix epoch) as UTC `YYYY-MM-DD HH:MM:SS.mmm`, the text
+/// form of a `TIMESTAMP(3)` (years past 9999 get more digits, years before 0 a sign).
+///
+/// # Errors
+/// Errors of `out`.
+pub fn write_timestamp(out: &mut impl Write, ms: i64) -> io::Result<()> {
+    match timestamp_text(ms) {
+        Some(t) => out.write_all(&t),
+        None => {
+            let t = chrono::DateTime::from_timestamp_millis(ms)
+                .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
+                .unwrap_or_else(|| ms.to_string());
+            out.write_all(t.as_bytes())
+        }
+    }
+}
+
+/// Writes `v` in decimal, then `sep`.
+fn put_int(out: &mut impl Write, v: i64, sep: u8) -> io::Result<()> {
+    let mut buf = [0u8; 21];
+    let mut u = v.unsigned_abs();
+    let mut i = buf.len() - 1;
+    buf[i] = sep;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    out.write_all(&buf[i..])
+}
+
+/// Writes `s`, then `sep`.
+fn put_str(out: &mut impl Write, s: &str, sep: u8) -> io::Result<()> {
+    out.write_all(s.as_bytes())?;
+    out.write_all(&[sep])
+}
+
+/// Writes the timestamp `ms` (see [`write_timestamp`]), then `sep`.
+fn put_timestamp(out: &mut impl Write, ms: i64, sep: u8) -> io::Result<()> {
+    write_timestamp(out, ms)?;
+    out.write_all(&[sep])
 }
 
 /// Writes a bid as one CSV line: `auction,bidder,price,channel,url,date_time,extra\n`, no
@@ -1033,15 +1094,13 @@ pub fn write_timestamp(out: &mut impl Write, ms: i64) -> io::Result<()> {
 /// # Errors
 /// Errors of `out`.
 pub fn write_bid_csv(out: &mut impl Write, bid: &Bid<'_>) -> io::Result<()> {
-    write!(
-        out,
-        "{},{},{},{},{},",
-        bid.auction, bid.bidder, bid.price, bid.channel, bid.url
-    )?;
-    write_timestamp(out, bid.date_time)?;
-    out.write_all(b",")?;
-    out.write_all(bid.extra.as_str().as_bytes())?;
-    out.write_all(b"\n")
+    put_int(out, bid.auction, b',')?;
+    put_int(out, bid.bidder, b',')?;
+    put_int(out, bid.price, b',')?;
+    put_str(out, bid.channel, b',')?;
+    put_str(out, bid.url, b',')?;
+    put_timestamp(out, bid.date_time, b',')?;
+    put_str(out, bid.extra.as_str(), b'\n')
 }
 
 /// Writes a person as one CSV line:
@@ -1051,13 +1110,14 @@ pub fn write_bid_csv(out: &mut impl Write, bid: &Bid<'_>) -> io::Result<()> {
 /// # Errors
 /// Errors of `out`.
 pub fn write_person_csv(out: &mut impl Write, p: &Person) -> io::Result<()> {
-    write!(
-        out,
-        "{},{},{},{},{},{},",
-        p.id, p.name, p.email_address, p.credit_card, p.city, p.state
-    )?;
-    write_timestamp(out, p.date_time)?;
-    writeln!(out, ",{}", p.extra)
+    put_int(out, p.id, b',')?;
+    put_str(out, &p.name, b',')?;
+    put_str(out, &p.email_address, b',')?;
+    put_str(out, &p.credit_card, b',')?;
+    put_str(out, p.city, b',')?;
+    put_str(out, p.state, b',')?;
+    put_timestamp(out, p.date_time, b',')?;
+    put_str(out, &p.extra, b'\n')
 }
 
 /// Writes an auction as one CSV line: `id,item_name,description,initial_bid,reserve,
@@ -1066,15 +1126,16 @@ pub fn write_person_csv(out: &mut impl Write, p: &Person) -> io::Result<()> {
 /// # Errors
 /// Errors of `out`.
 pub fn write_auction_csv(out: &mut impl Write, a: &Auction) -> io::Result<()> {
-    write!(
-        out,
-        "{},{},{},{},{},",
-        a.id, a.item_name, a.description, a.initial_bid, a.reserve
-    )?;
-    write_timestamp(out, a.date_time)?;
-    out.write_all(b",")?;
-    write_timestamp(out, a.expires)?;
-    writeln!(out, ",{},{},{}", a.seller, a.category, a.extra)
+    put_int(out, a.id, b',')?;
+    put_str(out, &a.item_name, b',')?;
+    put_str(out, &a.description, b',')?;
+    put_int(out, a.initial_bid, b',')?;
+    put_int(out, a.reserve, b',')?;
+    put_timestamp(out, a.date_time, b',')?;
+    put_timestamp(out, a.expires, b',')?;
+    put_int(out, a.seller, b',')?;
+    put_int(out, a.category, b',')?;
+    put_str(out, &a.extra, b'\n')
 }
 
 // ---- the source-facing generator ---------------------------------------------------------
@@ -1291,6 +1352,22 @@ mod tests {
         s.clear();
         write_timestamp(&mut s, 0).unwrap();
         assert_eq!(s, b"1970-01-01 00:00:00.000");
+        // Past year 9999 (chrono's text).
+        s.clear();
+        write_timestamp(&mut s, 253_402_300_800_123).unwrap();
+        assert_eq!(s, b"+10000-01-01 00:00:00.123");
+        s.clear();
+        write_timestamp(&mut s, 253_402_300_799_999).unwrap();
+        assert_eq!(s, b"9999-12-31 23:59:59.999");
+    }
+
+    #[test]
+    fn integers() {
+        for v in [0, 7, -7, 10, 1_000_000, i64::MAX, i64::MIN, -100] {
+            let mut s = Vec::new();
+            put_int(&mut s, v, b';').unwrap();
+            assert_eq!(s, format!("{v};").as_bytes());
+        }
     }
 
     #[test]
