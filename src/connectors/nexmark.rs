@@ -171,8 +171,9 @@ fn unit_double(z: u64) -> f64 {
     (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// A price in cents from a draw: `floor(10^(6u) * 100 + 0.5)` for `u` = [`unit_double`], so
-/// log-uniform between 1.00 and 1,000,000.00 (Java's `Math.round`).
+/// A price in cents from a draw: `floor(10^(6u) * 100 + 0.5)` (Java's `Math.round`) for `u`
+/// the draw's 53 high bits as a fraction in `[0, 1)`, so log-uniform between 1.00 and
+/// 1,000,000.00.
 ///
 /// The power goes through the C library's `pow`, as the reference generator's does. The base
 /// is hidden from the optimiser so that `pow(10, x)` can never be rewritten into `exp10(x)`,
