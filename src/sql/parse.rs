@@ -128,6 +128,9 @@ pub fn parse_one_compat(sql: &str) -> Result<Statement> {
     exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)
 }
 
+/// A table's `WITH (...)` options: (key, value) pairs in the order written.
+pub type TableOptions = Vec<(String, String)>;
+
 /// Takes the `WITH (key = value, ...)` clause off a `CREATE TABLE` statement: the statement
 /// without it and the options (keys lower-case, may be dotted as in `nexmark.table`; values
 /// as written, a quoted string unquoted). `None` for other statements and tables without the
@@ -135,7 +138,7 @@ pub fn parse_one_compat(sql: &str) -> Result<Statement> {
 ///
 /// # Errors
 /// `42601` for an option list that is not `key = value, ...`.
-pub fn split_table_options(sql: &str) -> Result<Option<(String, Vec<(String, String)>)>> {
+pub fn split_table_options(sql: &str) -> Result<Option<(String, TableOptions)>> {
     let mut words = sql.split_whitespace();
     let create = words
         .next()
@@ -170,8 +173,8 @@ pub fn split_table_options(sql: &str) -> Result<Option<(String, Vec<(String, Str
             }
             _ if depth == 0
                 && columns_closed
-                && sql[i..].len() >= 4
-                && sql[i..i + 4].eq_ignore_ascii_case("with")
+                && bytes.len() - i >= 4
+                && bytes[i..i + 4].eq_ignore_ascii_case(b"with")
                 && !bytes[i - 1].is_ascii_alphanumeric()
                 && sql[i + 4..].trim_start().starts_with('(') =>
             {
@@ -215,7 +218,7 @@ fn closing_paren(sql: &str, open: usize) -> Result<usize> {
 }
 
 /// `key = value, ...` split at commas outside quotes.
-fn parse_options(text: &str) -> Result<Vec<(String, String)>> {
+fn parse_options(text: &str) -> Result<TableOptions> {
     let mut parts = Vec::new();
     let (mut start, mut quote) = (0usize, None::<u8>);
     for (i, b) in text.bytes().enumerate() {
@@ -469,6 +472,57 @@ impl VisitorMut for AnyOpVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_options_are_taken_off_create_table() {
+        let sql = "CREATE TABLE t (a BIGINT, b VARCHAR(3)) WITH (connector = 'nexmark', \
+                   Nexmark.Table = 'bid', nexmark.events = 100, \"Odd.Key\" = 'it''s, (x)')";
+        let (rest, options) = split_table_options(sql).unwrap().unwrap();
+        assert_eq!(rest, "CREATE TABLE t (a BIGINT, b VARCHAR(3))");
+        let options: Vec<(&str, &str)> = options
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            options,
+            [
+                ("connector", "nexmark"),
+                ("nexmark.table", "bid"),
+                ("nexmark.events", "100"),
+                ("Odd.Key", "it's, (x)"),
+            ]
+        );
+        // No clause, another statement, a column named like the keyword.
+        assert!(
+            split_table_options("CREATE TABLE t (a INT)")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            split_table_options("SELECT 1 WITH (a = 1)")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            split_table_options("create table t (with_x INT)")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            split_table_options("CREATE TABLE t (a INT) — é with")
+                .unwrap()
+                .is_none()
+        );
+        // Malformed lists are 42601.
+        for bad in [
+            "CREATE TABLE t (a INT) WITH (connector)",
+            "CREATE TABLE t (a INT) WITH (connector = 'x',)",
+            "CREATE TABLE t (a INT) WITH (connector = 'x'",
+        ] {
+            let e = split_table_options(bad).unwrap_err();
+            assert_eq!(e.sqlstate(), "42601", "{bad}");
+        }
+    }
 
     #[test]
     fn view_text_is_kept_verbatim() {
