@@ -58,6 +58,7 @@ pub async fn open_with(config: engine::EngineConfig) -> Result<Arc<Engine>> {
     let engine = Engine::open_with(config)?;
     session::recover_views(&engine).await?;
     engine.start_barrier_clock();
+    engine.start_sources()?;
     Ok(engine)
 }
 

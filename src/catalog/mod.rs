@@ -43,6 +43,28 @@ pub struct RelationDef {
     pub kind: RelationKind,
     /// Relations this one reads (for views).
     pub depends_on: Vec<RelationId>,
+    /// The connector feeding a table (`CREATE TABLE ... WITH (connector = ...)`); `None` for
+    /// tables written by statements, and in catalogs written before connectors existed.
+    #[serde(default)]
+    pub connector: Option<ConnectorDef>,
+}
+
+/// A table's connector: the generator that appends rows to it, as written in `WITH (...)`
+/// and validated at `CREATE TABLE`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ConnectorDef {
+    /// The connector's name; `nexmark` is the only one.
+    pub connector: String,
+    /// Which Nexmark table: `person`, `auction` or `bid`.
+    pub table: String,
+    /// Events of the whole stream (all three tables); `None`: endless.
+    pub events: Option<u64>,
+    /// Wall-clock pacing in events per second; 0: as fast as possible.
+    pub events_per_second: u64,
+    /// Seed of every draw.
+    pub seed: u64,
+    /// Events per second of event time (sets `date_time`).
+    pub event_rate: f64,
 }
 
 impl RelationDef {

@@ -7,6 +7,7 @@
 //! external systems implement the same trait, each with its own offset type.
 
 pub mod changelog;
+pub mod nexmark;
 
 use std::fmt::Debug;
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 use arrow::datatypes::SchemaRef;
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, IndexDef, RelationDef, RelationKind};
+use crate::catalog::{Catalog, ConnectorDef, IndexDef, RelationDef, RelationKind};
 use crate::checkpoint::JobSettings;
 use crate::error::{Error, Result};
 use crate::settings::SessionVars;
@@ -32,6 +32,7 @@ impl Engine {
         name: &str,
         schema: SchemaRef,
         primary_key: Vec<usize>,
+        connector: Option<ConnectorDef>,
         if_not_exists: bool,
     ) -> Result<bool> {
         let _df = lock(&self.dataflow);
@@ -47,6 +48,7 @@ impl Engine {
             schema: schema.as_ref().clone(),
             kind: RelationKind::Table { primary_key },
             depends_on: vec![],
+            connector,
         };
         let data = self.tables.new_table(&def)?;
         let mut next = catalog.clone();
@@ -108,6 +110,7 @@ impl Engine {
                 settings,
             },
             depends_on: job.sources.iter().copied().collect(),
+            connector: None,
         });
         self.persist_catalog(&catalog)?;
         *lock(&self.catalog) = catalog;
@@ -421,6 +424,8 @@ impl Engine {
                 }
                 c.destroy();
             }
+            // Its source (if any) stops before the table goes.
+            self.stop_source(*id);
             // A table's rows leave the tables' instance with it; the next snapshot drops them.
             self.tables.remove(*id)?;
         }

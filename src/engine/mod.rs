@@ -46,7 +46,10 @@ mod ddl;
 mod epochs;
 mod recovery;
 mod roles;
+mod sources;
 mod tables;
+
+pub use sources::{CONNECTOR_OPTIONS, MAX_CHUNK_EVENTS, SourceInfo, connector_def, nexmark_table};
 
 use epochs::BarrierClock;
 use tables::Tables;
@@ -216,6 +219,8 @@ pub struct Engine {
     data_dir: PathBuf,
     checkpoint_dir: PathBuf,
     defaults: SessionVars,
+    /// The connector tables' ingestion threads.
+    sources: sources::Sources,
 }
 
 impl std::fmt::Debug for Engine {
@@ -269,6 +274,9 @@ impl Drop for Engine {
     /// progress here: a tick holds a strong reference to the engine.
     fn drop(&mut self) {
         self.clock.stop();
+        // Source threads hold the engine weakly: stopped, they end at their next step.
+        let sources = self.stop_sources();
+        sources::join_sources(sources);
         if let Some(clock) = self.clock.take_task() {
             // Between ticks the clock holds no reference to the engine: ending it is enough.
             clock.abort();
@@ -365,6 +373,7 @@ impl Engine {
             data_dir: dir.to_path_buf(),
             checkpoint_dir,
             defaults,
+            sources: Default::default(),
         }))
     }
 
@@ -397,7 +406,8 @@ impl Engine {
     ///    once, and later writes, DDL and ticks are refused (`57P01`);
     /// 2. waits for the barrier clock task to end, so that a tick in progress completes (the
     ///    checkpoints it triggers are handed to their jobs' state writers);
-    /// 3. stops every job's checkpoint coordinator and joins its state-writer thread, which
+    /// 3. stops every connector table's source thread and joins it;
+    /// 4. stops every job's checkpoint coordinator and joins its state-writer thread, which
     ///    first finishes the checkpoints already triggered and joins their upload threads.
     ///
     /// Afterwards no thread of the engine runs, and the store's and the jobs' RocksDB
@@ -417,6 +427,14 @@ impl Engine {
             && e.is_panic()
         {
             result = Err(Error::Internal("the barrier clock panicked".into()));
+        }
+        let sources = self.stop_sources();
+        if !sources.is_empty()
+            && tokio::task::spawn_blocking(move || sources::join_sources(sources))
+                .await
+                .is_err()
+        {
+            result = Err(Error::Internal("joining source threads failed".into()));
         }
         // A statement may hold the dataflow lock for a while: poll it rather than block.
         let writers = loop {

@@ -463,6 +463,22 @@ impl Tables {
     /// Constraint violations (`23502`, `23505`), `42P01` for an unknown table, and store
     /// errors; nothing is written then.
     pub(super) fn write(&self, table: RelationId, change: ChangeBatch, epoch: Epoch) -> Result<()> {
+        self.write_at(table, change, epoch, None)
+    }
+
+    /// [`Tables::write`], recording `offset` as the table's connector offset in the same
+    /// RocksDB write batch as the rows (see [`Store::append_changelog_at`]); with no rows,
+    /// only the offset is written.
+    ///
+    /// # Errors
+    /// As [`Tables::write`].
+    pub(super) fn write_at(
+        &self,
+        table: RelationId,
+        change: ChangeBatch,
+        epoch: Epoch,
+        offset: Option<u64>,
+    ) -> Result<()> {
         let data = self.get(table)?;
         let mut data = lock(&data);
         data.validate(&change)?;
@@ -474,7 +490,10 @@ impl Tables {
             .enumerate()
             .map(|(i, p)| (first + i as u64, epoch, p))
             .collect();
-        self.store.append_changelog(table, &entries)?;
+        self.store.append_changelog_at(table, &entries, offset)?;
+        if change.is_empty() {
+            return Ok(());
+        }
         data.next_seq = first + parts.len() as u64;
         data.apply(&change)?;
         let last = data.next_seq - 1;
@@ -722,6 +741,7 @@ impl Engine {
     /// `57P01` once the engine is shutting down.
     pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<()> {
         self.check_running()?;
+        self.check_writable(table)?;
         if change.is_empty() {
             return Ok(());
         }
@@ -729,6 +749,23 @@ impl Engine {
             .wait_for_backlog(|| self.clock.request_tick(), || self.is_stopping());
         let open = self.clock.open();
         self.tables.write(table, change, *open)
+    }
+
+    /// `0A000` when table `id` is fed by a connector (statements cannot write to it).
+    ///
+    /// # Errors
+    /// As said.
+    pub fn check_writable(&self, id: RelationId) -> Result<()> {
+        let catalog = lock(&self.catalog);
+        if let Some(def) = catalog.get(id)
+            && let Some(c) = &def.connector
+        {
+            return Err(Error::not_supported(format!(
+                "cannot write to table \"{}\": it is fed by the {} connector",
+                def.name, c.connector
+            )));
+        }
+        Ok(())
     }
 
     /// Takes a snapshot of the tables now if any table changed since the last one (as at

@@ -229,9 +229,14 @@ impl Session {
         if let Some(out) = self.special(trimmed).await? {
             return Ok(out);
         }
-        let stmt = parse_one(trimmed)?;
+        // A connector table's `WITH (...)` options are taken off before parsing (their keys
+        // are dotted names, which the parser does not take).
+        let (stmt, with_options) = match parse::split_table_options(trimmed)? {
+            Some((rest, options)) => (parse_one(&rest)?, Some(options)),
+            None => (parse_one(trimmed)?, None),
+        };
         match stmt {
-            Statement::CreateTable(_) => self.create_table(stmt).await,
+            Statement::CreateTable(_) => self.create_table(stmt, with_options).await,
             Statement::CreateIndex(ci) => self.create_index(ci).await,
             Statement::CreateView(cv) => {
                 if !cv.materialized {
@@ -394,6 +399,7 @@ impl Session {
                         })
                         .collect::<Result<Vec<_>>>()?
                 };
+                self.engine.check_writable(def.id)?;
                 let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
                 let n = cols.len();
                 self.copy = Some(PendingCopy {
@@ -517,6 +523,8 @@ impl Session {
         let first = w[0].as_str();
         let out = match first {
             "flush" if w.len() == 1 => {
+                // A finite, unthrottled connector stream is whole before the epoch closes.
+                self.engine.wait_for_sources().await;
                 self.engine.flush().await;
                 Output::Command("FLUSH".into())
             }
@@ -1005,7 +1013,11 @@ impl Session {
         Ok(Output::Command("CREATE INDEX".into()))
     }
 
-    async fn create_table(&mut self, stmt: Statement) -> Result<Output> {
+    async fn create_table(
+        &mut self,
+        stmt: Statement,
+        with_options: Option<Vec<(String, String)>>,
+    ) -> Result<Output> {
         let plan = self.plan_statement(stmt).await?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
             return Err(Error::not_supported(
@@ -1054,12 +1066,26 @@ impl Session {
             check_column_type(f.data_type(), f.name())?;
         }
         let schema = Arc::new(Schema::new(fields));
+        let connector = match &with_options {
+            Some(options) => {
+                if !pk.is_empty() {
+                    return Err(Error::not_supported(
+                        "a connector table cannot have a PRIMARY KEY",
+                    ));
+                }
+                Some(crate::engine::connector_def(options, &schema)?)
+            }
+            None => None,
+        };
         let name = c.name.table().to_string();
         let engine = Arc::clone(&self.engine);
         let if_not_exists = c.if_not_exists;
-        tokio::task::spawn_blocking(move || engine.create_table(&name, schema, pk, if_not_exists))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+        tokio::task::spawn_blocking(move || {
+            engine.create_table(&name, schema, pk, connector, if_not_exists)?;
+            engine.start_sources()
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
@@ -1086,6 +1112,7 @@ impl Session {
                 format!("cannot change materialized view \"{name}\""),
             ));
         }
+        self.engine.check_writable(def.id)?;
         let schema = def.schema_ref();
         // The change, its command tag (before the row count) and the rows RETURNING sees.
         let (change, tag, rows) = match op {
@@ -1330,6 +1357,10 @@ impl Session {
             || (matches!(w[0].as_str(), "create" | "alter" | "drop")
                 && w.get(1).is_some_and(|x| x == "role" || x == "user"))
         {
+            return Ok((vec![], None));
+        }
+        // CREATE TABLE returns no rows; its options are checked when it runs.
+        if w[0] == "create" && w.get(1).is_some_and(|x| x == "table") {
             return Ok((vec![], None));
         }
         let stmt = parse_one(trimmed)?;

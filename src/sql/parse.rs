@@ -128,6 +128,139 @@ pub fn parse_one_compat(sql: &str) -> Result<Statement> {
     exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)
 }
 
+/// A table's `WITH (...)` options: (key, value) pairs in the order written.
+pub type TableOptions = Vec<(String, String)>;
+
+/// Takes the `WITH (key = value, ...)` clause off a `CREATE TABLE` statement: the statement
+/// without it and the options (keys lower-case, may be dotted as in `nexmark.table`; values
+/// as written, a quoted string unquoted). `None` for other statements and tables without the
+/// clause. Values are single-quoted strings or bare words and numbers.
+///
+/// # Errors
+/// `42601` for an option list that is not `key = value, ...`.
+pub fn split_table_options(sql: &str) -> Result<Option<(String, TableOptions)>> {
+    let mut words = sql.split_whitespace();
+    let create = words
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case("create"));
+    if !create
+        || !words
+            .next()
+            .is_some_and(|w| w.eq_ignore_ascii_case("table"))
+    {
+        return Ok(None);
+    }
+    let bytes = sql.as_bytes();
+    let (mut depth, mut i, mut columns_closed) = (0usize, 0usize, false);
+    let mut quote: Option<u8> = None;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if let Some(q) = quote {
+            if b == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'\'' | b'"' => quote = Some(b),
+            b'(' => depth += 1,
+            b')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    columns_closed = true;
+                }
+            }
+            _ if depth == 0
+                && columns_closed
+                && bytes.len() - i >= 4
+                && bytes[i..i + 4].eq_ignore_ascii_case(b"with")
+                && !bytes[i - 1].is_ascii_alphanumeric()
+                && sql[i + 4..].trim_start().starts_with('(') =>
+            {
+                let open = i + 4 + (sql[i + 4..].len() - sql[i + 4..].trim_start().len());
+                let close = closing_paren(sql, open)?;
+                let options = parse_options(&sql[open + 1..close])?;
+                let rest = format!("{} {}", &sql[..i], &sql[close + 1..]);
+                return Ok(Some((rest.trim().to_string(), options)));
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(None)
+}
+
+fn syntax(message: &str) -> Error {
+    Error::Parse(format!("syntax error in table options: {message}"))
+}
+
+/// The index of the `)` closing the `(` at `open`, outside quotes.
+fn closing_paren(sql: &str, open: usize) -> Result<usize> {
+    let mut quote: Option<u8> = None;
+    let mut depth = 0usize;
+    for (i, b) in sql.bytes().enumerate().skip(open) {
+        match (quote, b) {
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'\'' | b'"') => quote = Some(b),
+            (None, b'(') => depth += 1,
+            (None, b')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    Err(syntax("unterminated option list"))
+}
+
+/// `key = value, ...` split at commas outside quotes.
+fn parse_options(text: &str) -> Result<TableOptions> {
+    let mut parts = Vec::new();
+    let (mut start, mut quote) = (0usize, None::<u8>);
+    for (i, b) in text.bytes().enumerate() {
+        match (quote, b) {
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'\'' | b'"') => quote = Some(b),
+            (None, b',') => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    let mut out = Vec::new();
+    for part in parts {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(syntax("empty option"));
+        }
+        let Some((key, value)) = part.split_once('=') else {
+            return Err(syntax(&format!("expected key = value, got \"{part}\"")));
+        };
+        let key = key.trim();
+        let key = match key.strip_prefix('"').and_then(|k| k.strip_suffix('"')) {
+            Some(quoted) => quoted.to_string(),
+            None => key.to_ascii_lowercase(),
+        };
+        let value = value.trim();
+        let value = match value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
+            Some(quoted) => quoted.replace("''", "'"),
+            None => value.to_string(),
+        };
+        if key.is_empty() || value.is_empty() {
+            return Err(syntax(&format!("expected key = value, got \"{part}\"")));
+        }
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
 /// True when `stmt` reads a relation of `pg_catalog` or `information_schema` (or calls a
 /// `pg_catalog` function): a client's catalog query.
 pub fn mentions_catalog(stmt: &Statement) -> bool {
@@ -339,6 +472,57 @@ impl VisitorMut for AnyOpVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_options_are_taken_off_create_table() {
+        let sql = "CREATE TABLE t (a BIGINT, b VARCHAR(3)) WITH (connector = 'nexmark', \
+                   Nexmark.Table = 'bid', nexmark.events = 100, \"Odd.Key\" = 'it''s, (x)')";
+        let (rest, options) = split_table_options(sql).unwrap().unwrap();
+        assert_eq!(rest, "CREATE TABLE t (a BIGINT, b VARCHAR(3))");
+        let options: Vec<(&str, &str)> = options
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            options,
+            [
+                ("connector", "nexmark"),
+                ("nexmark.table", "bid"),
+                ("nexmark.events", "100"),
+                ("Odd.Key", "it's, (x)"),
+            ]
+        );
+        // No clause, another statement, a column named like the keyword.
+        assert!(
+            split_table_options("CREATE TABLE t (a INT)")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            split_table_options("SELECT 1 WITH (a = 1)")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            split_table_options("create table t (with_x INT)")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            split_table_options("CREATE TABLE t (a INT) — é with")
+                .unwrap()
+                .is_none()
+        );
+        // Malformed lists are 42601.
+        for bad in [
+            "CREATE TABLE t (a INT) WITH (connector)",
+            "CREATE TABLE t (a INT) WITH (connector = 'x',)",
+            "CREATE TABLE t (a INT) WITH (connector = 'x'",
+        ] {
+            let e = split_table_options(bad).unwrap_err();
+            assert_eq!(e.sqlstate(), "42601", "{bad}");
+        }
+    }
 
     #[test]
     fn view_text_is_kept_verbatim() {

@@ -28,7 +28,7 @@ use datafusion::error::Result as DfResult;
 use crate::engine::Engine;
 use crate::settings::SessionVars;
 
-const TABLES: &[&str] = &["checkpoints", "jobs", "memory"];
+const TABLES: &[&str] = &["checkpoints", "jobs", "memory", "sources"];
 
 /// The `weir_catalog` schema.
 #[derive(Debug)]
@@ -243,6 +243,41 @@ fn memory_batch(engine: &Engine) -> DfResult<RecordBatch> {
     Ok(RecordBatch::try_new(memory_schema(), columns)?)
 }
 
+/// The schema of `weir_catalog.sources`: one row per connector table.
+pub fn sources_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("connector", DataType::Utf8, false),
+        Field::new("nexmark_table", DataType::Utf8, false),
+        Field::new("offset_events", DataType::Int64, false),
+        Field::new("total_events", DataType::Int64, true),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("status", DataType::Utf8, false),
+        Field::new("failure", DataType::Utf8, true),
+    ]))
+}
+
+fn sources_batch(engine: &Engine) -> DfResult<RecordBatch> {
+    let rows = engine.sources();
+    let text = |f: &dyn Fn(&crate::engine::SourceInfo) -> Option<String>| -> ArrayRef {
+        Arc::new(StringArray::from(rows.iter().map(f).collect::<Vec<_>>()))
+    };
+    let int = |f: &dyn Fn(&crate::engine::SourceInfo) -> Option<i64>| -> ArrayRef {
+        Arc::new(Int64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
+    };
+    let columns = vec![
+        text(&|r| Some(r.name.clone())),
+        text(&|r| Some(r.connector.clone())),
+        text(&|r| Some(r.nexmark_table.clone())),
+        int(&|r| Some(r.offset_events as i64)),
+        int(&|r| r.total_events.map(|e| e as i64)),
+        int(&|r| Some(r.rows as i64)),
+        text(&|r| Some(r.status.to_string())),
+        text(&|r| r.failure.clone()),
+    ];
+    Ok(RecordBatch::try_new(sources_schema(), columns)?)
+}
+
 #[async_trait]
 impl SchemaProvider for WeirCatalogSchema {
     fn table_names(&self) -> Vec<String> {
@@ -254,6 +289,7 @@ impl SchemaProvider for WeirCatalogSchema {
             "jobs" => jobs_batch(&self.engine)?,
             "checkpoints" => checkpoints_batch(&self.engine)?,
             "memory" => memory_batch(&self.engine)?,
+            "sources" => sources_batch(&self.engine)?,
             _ => return Ok(None),
         };
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;

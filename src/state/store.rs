@@ -145,7 +145,43 @@ impl Store {
         table_id: u64,
         entries: &[(u64, Epoch, &ChangeBatch)],
     ) -> Result<()> {
+        self.append_changelog_at(table_id, entries, None)
+    }
+
+    /// The offset a table's connector reached, as stored with the rows it produced by
+    /// [`Store::append_changelog_at`]; `None` before its first write.
+    ///
+    /// # Errors
+    /// [`Error::State`] on a RocksDB failure or a corrupt value.
+    pub fn source_offset(&self, table_id: u64) -> Result<Option<u64>> {
+        match self.db.get(meta_key(&source_meta(table_id)))? {
+            None => Ok(None),
+            Some(v) => {
+                let bytes: [u8; 8] = v.as_slice().try_into().map_err(|_| {
+                    Error::State(format!("corrupt source offset of table {table_id}"))
+                })?;
+                Ok(Some(u64::from_be_bytes(bytes)))
+            }
+        }
+    }
+
+    /// Appends entries to one table's changelog as [`Store::append_changelog`] does and, when
+    /// `offset` is given, records it as the table's connector offset in the same RocksDB
+    /// write batch: the rows and the offset they bring the source to are durable together or
+    /// not at all (a source resumes after that offset, so no row is lost or repeated).
+    ///
+    /// # Errors
+    /// As [`Store::append_changelog`].
+    pub fn append_changelog_at(
+        &self,
+        table_id: u64,
+        entries: &[(u64, Epoch, &ChangeBatch)],
+        offset: Option<u64>,
+    ) -> Result<()> {
         let mut wb = WriteBatch::default();
+        if let Some(o) = offset {
+            wb.put(meta_key(&source_meta(table_id)), o.to_be_bytes());
+        }
         for (seq, epoch, change) in entries {
             let mut value = epoch.0.to_be_bytes().to_vec();
             encode_change(change, &mut value)?;
@@ -248,6 +284,7 @@ impl Store {
         if drop_legacy {
             wb.delete_range(snapshot_prefix(table_id), snapshot_prefix(table_id + 1));
             wb.delete(meta_key(&snapshot_meta(table_id)));
+            wb.delete(meta_key(&source_meta(table_id)));
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
@@ -318,6 +355,7 @@ impl Store {
         let mut wb = WriteBatch::default();
         wb.delete_range(snapshot_prefix(table_id), snapshot_prefix(table_id + 1));
         wb.delete(meta_key(&snapshot_meta(table_id)));
+        wb.delete(meta_key(&source_meta(table_id)));
         wb.delete_range(changelog_prefix(table_id), changelog_prefix(table_id + 1));
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
@@ -340,6 +378,10 @@ fn snapshot_prefix(table_id: u64) -> Vec<u8> {
 
 fn snapshot_meta(table_id: u64) -> String {
     format!("table_snapshot/{table_id}")
+}
+
+fn source_meta(table_id: u64) -> String {
+    format!("source_offset/{table_id}")
 }
 
 fn changelog_prefix(table_id: u64) -> Vec<u8> {
