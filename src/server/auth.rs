@@ -151,6 +151,22 @@ impl AuthSource for RoleVerifiers {
     }
 }
 
+/// Whether `body` is a well-formed SASLInitialResponse (protocol "Message Formats": the
+/// mechanism's name as a NUL-terminated string, then an Int32 length, -1 for no data, and
+/// that many bytes). pgwire decodes it without checking the length, so a malformed one is
+/// refused before it gets there.
+pub(super) fn is_sasl_initial_response(body: &[u8]) -> bool {
+    let Some(nul) = body.iter().position(|b| *b == 0) else {
+        return false;
+    };
+    let rest = &body[nul + 1..];
+    let Some(len) = rest.get(..4) else {
+        return false;
+    };
+    let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+    len == -1 || usize::try_from(len).is_ok_and(|n| n == rest.len() - 4)
+}
+
 /// A FATAL error of the startup phase (the connection is closed after it).
 pub(super) fn fatal(code: &str, message: String) -> PgWireError {
     PgWireError::UserError(Box::new(pgwire::error::ErrorInfo::new(
@@ -173,6 +189,26 @@ mod tests {
         );
         let e = "md5".parse::<AuthMethod>().unwrap_err();
         assert!(e.contains("trust, scram-sha-256"), "{e}");
+    }
+
+    #[test]
+    fn malformed_sasl_initial_responses_are_recognised() {
+        let mut good = b"SCRAM-SHA-256\0".to_vec();
+        good.extend_from_slice(&5i32.to_be_bytes());
+        good.extend_from_slice(b"n,,n=");
+        assert!(is_sasl_initial_response(&good));
+        let mut none = b"SCRAM-SHA-256\0".to_vec();
+        none.extend_from_slice(&(-1i32).to_be_bytes());
+        assert!(is_sasl_initial_response(&none));
+        assert!(!is_sasl_initial_response(b"SCRAM-SHA-256"));
+        assert!(!is_sasl_initial_response(b"SCRAM-SHA-256\0\0\0"));
+        let mut long = b"SCRAM-SHA-256\0".to_vec();
+        long.extend_from_slice(&1_000_000i32.to_be_bytes());
+        long.extend_from_slice(b"xxxxx");
+        assert!(!is_sasl_initial_response(&long));
+        let mut negative = b"SCRAM-SHA-256\0".to_vec();
+        negative.extend_from_slice(&(-7i32).to_be_bytes());
+        assert!(!is_sasl_initial_response(&negative));
     }
 
     #[test]

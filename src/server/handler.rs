@@ -38,6 +38,9 @@ pub struct Conn {
     session: Mutex<Session>,
     parser: Arc<Parser>,
     auth: Authentication,
+    /// Set once the first SASL message arrived (the initial response; later ones are
+    /// continuations).
+    sasl_started: std::sync::atomic::AtomicBool,
 }
 
 /// How this connection authenticates.
@@ -88,6 +91,7 @@ impl Handlers {
                 session: weak.clone(),
             }),
             auth,
+            sasl_started: std::sync::atomic::AtomicBool::new(false),
         });
         Ok(Handlers { inner })
     }
@@ -163,21 +167,42 @@ impl StartupHandler for Conn {
         }
         match &self.auth {
             Authentication::Trust => Trust.on_startup(client, message).await,
-            Authentication::Scram(scram) => match scram.on_startup(client, message).await {
-                Err(PgWireError::InvalidPassword(_)) => {
-                    let user = client
-                        .metadata()
-                        .get(pgwire::api::METADATA_USER)
-                        .cloned()
-                        .unwrap_or_default();
-                    Err(auth::fatal(
-                        "28P01",
-                        format!("password authentication failed for user \"{user}\""),
-                    ))
+            Authentication::Scram(scram) => {
+                if let pgwire::messages::PgWireFrontendMessage::PasswordMessageFamily(
+                    pgwire::messages::startup::PasswordMessageFamily::Raw(body),
+                ) = &message
+                    && !self
+                        .sasl_started
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                    && !auth::is_sasl_initial_response(body)
+                {
+                    return Err(auth::fatal(
+                        "08P01",
+                        "invalid SASLInitialResponse message".into(),
+                    ));
                 }
-                other => other,
-            },
+                let result = scram.on_startup(client, message).await;
+                scram_result(client, result)
+            }
         }
+    }
+}
+
+/// pgwire's SCRAM outcome, with a failed password reported as PostgreSQL reports it.
+fn scram_result<C: ClientInfo>(client: &C, result: PgWireResult<()>) -> PgWireResult<()> {
+    match result {
+        Err(PgWireError::InvalidPassword(_)) => {
+            let user = client
+                .metadata()
+                .get(pgwire::api::METADATA_USER)
+                .cloned()
+                .unwrap_or_default();
+            Err(auth::fatal(
+                "28P01",
+                format!("password authentication failed for user \"{user}\""),
+            ))
+        }
+        other => other,
     }
 }
 
