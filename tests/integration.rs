@@ -186,6 +186,28 @@ async fn output_columns_have_postgres_names() {
         .unwrap();
     let names: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
     assert_eq!(names, ["?column?", "a", "b", "count"]);
+    // The SQL-standard user and catalog functions keep their own names, as does ARRAY(query).
+    let stmt = c
+        .prepare(
+            "SELECT current_user, session_user, user, current_role, current_catalog, \
+             current_schema, ARRAY(SELECT a FROM n), ARRAY(SELECT 1 UNION SELECT 2)",
+        )
+        .await
+        .unwrap();
+    let names: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "current_user",
+            "session_user",
+            "user",
+            "current_role",
+            "current_catalog",
+            "current_schema",
+            "array",
+            "array"
+        ]
+    );
     // A UNION is named after its first branch.
     let stmt = c
         .prepare("SELECT min(a), 2 AS two FROM n UNION SELECT 1, 2")

@@ -21,6 +21,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use tokio::sync::Mutex;
+use tracing::Instrument;
 
 use super::auth;
 use crate::engine::Engine;
@@ -487,9 +488,11 @@ impl SimpleQueryHandler for Conn {
         let mut session = self.session.lock().await;
         let mut responses = Vec::new();
         for stmt in split_statements(query) {
+            // The span goes with the future (`instrument`), not a guard held across the
+            // await: a guard entered on one worker thread and dropped on another corrupts
+            // the subscriber's span stack.
             let span = tracing::debug_span!("statement", sql = %truncate(&stmt));
-            let _guard = span.enter();
-            match session.execute(&stmt).await {
+            match session.execute(&stmt).instrument(span).await {
                 Ok(out) => {
                     let copy = matches!(out, Output::CopyIn { .. });
                     responses.push(to_response(out, &Format::UnifiedText)?);

@@ -98,7 +98,7 @@ impl Session {
         .map_err(|e| Error::Internal(format!("pg_catalog setup: {e}")))?;
         catalog
             .register_schema(
-                "weir_catalog",
+                crate::sql::system::SYSTEM_SCHEMA,
                 Arc::new(crate::sql::system::WeirCatalogSchema::new(Arc::clone(
                     &engine,
                 ))),
@@ -152,7 +152,7 @@ impl Drop for Session {
         if let Some(catalog) = self.ctx.catalog(DATABASE) {
             let _ = catalog.deregister_schema("pg_catalog", true);
             let _ = catalog.deregister_schema("public", true);
-            let _ = catalog.deregister_schema("weir_catalog", true);
+            let _ = catalog.deregister_schema(crate::sql::system::SYSTEM_SCHEMA, true);
         }
     }
 }

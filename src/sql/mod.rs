@@ -12,3 +12,4 @@ pub mod provider;
 pub mod semantics;
 pub mod stream_plan;
 pub mod system;
+pub mod windows;

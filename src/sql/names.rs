@@ -11,7 +11,7 @@
 
 use datafusion::sql::sqlparser::ast::{
     DataType, ExactNumberInfo, Expr, Ident, OrderByKind, Query, Select, SelectItem, SetExpr,
-    Statement, TimezoneInfo, Value, ValueWithSpan,
+    Statement, TimezoneInfo, Value,
 };
 
 /// The name PostgreSQL shows for an unaliased SELECT-list expression.
@@ -38,6 +38,9 @@ fn figure(e: &Expr) -> (String, u8) {
             .last()
             .map(|p| (ident(p), 2))
             .unwrap_or_else(|| ("?column?".into(), 0)),
+        // `ARRAY(subquery)` as the parser rewrites it (`crate::sql::parse`):
+        // `coalesce((...), make_array())`.
+        Expr::Function(f) if is_array_subquery(f) => strong("array"),
         Expr::Function(f) => f
             .name
             .0
@@ -79,6 +82,28 @@ fn figure(e: &Expr) -> (String, u8) {
             None => ("?column?".into(), 0),
         },
         _ => ("?column?".into(), 0),
+    }
+}
+
+/// Whether `f` is the rewritten form of `ARRAY(subquery)`: `coalesce(<subquery>,
+/// make_array())`.
+fn is_array_subquery(f: &datafusion::sql::sqlparser::ast::Function) -> bool {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    let FunctionArguments::List(list) = &f.args else {
+        return false;
+    };
+    let name =
+        |f: &datafusion::sql::sqlparser::ast::Function| f.name.to_string().to_ascii_lowercase();
+    match list.args.as_slice() {
+        [
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Subquery(_))),
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Function(empty))),
+        ] => {
+            name(f) == "coalesce"
+                && name(empty) == "make_array"
+                && matches!(&empty.args, FunctionArguments::List(l) if l.args.is_empty())
+        }
+        _ => false,
     }
 }
 
@@ -233,23 +258,28 @@ pub fn unique_output_names(stmt: &Statement) -> Option<(Statement, Vec<String>)>
         };
         names.push(name);
     }
-    // ORDER BY may name an output column by its alias, which now has another name; ordinal
-    // positions (`ORDER BY 1`) still hold.
-    if let Some(order) = &query.order_by {
-        let positional = match &order.kind {
-            OrderByKind::Expressions(exprs) => exprs.iter().all(|o| {
-                matches!(
-                    &o.expr,
-                    Expr::Value(ValueWithSpan {
-                        value: Value::Number(..),
-                        ..
-                    })
-                )
-            }),
-            OrderByKind::All(_) => false,
-        };
-        if !positional {
+    // ORDER BY may name an output column (PostgreSQL prefers an output column's name to an
+    // input column's), which now has another name: such a name becomes the column's
+    // position. Other expressions refer to input columns, which keep their names.
+    if let Some(order) = &mut query.order_by {
+        let OrderByKind::Expressions(exprs) = &mut order.kind else {
             return None;
+        };
+        for o in exprs {
+            if let Expr::Identifier(ident) = &o.expr {
+                let name = alias_name(ident);
+                let mut at = names.iter().enumerate().filter(|(_, n)| **n == name);
+                match (at.next(), at.next()) {
+                    (Some((i, _)), None) => {
+                        o.expr = Expr::Value(
+                            Value::Number((i + 1).to_string(), false).with_empty_span(),
+                        );
+                    }
+                    // Ambiguous: PostgreSQL refuses it (42702); so does the plan.
+                    (Some(_), Some(_)) => return None,
+                    _ => {}
+                }
+            }
         }
     }
     Some((stmt, names))

@@ -21,8 +21,8 @@ use std::sync::{Arc, LazyLock};
 
 use datafusion::sql::sqlparser::ast::{
     Array, BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-    FunctionArguments, Ident, ObjectName, Statement, Value, ValueWithSpan, Visit, VisitMut,
-    Visitor, VisitorMut,
+    FunctionArguments, GroupByExpr, Ident, ObjectName, OrderBy, OrderByKind, Query, SelectItem,
+    SetExpr, Statement, Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -30,9 +30,8 @@ use datafusion::sql::sqlparser::parser::Parser as SqlParser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use datafusion_pg_catalog::sql::rules::{
-    CurrentUserVariableToSessionUserFunctionCall, FixArrayLiteral, FixVersionColumnName,
-    PrependUnqualifiedPgTableName, RewritePgCatalogOperator, RewriteRegCastToSubquery,
-    SqlStatementRewriteRule, StripCallableQualifier, StripCollate,
+    FixArrayLiteral, FixVersionColumnName, PrependUnqualifiedPgTableName, RewritePgCatalogOperator,
+    RewriteRegCastToSubquery, SqlStatementRewriteRule, StripCallableQualifier, StripCollate,
 };
 
 use crate::error::{Error, Result};
@@ -57,8 +56,8 @@ impl Parser {
                 Arc::new(StripCallableQualifier),
                 // `'{a,b}'::text[]` array literals.
                 Arc::new(FixArrayLiteral),
-                // `current_user` is a session-user function call.
-                Arc::new(CurrentUserVariableToSessionUserFunctionCall),
+                // `current_schema`, `current_role` without parentheses are calls.
+                Arc::new(CurrentSchemaRule),
                 // `COLLATE` clauses (Weir has one collation).
                 Arc::new(StripCollate),
                 // `OPERATOR(pg_catalog.~)` is the plain operator.
@@ -71,6 +70,8 @@ impl Parser {
                 Arc::new(AnyOpRule),
                 // `INTERVAL '1 day 02:03:04'` in PostgreSQL's input forms.
                 Arc::new(IntervalLiteralRule),
+                // `ARRAY(subquery)`: an aggregate over the subquery's rows.
+                Arc::new(ArraySubqueryRule),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -103,15 +104,21 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 
 /// Parses one statement with the meaning-preserving rewrites.
 ///
+/// Window table functions (`TUMBLE`, `HOP`) are rewritten first
+/// ([`crate::sql::windows`]).
+///
 /// # Errors
-/// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement.
+/// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement;
+/// the errors of [`crate::sql::windows::rewrite_window_functions`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
+    let flink = crate::sql::windows::normalize_flink_windows(sql);
     let statements = SqlParser::new(&PostgreSqlDialect {})
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
-        .try_with_sql(sql)
+        .try_with_sql(flink.as_deref().unwrap_or(sql))
         .and_then(|mut p| p.parse_statements())
         .map_err(parse_error)?;
     let mut stmt = exactly_one(statements)?;
+    crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     for rule in &PARSER.rules {
         stmt = rule.rewrite(stmt);
     }
@@ -350,6 +357,207 @@ pub fn view_query_text(sql: &str) -> Result<String> {
 struct AnyOpRule;
 
 /// Rewrites the text of `INTERVAL '...'` literals (without a unit qualifier) from
+/// `current_schema` and `current_role` written without parentheses (PostgreSQL's
+/// SQL-standard spelling) are the functions `current_schema()` and `current_role()`.
+/// sqlparser already reads `current_user`, `session_user`, `user` and `current_catalog` as
+/// calls without arguments; they keep their
+/// names, which are registered as functions
+/// ([`crate::sql::functions::pg_info::register_user`]) and name their columns as in
+/// PostgreSQL.
+#[derive(Debug)]
+struct CurrentSchemaRule;
+
+impl SqlStatementRewriteRule for CurrentSchemaRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut CurrentSchemaVisitor);
+        s
+    }
+}
+
+struct CurrentSchemaVisitor;
+
+impl VisitorMut for CurrentSchemaVisitor {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Identifier(ident) = expr
+            && ident.quote_style.is_none()
+            && ["current_schema", "current_role"]
+                .iter()
+                .any(|n| ident.value.eq_ignore_ascii_case(n))
+        {
+            *expr = Expr::Function(Function {
+                name: ObjectName::from(vec![Ident::new(ident.value.to_ascii_lowercase())]),
+                uses_odbc_syntax: false,
+                parameters: FunctionArguments::None,
+                args: FunctionArguments::List(FunctionArgumentList {
+                    duplicate_treatment: None,
+                    args: vec![],
+                    clauses: vec![],
+                }),
+                filter: None,
+                null_treatment: None,
+                over: None,
+                within_group: vec![],
+            });
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `ARRAY(subquery)` (PostgreSQL docs, 4.2.12 "Array Constructors": an array of the
+/// subquery's one column, in its row order; `{}` when it returns no rows) as a scalar
+/// subquery DataFusion plans and decorrelates:
+///
+/// ```text
+///  ARRAY(SELECT e FROM f WHERE w ORDER BY o)
+///    ─► coalesce((SELECT array_agg(e ORDER BY o) FROM f WHERE w), make_array())
+///  ARRAY(q)   (other shapes: DISTINCT, GROUP BY, aggregates, LIMIT, set operations;
+///             uncorrelated only, and the order of q's rows is not kept)
+///    ─► coalesce((SELECT array_agg(s.c) FROM (q) AS s(c)), make_array())
+/// ```
+///
+/// The first form keeps references to the outer query working (psql's `\du` lists each
+/// role's memberships that way); DataFusion does not resolve outer references inside a
+/// derived table, so a correlated subquery of the second shape still fails to plan.
+#[derive(Debug)]
+struct ArraySubqueryRule;
+
+impl SqlStatementRewriteRule for ArraySubqueryRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut ArraySubqueryVisitor);
+        s
+    }
+}
+
+struct ArraySubqueryVisitor;
+
+/// PostgreSQL's aggregate functions by name (docs, 9.21), which the first form of
+/// [`ArraySubqueryRule`] must not wrap in another aggregate.
+const AGGREGATES: [&str; 24] = [
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "array_agg",
+    "string_agg",
+    "bool_and",
+    "bool_or",
+    "every",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "variance",
+    "var_pop",
+    "var_samp",
+    "json_agg",
+    "jsonb_agg",
+    "percentile_cont",
+    "percentile_disc",
+    "mode",
+];
+
+/// Whether a SELECT item calls an aggregate or a window function.
+fn has_aggregate(item: &SelectItem) -> bool {
+    struct Finder;
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            if let Expr::Function(f) = e {
+                let name = f.name.to_string().to_ascii_lowercase();
+                if f.over.is_some() || AGGREGATES.contains(&name.as_str()) {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    Visit::visit(item, &mut Finder).is_break()
+}
+
+/// The replacement of `ARRAY(query)` as SQL text (see [`ArraySubqueryRule`]).
+fn array_subquery_text(query: &Query) -> String {
+    let mut q = query.clone();
+    let simple = q.with.is_none()
+        && q.limit_clause.is_none()
+        && q.fetch.is_none()
+        && match q.body.as_mut() {
+            SetExpr::Select(select) => {
+                let plain = select.distinct.is_none()
+                    && select.having.is_none()
+                    && matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+                    && select.projection.len() == 1
+                    && !select.projection.iter().any(has_aggregate);
+                let item = match select.projection.first() {
+                    Some(SelectItem::UnnamedExpr(e)) => Some(e.to_string()),
+                    Some(SelectItem::ExprWithAlias { expr, .. }) => Some(expr.to_string()),
+                    _ => None,
+                };
+                match (plain, item) {
+                    (true, Some(item)) => {
+                        let order = match q.order_by.take() {
+                            Some(OrderBy {
+                                kind: OrderByKind::Expressions(exprs),
+                                ..
+                            }) if !exprs.is_empty() => format!(
+                                " ORDER BY {}",
+                                exprs
+                                    .iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            _ => String::new(),
+                        };
+                        let agg = format!("array_agg({item}{order})");
+                        select.projection = vec![SelectItem::UnnamedExpr(
+                            SqlParser::new(&PostgreSqlDialect {})
+                                .try_with_sql(&agg)
+                                .and_then(|mut p| p.parse_expr())
+                                .unwrap_or(Expr::Identifier(Ident::new("array_agg"))),
+                        )];
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+    if simple {
+        format!("coalesce(({q}), make_array())")
+    } else {
+        format!("coalesce((SELECT array_agg(s.c) FROM ({query}) AS s(c)), make_array())")
+    }
+}
+
+impl VisitorMut for ArraySubqueryVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Function(Function {
+            name,
+            args: FunctionArguments::Subquery(query),
+            ..
+        }) = expr
+            && name.to_string().eq_ignore_ascii_case("array")
+        {
+            let text = array_subquery_text(query);
+            if let Ok(e) = SqlParser::new(&PostgreSqlDialect {})
+                .with_recursion_limit(PARSER_RECURSION_LIMIT)
+                .try_with_sql(&text)
+                .and_then(|mut p| p.parse_expr())
+            {
+                *expr = e;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// PostgreSQL's input forms into ones DataFusion's interval parser takes (see
 /// [`crate::sql::functions::datetime_input::interval_text`]).
 #[derive(Debug)]

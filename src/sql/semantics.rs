@@ -42,7 +42,7 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
 
 use crate::error::Error;
-use crate::sql::functions::datetime_input::{DateTimeText, Target};
+use crate::sql::functions::datetime_input::{DateTimeText, Target, TimestampOutput};
 
 /// The most decimals a `numeric` product keeps when its exact scale does not fit in 38
 /// digits, and the least a `numeric` quotient has.
@@ -780,6 +780,16 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transf
             if !matches!(inner.as_ref(), Expr::Literal(..)) && is_int(&inner.get_type(schema)?) =>
         {
             Ok(Transformed::yes(call("int_neg", vec![*inner])))
+        }
+        // A timestamp cast to text prints PostgreSQL's output form.
+        Expr::Cast(c)
+            if matches!(c.field.data_type(), DataType::Utf8)
+                && matches!(c.expr.get_type(schema)?, DataType::Timestamp(..)) =>
+        {
+            let udf = Arc::new(ScalarUDF::new_from_impl(TimestampOutput::default()));
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, vec![*c.expr]),
+            )))
         }
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
         Expr::Cast(c) => datetime_text_cast(c, schema),

@@ -301,6 +301,9 @@ impl SchemaProvider for WeirCatalogSchema {
     }
 }
 
+/// The schema of Weir's system tables (`jobs`, `checkpoints`, `memory`, `sources`).
+pub const SYSTEM_SCHEMA: &str = "weir_catalog";
+
 /// The OID of the secondary index with catalog id `id` in `pg_class` and `pg_index`
 /// (datafusion-pg-catalog numbers tables and views from 16384 up; indexes get a range of
 /// their own).
@@ -373,10 +376,15 @@ impl SchemaProvider for PgCatalogOverlay {
                     .map(|r| r.name.clone())
                     .collect();
                 let indexes = self.indexes();
+                let namespace = self.inner.table("pg_namespace").await?;
                 Ok(table.map(|inner| {
                     Arc::new(Overlaid {
                         inner,
-                        with: Overlay::Class { views, indexes },
+                        with: Overlay::Class {
+                            views,
+                            indexes,
+                            namespace,
+                        },
                     }) as Arc<dyn TableProvider>
                 }))
             }
@@ -487,9 +495,14 @@ enum Overlay {
     /// `pg_class`: `relkind` set to `'m'` for Weir's materialized views, `relhasindex` for
     /// relations with secondary indexes, and one row per index (`relkind = 'i'`, `relam`
     /// 403: btree).
+    /// Also `relkind = 'v'` for the relations of the `weir_catalog` schema: they are
+    /// computed on read like PostgreSQL's system views, and so stay out of the lists of
+    /// user tables that psql's `\dt`, SQLAlchemy and JDBC's `getTables` draw from `pg_class`.
     Class {
         views: std::collections::HashSet<String>,
         indexes: Vec<IndexRow>,
+        /// The library's `pg_namespace`, for the OID of `weir_catalog`.
+        namespace: Option<Arc<dyn TableProvider>>,
     },
     /// `pg_index`: one row per secondary index (after the library's rows).
     Index {
@@ -519,7 +532,17 @@ impl TableProvider for Overlaid {
         let batches = read_all(&self.inner, state).await?;
         let schema = self.inner.schema();
         let out = match &self.with {
-            Overlay::Class { views, indexes } => class_rows(batches, &schema, views, indexes)?,
+            Overlay::Class {
+                views,
+                indexes,
+                namespace,
+            } => {
+                let system = match namespace {
+                    Some(n) => namespace_oid(&read_all(n, state).await?, SYSTEM_SCHEMA),
+                    None => None,
+                };
+                class_rows(batches, &schema, views, indexes, system.as_ref())?
+            }
             Overlay::Index { class, indexes } => {
                 let oids = class_oids(&read_all(class, state).await?);
                 index_rows(batches, &schema, &oids, indexes)?
@@ -529,17 +552,37 @@ impl TableProvider for Overlaid {
     }
 }
 
-/// `pg_class`'s rows with Weir's corrections and its indexes' rows.
+/// The `oid` of the schema `name` in `pg_namespace` batches.
+fn namespace_oid(batches: &[RecordBatch], name: &str) -> Option<ScalarValue> {
+    batches.iter().find_map(|b| {
+        let schema = b.schema();
+        let (oid, nspname) = (
+            schema.index_of("oid").ok()?,
+            schema.index_of("nspname").ok()?,
+        );
+        (0..b.num_rows()).find_map(|i| {
+            let n = ScalarValue::try_from_array(b.column(nspname), i).ok()?;
+            (n == ScalarValue::Utf8(Some(name.to_string())))
+                .then(|| ScalarValue::try_from_array(b.column(oid), i).ok())
+                .flatten()
+        })
+    })
+}
+
+/// `pg_class`'s rows with Weir's corrections and its indexes' rows; `system` is the OID of
+/// the `weir_catalog` schema, whose relations are shown as views.
 fn class_rows(
     batches: Vec<RecordBatch>,
     schema: &SchemaRef,
     views: &std::collections::HashSet<String>,
     indexes: &[IndexRow],
+    system: Option<&ScalarValue>,
 ) -> DfResult<Vec<RecordBatch>> {
-    let (Ok(name_idx), Ok(kind_idx), Ok(has_index_idx)) = (
+    let (Ok(name_idx), Ok(kind_idx), Ok(has_index_idx), Ok(ns_idx)) = (
         schema.index_of("relname"),
         schema.index_of("relkind"),
         schema.index_of("relhasindex"),
+        schema.index_of("relnamespace"),
     ) else {
         return Ok(batches);
     };
@@ -557,8 +600,12 @@ fn class_rows(
         let fixed: StringArray = (0..b.num_rows())
             .map(|i| {
                 let kind = arrow::array::Array::is_valid(kinds, i).then(|| kinds.value(i));
+                let in_system = system.is_some_and(|oid| {
+                    ScalarValue::try_from_array(b.column(ns_idx), i).is_ok_and(|ns| &ns == oid)
+                });
                 match kind {
-                    Some("v") if views.contains(names.value(i)) => Some("m"),
+                    Some("r") if in_system => Some("v"),
+                    Some("v") if views.contains(names.value(i)) && !in_system => Some("m"),
                     k => k,
                 }
             })

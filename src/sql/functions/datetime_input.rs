@@ -101,6 +101,87 @@ impl ScalarUDFImpl for DateTimeText {
     }
 }
 
+/// `pg_timestamp_out(timestamp)`: a timestamp as text in PostgreSQL's output form (docs,
+/// 8.5.2 "Date/Time Output", `DateStyle` ISO): `2015-07-15 00:00:09.999`, seconds always
+/// shown, a fraction only when non-zero, in microseconds without trailing zeros; a
+/// `timestamp with time zone` in UTC (Weir's session time zone) with `+00`. Arrow's cast
+/// writes an ISO 8601 `T` between date and time instead, so `CAST(ts AS text)` is rewritten
+/// to this function by [`crate::sql::semantics`]. Nanoseconds are truncated to
+/// microseconds, PostgreSQL's precision.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TimestampOutput {
+    signature: Signature,
+}
+
+impl Default for TimestampOutput {
+    fn default() -> Self {
+        TimestampOutput {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl TimestampOutput {
+    /// The function's name.
+    pub const NAME: &'static str = "pg_timestamp_out";
+}
+
+/// PostgreSQL's text of a timestamp `micros` microseconds from the Unix epoch.
+fn timestamp_out(micros: i64, with_zone: bool) -> Option<String> {
+    let t = chrono::DateTime::from_timestamp_micros(micros)?.naive_utc();
+    let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    let frac = micros.rem_euclid(1_000_000);
+    if frac != 0 {
+        let digits = format!("{frac:06}");
+        text.push('.');
+        text.push_str(digits.trim_end_matches('0'));
+    }
+    if with_zone {
+        text.push_str("+00");
+    }
+    Some(text)
+}
+
+impl ScalarUDFImpl for TimestampOutput {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let from = args.args[0].data_type();
+        let DataType::Timestamp(_, zone) = &from else {
+            return Err(DataFusionError::Plan(format!(
+                "{} takes a timestamp, not {from}",
+                Self::NAME
+            )));
+        };
+        let array = args.args[0].to_array(args.number_rows)?;
+        let micros = arrow::compute::cast(
+            &array,
+            &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+        )?;
+        let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        let out: StringArray = micros
+            .iter()
+            .map(|m| m.and_then(|m| timestamp_out(m, zone.is_some())))
+            .collect();
+        let out: ArrayRef = Arc::new(out);
+        if matches!(args.args[0], ColumnarValue::Scalar(_)) {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
 impl DateTimeText {
     /// One value: rewritten if that makes it parse, else as written when Arrow parses it.
     ///
@@ -305,5 +386,26 @@ mod tests {
         ));
         assert!(matches!(timestamp_text("2023-11-05"), Cow::Borrowed(_)));
         assert!(matches!(timestamp_text("garbage"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn timestamps_print_as_postgresql() {
+        // 2015-07-15 00:00:09.999 UTC is 1,436,918,409,999,000 µs after the epoch.
+        assert_eq!(
+            timestamp_out(1_436_918_409_999_000, false).unwrap(),
+            "2015-07-15 00:00:09.999"
+        );
+        assert_eq!(
+            timestamp_out(1_436_918_400_000_000, true).unwrap(),
+            "2015-07-15 00:00:00+00"
+        );
+        assert_eq!(
+            timestamp_out(-1, false).unwrap(),
+            "1969-12-31 23:59:59.999999"
+        );
+        assert_eq!(
+            timestamp_out(120_000, false).unwrap(),
+            "1970-01-01 00:00:00.12"
+        );
     }
 }

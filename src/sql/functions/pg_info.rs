@@ -4,13 +4,25 @@
 //!
 //! ```text
 //!  version()                      text   'PostgreSQL 16.6 (Weir 0.1.0) on x86_64-linux, ...'
-//!  session_user, current_user     text   the user named at connection startup
+//!  session_user, current_user     text   the user named at connection startup (also
+//!  current_role, user                    `current_role` and `user`)
+//!  current_catalog                text   'weir', as current_database()
 //!  pg_typeof(any)                 text   the argument's PostgreSQL type name ('integer', ...)
 //!  pg_encoding_to_char(integer)   text   'UTF8' for 6, '' for an unknown encoding number
 //!  col_description(oid, integer)  text   NULL (Weir keeps no comments)
 //!  obj_description(oid [, name])  text   NULL
 //!  shobj_description(oid, name)   text   NULL
 //!  pg_sleep(double precision)     void   sleeps that many seconds (fractions allowed)
+//!  pg_size_pretty(bigint)         text   '10 kB': bytes in PostgreSQL's units and rounding
+//!  pg_function_is_visible(oid)    bool   true (one schema search path, no overloads hidden)
+//!  pg_type_is_visible(oid)        bool   true
+//!  pg_get_function_result(oid)    text   NULL (Weir has no user-defined functions)
+//!  pg_get_function_arguments(oid) text   NULL
+//!  pg_table_size(regclass)        bigint NULL: relation sizes are not measured (all
+//!  pg_indexes_size(regclass)      bigint NULL   relations share one RocksDB instance;
+//!  pg_relation_size(regclass)     bigint NULL   `weir_catalog.memory` shows its use)
+//!  pg_total_relation_size(...)    bigint NULL
+//!  pg_database_size(name | oid)   bigint NULL
 //!  pg_advisory_unlock_all()       void   does nothing (Weir takes no advisory locks)
 //! ```
 //!
@@ -20,7 +32,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{ArrayRef, AsArray, StringArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StringArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -37,11 +49,25 @@ pub fn register(ctx: &SessionContext, user: &str) {
     ctx.deregister_udf("version");
     let udfs: Vec<ScalarUDF> = vec![
         ScalarUDF::new_from_impl(Constant::new("version", version_text())),
+        ScalarUDF::new_from_impl(Constant::new(
+            "current_catalog",
+            crate::session::DATABASE.to_string(),
+        )),
         ScalarUDF::new_from_impl(PgTypeof::new()),
         ScalarUDF::new_from_impl(PgEncodingToChar::new()),
         ScalarUDF::new_from_impl(NoDescription::new("col_description", &[2])),
         ScalarUDF::new_from_impl(NoDescription::new("obj_description", &[1, 2])),
         ScalarUDF::new_from_impl(NoDescription::new("shobj_description", &[2])),
+        ScalarUDF::new_from_impl(NoDescription::new("pg_get_function_result", &[1])),
+        ScalarUDF::new_from_impl(NoDescription::new("pg_get_function_arguments", &[1])),
+        ScalarUDF::new_from_impl(Visible::new("pg_function_is_visible")),
+        ScalarUDF::new_from_impl(Visible::new("pg_type_is_visible")),
+        ScalarUDF::new_from_impl(PgSizePretty::new()),
+        ScalarUDF::new_from_impl(UnknownSize::new("pg_table_size")),
+        ScalarUDF::new_from_impl(UnknownSize::new("pg_indexes_size")),
+        ScalarUDF::new_from_impl(UnknownSize::new("pg_relation_size")),
+        ScalarUDF::new_from_impl(UnknownSize::new("pg_total_relation_size")),
+        ScalarUDF::new_from_impl(UnknownSize::new("pg_database_size")),
         ScalarUDF::new_from_impl(PgSleep::new()),
         ScalarUDF::new_from_impl(Constant::void("pg_advisory_unlock_all")),
     ];
@@ -51,12 +77,17 @@ pub fn register(ctx: &SessionContext, user: &str) {
     register_user(ctx, user);
 }
 
-/// Sets the user `session_user` (and `current_user`) return in `ctx`.
+/// Sets the user `session_user`, `current_user`, `current_role` and `user` return in `ctx`
+/// (Weir has no `SET ROLE`, so all four are the user named at startup). Each keeps its own
+/// name, which is also the column's name, as in PostgreSQL (`SELECT current_user` shows a
+/// `current_user` column).
 pub fn register_user(ctx: &SessionContext, user: &str) {
-    ctx.register_udf(ScalarUDF::new_from_impl(Constant::new(
-        "session_user",
-        user.to_string(),
-    )));
+    for name in ["session_user", "current_user", "current_role", "user"] {
+        ctx.register_udf(ScalarUDF::new_from_impl(Constant::new(
+            name,
+            user.to_string(),
+        )));
+    }
 }
 
 /// `version()`'s text: PostgreSQL's form, naming the protocol version Weir follows (the
@@ -259,7 +290,9 @@ impl ScalarUDFImpl for PgEncodingToChar {
 }
 
 /// `col_description`, `obj_description`, `shobj_description`: an object's comment, always
-/// NULL (Weir has no `COMMENT ON`), with PostgreSQL's arities.
+/// NULL (Weir has no `COMMENT ON`), with PostgreSQL's arities; also
+/// `pg_get_function_result` and `pg_get_function_arguments`, NULL as Weir has no
+/// user-defined functions whose signature a client could ask for.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct NoDescription {
     name: &'static str,
@@ -291,6 +324,167 @@ impl ScalarUDFImpl for NoDescription {
 
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)))
+    }
+}
+
+/// `pg_function_is_visible(oid)`, `pg_type_is_visible(oid)`: whether the object is visible
+/// in the search path; true for every object (NULL for NULL), as Weir's objects all live in
+/// schemas on the path and none hides another of the same name.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Visible {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl Visible {
+    fn new(name: &'static str) -> Self {
+        Visible {
+            name,
+            signature: Signature::any(1, Volatility::Stable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for Visible {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let nulls = arrays[0].logical_nulls();
+        let out: BooleanArray = (0..arrays[0].len())
+            .map(|i| (!nulls.as_ref().is_some_and(|n| n.is_null(i))).then_some(true))
+            .collect();
+        crate::sql::semantics::shape_result(&args.args, Arc::new(out))
+    }
+}
+
+/// `pg_table_size`, `pg_indexes_size`, `pg_relation_size`, `pg_total_relation_size`,
+/// `pg_database_size`: a relation's (a database's) disk use in bytes; NULL, because Weir keeps every relation in one RocksDB
+/// instance and does not measure them one by one (PostgreSQL also answers NULL for an oid it
+/// does not know). `pg_relation_size` takes an optional fork name, as PostgreSQL's does.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct UnknownSize {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl UnknownSize {
+    fn new(name: &'static str) -> Self {
+        UnknownSize {
+            name,
+            signature: Signature::one_of(
+                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                Volatility::Volatile,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for UnknownSize {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(ScalarValue::Int64(None)))
+    }
+}
+
+/// `pg_size_pretty(bigint)`: a byte count in the largest unit that keeps the number under a
+/// limit, as PostgreSQL's `dbsize.c` does: bytes below 10,240; then kB, MB, GB, TB, PB (powers
+/// of 1,024) below 20,480, the last unit rounded half away from zero (`10240` → `10 kB`,
+/// `1048575` → `1024 kB`, `-1` → `-1 bytes`). Integer and numeric arguments are taken as
+/// `bigint`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgSizePretty {
+    signature: Signature,
+}
+
+impl PgSizePretty {
+    fn new() -> Self {
+        PgSizePretty {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+/// PostgreSQL's text for `bytes` (see [`PgSizePretty`]).
+fn size_pretty(bytes: i64) -> String {
+    // (name, limit, rounded, bits of the unit)
+    const UNITS: [(&str, i64, bool, u32); 6] = [
+        ("bytes", 10 * 1024, false, 0),
+        ("kB", 20 * 1024 - 1, true, 10),
+        ("MB", 20 * 1024 - 1, true, 20),
+        ("GB", 20 * 1024 - 1, true, 30),
+        ("TB", 20 * 1024 - 1, true, 40),
+        ("PB", 20 * 1024 - 1, true, 50),
+    ];
+    let half_rounded = |x: i64| (x + if x < 0 { -1 } else { 1 }) / 2;
+    let mut size = bytes;
+    for (i, (name, limit, round, bits)) in UNITS.iter().enumerate() {
+        let last = i + 1 == UNITS.len();
+        if last || size.unsigned_abs() < limit.unsigned_abs() {
+            let shown = if *round { half_rounded(size) } else { size };
+            return format!("{shown} {name}");
+        }
+        let (_, _, next_round, next_bits) = UNITS[i + 1];
+        // One bit more is kept when the next unit rounds, one less when this one did.
+        let shift = next_bits - bits - u32::from(next_round) + u32::from(*round);
+        size /= 1_i64 << shift;
+    }
+    unreachable!("the last unit always answers")
+}
+
+impl ScalarUDFImpl for PgSizePretty {
+    fn name(&self) -> &str {
+        "pg_size_pretty"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        match arg_types {
+            [t] if t.is_numeric() || t.is_null() => Ok(vec![DataType::Int64]),
+            _ => Err(function_does_not_exist(
+                "pg_size_pretty",
+                arg_types,
+                "pg_size_pretty takes a number of bytes",
+            )),
+        }
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out: StringArray = arrays[0]
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|n| n.map(size_pretty))
+            .collect();
+        crate::sql::semantics::shape_result(&args.args, Arc::new(out))
     }
 }
 
@@ -416,5 +610,38 @@ mod tests {
         assert_eq!(one(&ctx, "SELECT pg_sleep(0.2)").await, None);
         assert!(start.elapsed() >= Duration::from_millis(200));
         assert_eq!(one(&ctx, "SELECT pg_sleep(-1)").await, None);
+        assert_eq!(
+            one(&ctx, "SELECT pg_function_is_visible(1)").await.unwrap(),
+            "true"
+        );
+        assert_eq!(one(&ctx, "SELECT pg_table_size(1)").await, None);
+    }
+
+    /// Expected texts worked out by hand from PostgreSQL's rule (dbsize.c): below 10,240
+    /// bytes as is; else the count in half-units of the smallest unit where it is below
+    /// 20,479, rounded half away from zero to whole units.
+    #[test]
+    fn size_pretty_follows_postgresql() {
+        let cases: [(i64, &str); 13] = [
+            (0, "0 bytes"),
+            (10239, "10239 bytes"),
+            (-10239, "-10239 bytes"),
+            (10240, "10 kB"),
+            // 10,484,736 bytes are 10,239 kB, 20,478 half-kB: still kB.
+            (10_484_736, "10239 kB"),
+            // 10,485,248 bytes are 20,479 half-kB: MB, 19 half-MB rounded to 10.
+            (10_485_248, "10 MB"),
+            // 20,971,520 bytes are 40,960 half-kB, 40 half-MB: 20 MB.
+            (20_971_520, "20 MB"),
+            (1_048_575, "1024 kB"),
+            (1536, "1536 bytes"),
+            (123_456_789, "118 MB"),
+            (-123_456_789, "-118 MB"),
+            (1_i64 << 40, "1024 GB"),
+            (i64::MAX, "8192 PB"),
+        ];
+        for (bytes, text) in cases {
+            assert_eq!(size_pretty(bytes), text, "{bytes}");
+        }
     }
 }
