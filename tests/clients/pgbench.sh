@@ -13,7 +13,7 @@ TXNS=50
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-if [ -z "$PGBENCH" ] || [ ! -x "$PGBENCH" ]; then
+if [ -z "$PGBENCH" ] || ! command -v "$PGBENCH" >/dev/null; then
   echo "pgbench not found (set PGBENCH)" >&2
   exit 2
 fi
@@ -23,7 +23,7 @@ q() { psql -X -A -t -v ON_ERROR_STOP=1 "$@"; }
 check() {
   local name=$1
   shift
-  if "$@" >"$WORK/out" 2>"$WORK/err"; then
+  if "$@" >"$WORK/check.out" 2>"$WORK/err"; then
     echo "PASS $CLIENT $name"
   else
     local why

@@ -12,17 +12,17 @@ trap 'rm -rf "$WORK"' EXIT
 # psql without ~/.psqlrc, unaligned, tuples only, stopping at the first error.
 q() { psql -X -A -t -v ON_ERROR_STOP=1 "$@"; }
 
-# check NAME COMMAND...: runs COMMAND with its output in $WORK/out and its errors in
-# $WORK/err; the command decides by its exit status.
+# check NAME COMMAND...: runs COMMAND, which decides by its exit status, and prints the PASS
+# or FAIL line (the reason from what it wrote to stderr).
 check() {
   local name=$1
   shift
-  if "$@" >"$WORK/out" 2>"$WORK/err"; then
+  if "$@" >"$WORK/check.out" 2>"$WORK/err"; then
     echo "PASS $CLIENT $name"
   else
     local why
     why=$(grep -m1 -E 'ERROR|error|FATAL' "$WORK/err" || head -n1 "$WORK/err")
-    [ -n "$why" ] || why=$(head -c 300 "$WORK/out" | tr '\n' ' ')
+    [ -n "$why" ] || why=$(head -c 300 "$WORK/check.out" | tr "\n" " ")
     echo "FAIL $CLIENT $name: ${why:0:300}"
   fi
 }
