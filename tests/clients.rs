@@ -62,7 +62,7 @@ fn clients_dir() -> PathBuf {
 }
 
 fn home_cache(rest: &str) -> PathBuf {
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_string());
+    let home = std::env::var("HOME").unwrap_or_default();
     Path::new(&home).join(".cache/weir-clients").join(rest)
 }
 
