@@ -1,0 +1,182 @@
+"""asyncpg against Weir: binary-format parameters and results, prepared statements,
+executemany, transactions, COPY (asyncpg's COPY FROM is always binary) and the type
+introspection asyncpg runs against pg_type when it meets a type it has no built-in codec
+for (arrays of bigint, or a codec set up by name with set_type_codec)."""
+
+import asyncio
+import datetime as dt
+import os
+from decimal import Decimal
+
+import asyncpg
+
+from checks import Checks, eq, finish, reason
+
+CLIENT = "asyncpg"
+T = "apg_orders"
+V = "apg_by_customer"
+UTC = dt.timezone.utc
+ROWS = [
+    (1, "ada", 3, Decimal("2.50"), True, dt.datetime(2024, 3, 1, 10, 0, tzinfo=UTC), dt.date(2024, 3, 1)),
+    (2, "bob", 5, Decimal("10.00"), False, dt.datetime(2024, 3, 2, 11, 30, tzinfo=UTC), dt.date(2024, 3, 2)),
+    (3, "ada", 7, Decimal("1.25"), True, dt.datetime(2024, 3, 3, 12, 45, tzinfo=UTC), dt.date(2024, 3, 3)),
+]
+COLS = "id, customer, qty, price, paid, placed, day"
+INSERT = f"INSERT INTO {T} ({COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+
+
+async def main():
+    results = []
+
+    async def run(name, fn):
+        try:
+            await fn()
+        except Exception as exc:
+            print(f"FAIL {CLIENT} {name}: {reason(exc)}", flush=True)
+            return
+        print(f"PASS {CLIENT} {name}", flush=True)
+
+    conn = None
+
+    async def connect():
+        nonlocal conn
+        conn = await asyncpg.connect(
+            host=os.environ.get("PGHOST", "127.0.0.1"),
+            port=int(os.environ.get("PGPORT", "9347")),
+            user=os.environ.get("PGUSER", "weir"),
+            database=os.environ.get("PGDATABASE", "weir"),
+        )
+        version = await conn.fetchval("SELECT version()")
+        assert version.startswith("PostgreSQL "), version
+        assert conn.get_server_version().major >= 10, conn.get_server_version()
+
+    await run("connect", connect)
+    if conn is None:
+        finish()
+
+    async def select_int4_literal():
+        stmt = await conn.prepare("SELECT 1 AS one")
+        eq(stmt.get_attributes()[0].type.name, "int4", "type of SELECT 1")
+        eq(await stmt.fetchval(), 1, "value")
+
+    async def create_table():
+        await conn.execute(f"DROP TABLE IF EXISTS {T} CASCADE")
+        await conn.execute(
+            f"CREATE TABLE {T} (id BIGINT PRIMARY KEY, customer TEXT NOT NULL, qty INTEGER, "
+            "price NUMERIC(10,2), paid BOOLEAN, placed TIMESTAMPTZ, day DATE)"
+        )
+        eq(await conn.fetchval(f"SELECT count(*) FROM {T}"), 0, "rows in the new table")
+
+    async def executemany():
+        await conn.executemany(INSERT, ROWS)
+        eq(await conn.fetchval(f"SELECT count(*) FROM {T}"), 3, "rows")
+
+    async def select_typed_params():
+        rows = await conn.fetch(
+            f"SELECT {COLS} FROM {T} WHERE customer = $1 AND qty >= $2 AND placed < $3 ORDER BY id",
+            "ada", 3, dt.datetime(2024, 3, 10, tzinfo=UTC),
+        )
+        eq(len(rows), 2, "rows of ada")
+        for got, want in zip(rows, [ROWS[0], ROWS[2]]):
+            for i, (g, w) in enumerate(zip(tuple(got), want)):
+                eq(g, w, f"column {i} of id {want[0]}")
+
+    async def aggregate():
+        total, qty, n = await conn.fetchrow(f"SELECT sum(qty * price), sum(qty), count(*) FROM {T}")
+        eq(Decimal(total).compare(Decimal("66.25")), Decimal(0), f"sum(qty * price) = {total}")
+        eq(qty, 15, "sum(qty)")
+        eq(n, 3, "count(*)")
+
+    async def materialized_view():
+        await conn.execute(
+            f"CREATE MATERIALIZED VIEW {V} AS SELECT customer, count(*) AS n, sum(qty) AS qty "
+            f"FROM {T} WHERE id < 10 GROUP BY customer"
+        )
+        await conn.execute(INSERT, 4, "bob", 11, Decimal("3.00"), False, dt.datetime(2024, 3, 4, tzinfo=UTC), dt.date(2024, 3, 4))
+        await conn.execute("FLUSH")
+        rows = await conn.fetch(f"SELECT customer, n, qty FROM {V} ORDER BY customer")
+        eq([tuple(r) for r in rows], [("ada", 2, 10), ("bob", 2, 16)], "view rows")
+
+    async def prepared():
+        stmt = await conn.prepare(f"SELECT qty FROM {T} WHERE id = $1")
+        got = [await stmt.fetchval(i) for i in (1, 2, 3)]
+        eq(got, [3, 5, 7], "qty of ids 1..3")
+
+    async def limit_param():
+        # asyncpg encodes each argument as the type the server described for it.
+        rows = await conn.fetch(f"SELECT id FROM {T} ORDER BY id LIMIT $1", 2)
+        eq([r["id"] for r in rows], [1, 2], "first two ids")
+
+    async def any_array_param():
+        rows = await conn.fetch(f"SELECT id FROM {T} WHERE id = ANY($1) ORDER BY id", [1, 3])
+        eq([r["id"] for r in rows], [1, 3], "ids 1 and 3")
+
+    async def introspect_array():
+        # bigint[] has no built-in codec: asyncpg asks pg_type about OID 1016 first.
+        ids = await conn.fetchval(f"SELECT array_agg(id ORDER BY id) FROM {T} WHERE id <= 3")
+        eq(ids, [1, 2, 3], "array_agg(id)")
+
+    async def introspect_codec():
+        # set_type_codec looks the type up by name in pg_type (asyncpg's TYPE_BY_NAME query).
+        await conn.set_type_codec("numeric", encoder=str, decoder=str, schema="pg_catalog", format="text")
+        eq(await conn.fetchval(f"SELECT price FROM {T} WHERE id = $1", 2), "10.00", "numeric as text")
+        await conn.reset_type_codec("numeric", schema="pg_catalog")
+
+    async def transaction_commit():
+        async with conn.transaction():
+            await conn.execute(INSERT, 20, "dee", 4, Decimal("0.50"), True, None, None)
+        eq(await conn.fetchval(f"SELECT count(*) FROM {T} WHERE id = 20"), 1, "committed row")
+
+    async def transaction_rollback():
+        class Abort(Exception):
+            pass
+
+        try:
+            async with conn.transaction():
+                await conn.execute(INSERT, 21, "dee", 4, Decimal("0.50"), True, None, None)
+                raise Abort()
+        except Abort:
+            pass
+        eq(await conn.fetchval(f"SELECT count(*) FROM {T} WHERE id = 21"), 0, "rows left by a rolled-back insert")
+
+    async def cursor():
+        # asyncpg cursors are portals of the extended protocol fetched a few rows at a time.
+        async with conn.transaction():
+            ids = [r["id"] async for r in conn.cursor(f"SELECT id FROM {T} WHERE id <= 3 ORDER BY id", prefetch=2)]
+        eq(ids, [1, 2, 3], "ids through a cursor")
+
+    async def copy_records_to_table():
+        await conn.copy_records_to_table(T, records=[(30, "eve", 2), (31, "eve", 6)], columns=["id", "customer", "qty"])
+        eq(await conn.fetchval(f"SELECT sum(qty) FROM {T} WHERE customer = 'eve'"), 8, "eve's sum(qty)")
+
+    async def copy_from_query():
+        import io
+
+        out = io.BytesIO()
+        await conn.copy_from_query(f"SELECT id, qty FROM {T} WHERE id <= 3 ORDER BY id", output=out, format="csv")
+        eq(out.getvalue(), b"1,3\n2,5\n3,7\n", "copied CSV")
+
+    for name, fn in [
+        ("select_int4_literal", select_int4_literal),
+        ("create_table", create_table),
+        ("executemany", executemany),
+        ("select_typed_params", select_typed_params),
+        ("aggregate", aggregate),
+        ("materialized_view", materialized_view),
+        ("prepared", prepared),
+        ("limit_param", limit_param),
+        ("any_array_param", any_array_param),
+        ("introspect_array", introspect_array),
+        ("introspect_codec", introspect_codec),
+        ("transaction_commit", transaction_commit),
+        ("transaction_rollback", transaction_rollback),
+        ("cursor", cursor),
+        ("copy_records_to_table", copy_records_to_table),
+        ("copy_from_query", copy_from_query),
+    ]:
+        await run(name, fn)
+    await conn.close()
+
+
+asyncio.run(main())
+finish()

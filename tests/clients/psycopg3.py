@@ -1,0 +1,283 @@
+"""psycopg 3 against Weir: server-side parameters (the default), client-side (simple
+protocol) parameters, binary results, prepared statements, COPY, transactions and cursors."""
+
+import datetime as dt
+from decimal import Decimal
+
+import psycopg
+from psycopg import sql  # noqa: F401  (imported as applications do)
+
+from checks import Checks, conninfo, eq, finish
+
+CLIENT = "psycopg3"
+T = "pg3_orders"
+V = "pg3_by_customer"
+UTC = dt.timezone.utc
+ROWS = [
+    (1, "ada", 3, Decimal("2.50"), True, dt.datetime(2024, 3, 1, 10, 0, tzinfo=UTC), dt.date(2024, 3, 1)),
+    (2, "bob", 5, Decimal("10.00"), False, dt.datetime(2024, 3, 2, 11, 30, tzinfo=UTC), dt.date(2024, 3, 2)),
+    (3, "ada", 7, Decimal("1.25"), True, dt.datetime(2024, 3, 3, 12, 45, tzinfo=UTC), dt.date(2024, 3, 3)),
+]
+INSERT = f"INSERT INTO {T} (id, customer, qty, price, paid, placed, day) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+
+conn = psycopg.connect(conninfo())
+checks = Checks(CLIENT, on_failure=lambda: conn.rollback())
+
+
+def count(where="TRUE"):
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM {T} WHERE {where}")
+        n = cur.fetchone()[0]
+    conn.commit()
+    return n
+
+
+def connect():
+    eq(conn.info.status, psycopg.pq.ConnStatus.OK, "status")
+    with conn.cursor() as cur:
+        cur.execute("SELECT version()")
+        assert cur.fetchone()[0].startswith("PostgreSQL "), "version() names PostgreSQL"
+    assert conn.info.server_version >= 100000, conn.info.server_version
+    conn.commit()
+
+
+def select_int4_literal():
+    # PostgreSQL types the literal 1 as integer (OID 23).
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1 AS one")
+        eq(cur.fetchone()[0], 1, "value")
+        eq(cur.description[0].type_code, 23, "type OID of SELECT 1")
+    conn.commit()
+
+
+def create_table():
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {T} CASCADE")
+        cur.execute(
+            f"CREATE TABLE {T} (id BIGINT PRIMARY KEY, customer TEXT NOT NULL, qty INTEGER, "
+            "price NUMERIC(10,2), paid BOOLEAN, placed TIMESTAMPTZ, day DATE)"
+        )
+    conn.commit()
+    eq(count(), 0, "rows in the new table")
+
+
+def insert_params():
+    with conn.cursor() as cur:
+        cur.executemany(INSERT, ROWS)
+    conn.commit()
+    eq(count(), 3, "rows after executemany")
+
+
+def select_typed_params():
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT id, customer, qty, price, paid, placed, day FROM {T} "
+            "WHERE customer = %s AND qty >= %s AND placed < %s ORDER BY id",
+            ("ada", 3, dt.datetime(2024, 3, 10, tzinfo=UTC)),
+        )
+        rows = cur.fetchall()
+    conn.commit()
+    eq(len(rows), 2, "rows of ada")
+    for got, want in zip(rows, [ROWS[0], ROWS[2]]):
+        for i, (g, w) in enumerate(zip(got, want)):
+            eq(g, w, f"column {i} of id {want[0]}")
+
+
+def aggregate():
+    # 3 * 2.50 + 5 * 10.00 + 7 * 1.25 = 66.25; 3 + 5 + 7 = 15.
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT sum(qty * price), sum(qty), count(*) FROM {T}")
+        total, qty, n = cur.fetchone()
+    conn.commit()
+    eq(Decimal(total).compare(Decimal("66.25")), Decimal(0), f"sum(qty * price) = {total}")
+    eq(qty, 15, "sum(qty)")
+    eq(n, 3, "count(*)")
+
+
+def materialized_view():
+    with conn.cursor() as cur:
+        cur.execute(
+            f"CREATE MATERIALIZED VIEW {V} AS SELECT customer, count(*) AS n, sum(qty) AS qty "
+            f"FROM {T} GROUP BY customer"
+        )
+        cur.execute(INSERT, (4, "bob", 11, Decimal("3.00"), False, dt.datetime(2024, 3, 4, tzinfo=UTC), dt.date(2024, 3, 4)))
+        cur.execute("FLUSH")
+        cur.execute(f"SELECT customer, n, qty FROM {V} ORDER BY customer")
+        rows = cur.fetchall()
+    conn.commit()
+    # ada: 3 + 7; bob: 5 + 11.
+    eq(rows, [("ada", 2, 10), ("bob", 2, 16)], "view rows")
+
+
+def param_float_vs_numeric():
+    # A Python float is a float8 parameter; PostgreSQL compares numeric with it as float8.
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT id FROM {T} WHERE id <= 4 AND price > %s ORDER BY id", (2.0,))
+        ids = [r[0] for r in cur.fetchall()]
+    conn.commit()
+    # prices 2.50, 10.00, 1.25, 3.00
+    eq(ids, [1, 2, 4], "ids with price > 2.0")
+
+
+def param_interval_arith():
+    # datetime - timedelta: timestamptz - interval parameters.
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT id FROM {T} WHERE id <= 4 AND placed > %s - %s ORDER BY id",
+            (dt.datetime(2024, 3, 3, 13, 0, tzinfo=UTC), dt.timedelta(days=1)),
+        )
+        ids = [r[0] for r in cur.fetchall()]
+    conn.commit()
+    # after 2024-03-02 13:00: ids 3 (March 3, 12:45) and 4 (March 4)
+    eq(ids, [3, 4], "ids placed after March 2, 13:00")
+
+
+def select_param_echo():
+    # Parameters selected back keep their types (int2 and text as psycopg sends them).
+    with conn.cursor() as cur:
+        cur.execute("SELECT %s AS n, %s AS s", (7, "x"))
+        eq(cur.fetchone(), (7, "x"), "selected parameters")
+    conn.commit()
+
+
+def select_param_echo_binary():
+    with conn.cursor(binary=True) as cur:
+        cur.execute("SELECT %s AS n, %s AS s", (7, "x"))
+        eq(cur.fetchone(), (7, "x"), "selected parameters in binary")
+    conn.commit()
+
+
+def simple_protocol():
+    # A ClientCursor merges the parameters into the text and sends a simple Query.
+    with psycopg.ClientCursor(conn) as cur:
+        cur.execute(f"SELECT customer, qty, price, day FROM {T} WHERE id = %s AND customer = %s", (2, "bob"))
+        row = cur.fetchone()
+    conn.commit()
+    eq(row, ("bob", 5, Decimal("10.00"), dt.date(2024, 3, 2)), "row 2")
+
+
+def binary_results():
+    with conn.cursor(binary=True) as cur:
+        cur.execute(f"SELECT id, customer, qty, price, paid, placed, day FROM {T} WHERE id = %s", (3,))
+        row = cur.fetchone()
+    conn.commit()
+    eq(row, ROWS[2], "row 3 in binary")
+
+
+def binary_params():
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT sum(qty) FROM {T} WHERE customer = %b AND day >= %b",
+            ("ada", dt.date(2024, 3, 2)),
+        )
+        eq(cur.fetchone()[0], 7, "sum(qty) of ada from March 2")
+    conn.commit()
+
+
+def prepared():
+    # prepare=True makes a named server-side statement, then executes it again by name.
+    got = []
+    with conn.cursor() as cur:
+        for i in (1, 2, 3):
+            cur.execute(f"SELECT qty FROM {T} WHERE id = %s", (i,), prepare=True)
+            got.append(cur.fetchone()[0])
+    conn.commit()
+    eq(got, [3, 5, 7], "qty of ids 1..3")
+
+
+def pipeline():
+    with conn.pipeline():
+        with conn.cursor() as cur:
+            cur.execute(INSERT, (10, "cy", 1, Decimal("1.00"), True, dt.datetime(2024, 4, 1, tzinfo=UTC), dt.date(2024, 4, 1)))
+            cur.execute(INSERT, (11, "cy", 2, Decimal("1.00"), True, dt.datetime(2024, 4, 2, tzinfo=UTC), dt.date(2024, 4, 2)))
+            cur.execute(f"SELECT sum(qty) FROM {T} WHERE customer = %s", ("cy",))
+            total = cur.fetchone()[0]
+    conn.commit()
+    eq(total, 3, "sum(qty) of cy")
+
+
+def commit():
+    with conn.transaction():
+        with conn.cursor() as cur:
+            cur.execute(INSERT, (20, "dee", 4, Decimal("0.50"), True, dt.datetime(2024, 5, 1, tzinfo=UTC), dt.date(2024, 5, 1)))
+    conn.commit()
+    eq(count("id = 20"), 1, "committed row")
+
+
+def rollback():
+    try:
+        with conn.transaction():
+            with conn.cursor() as cur:
+                cur.execute(INSERT, (21, "dee", 4, Decimal("0.50"), True, dt.datetime(2024, 5, 2, tzinfo=UTC), dt.date(2024, 5, 2)))
+            raise psycopg.Rollback()
+    finally:
+        conn.commit()
+    eq(count("id = 21"), 0, "rows left by a rolled-back insert")
+
+
+def copy_from_text():
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY {T} (id, customer, qty, price, paid, placed, day) FROM STDIN") as copy:
+            copy.write_row((30, "eve", 2, Decimal("4.00"), False, dt.datetime(2024, 6, 1, tzinfo=UTC), dt.date(2024, 6, 1)))
+            copy.write_row((31, "eve", 6, None, None, None, None))
+    conn.commit()
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT sum(qty), count(price) FROM {T} WHERE customer = 'eve'")
+        eq(cur.fetchone(), (8, 1), "eve's sum(qty) and count(price)")
+    conn.commit()
+
+
+def copy_from_binary():
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY {T} (id, customer, qty) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "text", "int4"])
+            copy.write_row((40, "fay", 9))
+    conn.commit()
+    eq(count("customer = 'fay' AND qty = 9"), 1, "row copied in binary")
+
+
+def copy_to_stdout():
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY (SELECT id, qty FROM {T} WHERE id <= 3 ORDER BY id) TO STDOUT") as copy:
+            rows = [tuple(int(x) for x in r) for r in copy.rows()]
+    conn.commit()
+    eq(rows, [(1, 3), (2, 5), (3, 7)], "copied rows")
+
+
+def server_side_cursor():
+    # A named cursor is DECLARE ... CURSOR, then FETCH FORWARD n.
+    with conn.cursor(name="pg3_cur") as cur:
+        cur.itersize = 2
+        cur.execute(f"SELECT id FROM {T} WHERE id <= 3 ORDER BY id")
+        ids = [r[0] for r in cur]
+    conn.commit()
+    eq(ids, [1, 2, 3], "ids through a server-side cursor")
+
+
+for name, fn in [
+    ("connect", connect),
+    ("select_int4_literal", select_int4_literal),
+    ("create_table", create_table),
+    ("insert_params", insert_params),
+    ("select_typed_params", select_typed_params),
+    ("aggregate", aggregate),
+    ("materialized_view", materialized_view),
+    ("param_float_vs_numeric", param_float_vs_numeric),
+    ("param_interval_arith", param_interval_arith),
+    ("select_param_echo", select_param_echo),
+    ("select_param_echo_binary", select_param_echo_binary),
+    ("simple_protocol", simple_protocol),
+    ("binary_results", binary_results),
+    ("binary_params", binary_params),
+    ("prepared", prepared),
+    ("pipeline", pipeline),
+    ("commit", commit),
+    ("rollback", rollback),
+    ("copy_from_text", copy_from_text),
+    ("copy_from_binary", copy_from_binary),
+    ("copy_to_stdout", copy_to_stdout),
+    ("server_side_cursor", server_side_cursor),
+]:
+    checks.run(name, fn)
+conn.close()
+finish()
