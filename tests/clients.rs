@@ -248,9 +248,10 @@ impl Server {
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--data-dir", dir.join("data").to_str().unwrap()])
-            // Not `weir::server=debug`: its per-statement span is entered across an await
-            // and can panic a connection's task (docs/clients.md, Found on the way).
-            .env("RUST_LOG", "info")
+            // Debug logging: each statement runs inside a tracing span, which must follow
+            // its future across worker threads (a span entered across an await once panicked
+            // connection tasks under this setting).
+            .env("RUST_LOG", "weir=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap())

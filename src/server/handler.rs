@@ -7,19 +7,24 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, into_pg_type};
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
+use pgwire::api::DEFAULT_NAME;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::send_describe_response;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{CopyResponse, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::data::{NoData, ParameterDescription};
+use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
@@ -582,6 +587,41 @@ impl ExtendedQueryHandler for Conn {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         self.parser.clone()
+    }
+
+    /// Describe, with PostgreSQL's answer for a prepared statement that returns no rows
+    /// (`INSERT ... VALUES ($1)`): ParameterDescription, then NoData (protocol docs, 55.2.3
+    /// "Extended Query"). pgwire's default sends an empty RowDescription instead when the
+    /// statement has parameters, and pgjdbc then takes the statement for a query and fails
+    /// `executeUpdate` ("A result was returned when none was expected").
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if message.target_type == TARGET_TYPE_BYTE_STATEMENT {
+            let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+            if let Some(Entry::Value(stmt)) = client.portal_store().get_statement(name) {
+                let described = self.do_describe_statement(client, &stmt).await?;
+                if described.fields.is_empty() {
+                    let oids = described.parameters.iter().map(|t| t.oid()).collect();
+                    client
+                        .send(PgWireBackendMessage::ParameterDescription(
+                            ParameterDescription::new(oids),
+                        ))
+                        .await?;
+                    client
+                        .send(PgWireBackendMessage::NoData(NoData::new()))
+                        .await?;
+                } else {
+                    send_describe_response(client, &described).await?;
+                }
+                return Ok(());
+            }
+        }
+        self._on_describe(client, message).await
     }
 
     async fn do_query<C>(

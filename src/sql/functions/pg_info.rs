@@ -23,6 +23,8 @@
 //!  pg_relation_size(regclass)     bigint NULL   `weir_catalog.memory` shows its use)
 //!  pg_total_relation_size(...)    bigint NULL
 //!  pg_database_size(name | oid)   bigint NULL
+//!  pg_get_serial_sequence(t, c)   text   NULL (Weir has no sequences)
+//!  to_regtype(text)               oid    the type's OID ('integer' → 23), NULL if unknown
 //!  pg_advisory_unlock_all()       void   does nothing (Weir takes no advisory locks)
 //! ```
 //!
@@ -68,6 +70,8 @@ pub fn register(ctx: &SessionContext, user: &str) {
         ScalarUDF::new_from_impl(UnknownSize::new("pg_relation_size")),
         ScalarUDF::new_from_impl(UnknownSize::new("pg_total_relation_size")),
         ScalarUDF::new_from_impl(UnknownSize::new("pg_database_size")),
+        ScalarUDF::new_from_impl(NoDescription::new("pg_get_serial_sequence", &[2])),
+        ScalarUDF::new_from_impl(ToRegtype::new()),
         ScalarUDF::new_from_impl(PgSleep::new()),
         ScalarUDF::new_from_impl(Constant::void("pg_advisory_unlock_all")),
     ];
@@ -488,6 +492,116 @@ impl ScalarUDFImpl for PgSizePretty {
     }
 }
 
+/// PostgreSQL's built-in type OIDs (`pg_type.dat`) by the names `to_regtype` accepts.
+const TYPE_OIDS: [(&str, i32); 40] = [
+    ("bool", 16),
+    ("boolean", 16),
+    ("bytea", 17),
+    ("char", 18),
+    ("name", 19),
+    ("int8", 20),
+    ("bigint", 20),
+    ("int2", 21),
+    ("smallint", 21),
+    ("int4", 23),
+    ("integer", 23),
+    ("int", 23),
+    ("text", 25),
+    ("oid", 26),
+    ("json", 114),
+    ("float4", 700),
+    ("real", 700),
+    ("float8", 701),
+    ("double precision", 701),
+    ("bpchar", 1042),
+    ("character", 1042),
+    ("varchar", 1043),
+    ("character varying", 1043),
+    ("date", 1082),
+    ("time", 1083),
+    ("time without time zone", 1083),
+    ("timestamp", 1114),
+    ("timestamp without time zone", 1114),
+    ("timestamptz", 1184),
+    ("timestamp with time zone", 1184),
+    ("interval", 1186),
+    ("numeric", 1700),
+    ("decimal", 1700),
+    ("uuid", 2950),
+    ("jsonb", 3802),
+    ("int4[]", 1007),
+    ("integer[]", 1007),
+    ("int8[]", 1016),
+    ("bigint[]", 1016),
+    ("text[]", 1009),
+];
+
+/// `to_regtype(text)`: the OID of the type the text names (`'integer'`, `'int4'`,
+/// `'pg_catalog.text'`, `'bigint[]'`), NULL for a type Weir does not have (`'hstore'`), as
+/// PostgreSQL answers for an unknown name instead of an error. Returns the OID as an `oid`
+/// (PostgreSQL's `regtype` prints the type's name instead), which is what drivers compare it
+/// with (`WHERE t.oid = to_regtype($1)`, psycopg's type lookup).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ToRegtype {
+    signature: Signature,
+}
+
+impl ToRegtype {
+    fn new() -> Self {
+        ToRegtype {
+            signature: Signature::user_defined(Volatility::Stable),
+        }
+    }
+}
+
+/// The OID of the type named `name` (see [`ToRegtype`]).
+fn type_oid(name: &str) -> Option<i32> {
+    let lower = name.trim().to_ascii_lowercase();
+    let bare = lower.strip_prefix("pg_catalog.").unwrap_or(&lower);
+    let bare = bare.trim_matches('"');
+    TYPE_OIDS
+        .iter()
+        .find(|(n, _)| *n == bare)
+        .map(|(_, oid)| *oid)
+}
+
+impl ScalarUDFImpl for ToRegtype {
+    fn name(&self) -> &str {
+        "to_regtype"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        match arg_types {
+            [DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 | DataType::Null] => {
+                Ok(vec![DataType::Utf8])
+            }
+            _ => Err(function_does_not_exist(
+                "to_regtype",
+                arg_types,
+                "to_regtype takes a type's name as text",
+            )),
+        }
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int32)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out: arrow::array::Int32Array = arrays[0]
+            .as_string::<i32>()
+            .iter()
+            .map(|n| n.and_then(type_oid))
+            .collect();
+        crate::sql::semantics::shape_result(&args.args, Arc::new(out))
+    }
+}
+
 /// `pg_sleep(seconds)`: blocks the statement for that many seconds (a fraction allowed; NULL,
 /// zero or negative: no wait), once per row, then returns NULL (PostgreSQL's `void` prints
 /// as an empty value). Runs on a tokio worker: the wait is moved off the worker's task queue
@@ -615,6 +729,22 @@ mod tests {
             "true"
         );
         assert_eq!(one(&ctx, "SELECT pg_table_size(1)").await, None);
+        // OIDs from PostgreSQL's pg_type.dat.
+        assert_eq!(
+            one(&ctx, "SELECT to_regtype('integer')").await.unwrap(),
+            "23"
+        );
+        assert_eq!(
+            one(&ctx, "SELECT to_regtype('pg_catalog.timestamptz')")
+                .await
+                .unwrap(),
+            "1184"
+        );
+        assert_eq!(one(&ctx, "SELECT to_regtype('hstore')").await, None);
+        assert_eq!(
+            one(&ctx, "SELECT pg_get_serial_sequence('t', 'a')").await,
+            None
+        );
     }
 
     /// Expected texts worked out by hand from PostgreSQL's rule (dbsize.c): below 10,240
