@@ -208,6 +208,24 @@ async fn output_columns_have_postgres_names() {
             "array"
         ]
     );
+    // Integer literals in the output are `integer` when they fit in 32 bits (PostgreSQL's
+    // typing of numeric constants), `bigint` beyond.
+    let stmt = c
+        .prepare("SELECT 1 AS one, -2, 3000000000 ORDER BY 1 LIMIT 1")
+        .await
+        .unwrap();
+    let types: Vec<&tokio_postgres::types::Type> =
+        stmt.columns().iter().map(|col| col.type_()).collect();
+    assert_eq!(
+        types,
+        [
+            &tokio_postgres::types::Type::INT4,
+            &tokio_postgres::types::Type::INT4,
+            &tokio_postgres::types::Type::INT8
+        ]
+    );
+    let row = c.query_one(&stmt, &[]).await.unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (1, -2));
     // A UNION is named after its first branch.
     let stmt = c
         .prepare("SELECT min(a), 2 AS two FROM n UNION SELECT 1, 2")

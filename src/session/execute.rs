@@ -677,9 +677,10 @@ impl Session {
 
     async fn plan_statement(&self, stmt: Statement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
-        Ok(state
+        let plan = state
             .statement_to_plan(DfStatement::Statement(Box::new(stmt)))
-            .await?)
+            .await?;
+        Ok(crate::sql::semantics::int4_output_literals(plan)?)
     }
 
     /// Plans and optimizes a view's query.

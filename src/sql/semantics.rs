@@ -839,6 +839,74 @@ fn datetime_text_cast(
     )))
 }
 
+/// PostgreSQL types an integer literal that fits in 32 bits as `integer` (`SELECT 1` is
+/// `int4`: docs, 4.1.2.6 "Numeric Constants"); DataFusion as `bigint`. A query's output
+/// columns that are such literals (`SELECT 1`, `SELECT -5 AS n`, also under `ORDER BY` and
+/// `LIMIT`) are made `integer` here, so that drivers see PostgreSQL's type; literals inside
+/// expressions keep DataFusion's typing (the integer operators of this module already add
+/// them as PostgreSQL does).
+///
+/// # Errors
+/// DataFusion's, when the projection cannot be rebuilt.
+pub fn int4_output_literals(plan: LogicalPlan) -> datafusion::common::Result<LogicalPlan> {
+    use datafusion::logical_expr::{Limit, Projection};
+    fn literal(e: &Expr) -> Option<Expr> {
+        let v = match e {
+            Expr::Literal(ScalarValue::Int64(Some(v)), _) => *v,
+            Expr::Negative(inner) => match inner.as_ref() {
+                Expr::Literal(ScalarValue::Int64(Some(v)), _) => v.checked_neg()?,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        i32::try_from(v)
+            .ok()
+            .map(|v| Expr::Literal(ScalarValue::Int32(Some(v)), None))
+    }
+    Ok(match plan {
+        LogicalPlan::Projection(p) => {
+            let mut changed = false;
+            let exprs: Vec<Expr> = p
+                .expr
+                .iter()
+                .map(|e| {
+                    let (inner, name) = match e {
+                        Expr::Alias(a) => (a.expr.as_ref(), a.name.clone()),
+                        other => (other, other.schema_name().to_string()),
+                    };
+                    match literal(inner) {
+                        Some(int4) => {
+                            changed = true;
+                            int4.alias(name)
+                        }
+                        None => e.clone(),
+                    }
+                })
+                .collect();
+            if changed {
+                LogicalPlan::Projection(Projection::try_new(exprs, p.input)?)
+            } else {
+                LogicalPlan::Projection(p)
+            }
+        }
+        LogicalPlan::Sort(sort) => {
+            let input = int4_output_literals(Arc::unwrap_or_clone(sort.input))?;
+            LogicalPlan::Sort(datafusion::logical_expr::Sort {
+                input: Arc::new(input),
+                ..sort
+            })
+        }
+        LogicalPlan::Limit(limit) => {
+            let input = int4_output_literals(Arc::unwrap_or_clone(limit.input))?;
+            LogicalPlan::Limit(Limit {
+                input: Arc::new(input),
+                ..limit
+            })
+        }
+        other => other,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
