@@ -253,8 +253,84 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
         Output::CopyIn { columns } => {
             Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
         }
+        Output::CopyOut {
+            schema,
+            batches,
+            format,
+        } => Response::CopyOut(copy_out_response(&schema, batches, &format)?),
         Output::Empty => Response::EmptyQuery,
     })
+}
+
+/// `COPY ... TO STDOUT`: each row as one CopyData message of `format` (text or CSV), its
+/// fields in the text form a query's rows are sent in. A header line (CSV `HEADER`) travels
+/// in the first row's message, so that the command tag's count (`COPY n`, one per message)
+/// stays the number of rows; with no rows it is a message of its own.
+fn copy_out_response(
+    schema: &SchemaRef,
+    batches: Vec<arrow::array::RecordBatch>,
+    format: &crate::sql::copy::CopyFormat,
+) -> PgWireResult<CopyResponse> {
+    let fields = Arc::new(arrow_schema_to_pg_fields(
+        schema,
+        &Format::UnifiedText,
+        None,
+    )?);
+    let mut rows = Vec::new();
+    for b in batches {
+        let b = pg_text_columns(b, &Format::UnifiedText).map_err(|e| pg_error(&e))?;
+        encode_rows(&fields, &b, &mut rows)?;
+    }
+    let mut header = format.header.then(|| {
+        let names: Vec<&[u8]> = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_bytes())
+            .collect();
+        let names: Vec<Option<&[u8]>> = names.into_iter().map(Some).collect();
+        crate::sql::copy::copy_out_line(&names, format)
+    });
+    let mut messages = Vec::with_capacity(rows.len() + 1);
+    for row in rows {
+        let row = row?;
+        let values = data_row_fields(&row)?;
+        let mut line = header.take().unwrap_or_default();
+        line.extend(crate::sql::copy::copy_out_line(&values, format));
+        messages.push(Ok(CopyData::new(bytes::Bytes::from(line))));
+    }
+    if let Some(line) = header {
+        messages.push(Ok(CopyData::new(bytes::Bytes::from(line))));
+    }
+    Ok(CopyResponse::new(
+        0,
+        schema.fields().len(),
+        futures::stream::iter(messages),
+    ))
+}
+
+/// The field values of an encoded data row (`None` for NULL): each field is a 4-byte
+/// big-endian length (-1 for NULL) and that many bytes (protocol docs, "DataRow").
+fn data_row_fields(row: &pgwire::messages::data::DataRow) -> PgWireResult<Vec<Option<&[u8]>>> {
+    let data: &[u8] = &row.data;
+    let mut at = 0usize;
+    let mut out = Vec::with_capacity(row.field_count.max(0) as usize);
+    let malformed = || pg_error(&Error::Internal("malformed data row".into()));
+    for _ in 0..row.field_count {
+        let len_bytes: [u8; 4] = data
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(malformed)?;
+        at += 4;
+        let len = i32::from_be_bytes(len_bytes);
+        if len < 0 {
+            out.push(None);
+        } else {
+            let end = at + len as usize;
+            out.push(Some(data.get(at..end).ok_or_else(malformed)?));
+            at = end;
+        }
+    }
+    Ok(out)
 }
 
 /// Rows of `schema` as a query response (command tag `SELECT`).

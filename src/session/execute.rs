@@ -58,6 +58,15 @@ pub enum Output {
         /// Number of columns in the data.
         columns: usize,
     },
+    /// `COPY ... TO STDOUT`: the rows to send as copy data, in `format` (text or CSV).
+    CopyOut {
+        /// Column names and types.
+        schema: SchemaRef,
+        /// The rows.
+        batches: Vec<RecordBatch>,
+        /// Text or CSV, delimiter, NULL string, header, quoting.
+        format: copy::CopyFormat,
+    },
     /// An empty statement.
     Empty,
 }
@@ -357,9 +366,41 @@ impl Session {
                 ..
             } => {
                 if to {
-                    return Err(Error::not_supported(
-                        "COPY ... TO is not supported; use SELECT",
-                    ));
+                    if !matches!(target, CopyTarget::Stdout) {
+                        return Err(Error::not_supported(
+                            "COPY TO a server file or program is not supported; use COPY ... TO STDOUT (psql's \\copy)",
+                        ));
+                    }
+                    let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
+                    let query = match source {
+                        CopySource::Table {
+                            table_name,
+                            columns,
+                        } => {
+                            let list = if columns.is_empty() {
+                                "*".to_string()
+                            } else {
+                                columns
+                                    .iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            };
+                            format!("SELECT {list} FROM {table_name}")
+                        }
+                        CopySource::Query(q) => q.to_string(),
+                    };
+                    let stmt = parse_one(&query)?;
+                    let (plan, names) = self.plan_select(&query, stmt).await?;
+                    let Output::Rows { schema, batches } = self.run_query(plan, names).await?
+                    else {
+                        return Err(Error::Internal("COPY TO: a query without rows".into()));
+                    };
+                    return Ok(Output::CopyOut {
+                        schema,
+                        batches,
+                        format,
+                    });
                 }
                 if !matches!(target, CopyTarget::Stdin) {
                     return Err(Error::not_supported(

@@ -1,4 +1,5 @@
-//! `COPY table FROM STDIN` in PostgreSQL's text and CSV formats.
+//! `COPY table FROM STDIN` and `COPY table | (query) TO STDOUT` in PostgreSQL's text and CSV
+//! formats.
 //!
 //! Follows PostgreSQL's `COPY` reference: text format (tab-separated, `\N` for NULL, backslash
 //! escapes) and CSV format (`HEADER`, `DELIMITER`, `NULL`, `QUOTE`, `ESCAPE`). A COPY is applied
@@ -13,12 +14,12 @@ use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, Cop
 
 use crate::error::{Error, Result};
 
-/// The options of one COPY FROM STDIN.
+/// The options of one COPY FROM STDIN or TO STDOUT.
 #[derive(Debug, Clone)]
 pub struct CopyFormat {
     /// CSV (true) or text (false).
     pub csv: bool,
-    /// The first line is a header to skip.
+    /// The first line is a header (skipped on input, the column names on output).
     pub header: bool,
     /// Field separator (byte).
     pub delimiter: u8,
@@ -123,6 +124,60 @@ impl CopyFormat {
             escape: escape.unwrap_or(quote),
         })
     }
+}
+
+/// One line of `COPY ... TO STDOUT` data (PostgreSQL's COPY reference, "File Formats"): the
+/// fields' PostgreSQL text forms (`None` for NULL) joined by the delimiter, ending in `\n`.
+/// Text format writes NULL as the NULL string (`\N`) and escapes backslash, newline,
+/// carriage return, tab and the delimiter with a backslash; CSV writes NULL as the NULL
+/// string (empty) unquoted, and quotes a field that holds the delimiter, the quote, a line
+/// break, or equals the NULL string (so an empty string is `""`), doubling quotes inside.
+pub fn copy_out_line(fields: &[Option<&[u8]>], format: &CopyFormat) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(format.delimiter);
+        }
+        let Some(v) = field else {
+            out.extend_from_slice(format.null.as_bytes());
+            continue;
+        };
+        if format.csv {
+            let needs_quotes = v.is_empty() && format.null.is_empty()
+                || *v == format.null.as_bytes()
+                || v.iter().any(|&b| {
+                    b == format.delimiter || b == format.quote || b == b'\n' || b == b'\r'
+                });
+            if needs_quotes {
+                out.push(format.quote);
+                for &b in v.iter() {
+                    if b == format.quote || b == format.escape {
+                        out.push(format.escape);
+                    }
+                    out.push(b);
+                }
+                out.push(format.quote);
+            } else {
+                out.extend_from_slice(v);
+            }
+        } else {
+            for &b in v.iter() {
+                match b {
+                    b'\\' => out.extend_from_slice(b"\\\\"),
+                    b'\n' => out.extend_from_slice(b"\\n"),
+                    b'\r' => out.extend_from_slice(b"\\r"),
+                    b'\t' => out.extend_from_slice(b"\\t"),
+                    d if d == format.delimiter => {
+                        out.push(b'\\');
+                        out.push(d);
+                    }
+                    other => out.push(other),
+                }
+            }
+        }
+    }
+    out.push(b'\n');
+    out
 }
 
 /// Parses COPY data into one batch of `schema`, where `columns` are the target columns (the
