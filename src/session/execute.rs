@@ -733,7 +733,22 @@ impl Session {
             ));
         }
         let plan = self.plan_statement(stmt).await?;
-        let plan = self.ctx.state().optimize(&plan)?;
+        // Without `eliminate_join`: it turns an inner join whose output needs only one
+        // side, the other unique on the key, into a semi join, carrying the join's
+        // non-equality conditions into a semi join filter the dataflow does not take
+        // (Nexmark q5: `ON starttime = starttime_c AND num >= maxn`); the inner join with
+        // those conditions it does take.
+        let state = self.ctx.state();
+        let rules = state
+            .optimizers()
+            .iter()
+            .filter(|r| r.name() != "eliminate_join")
+            .cloned()
+            .collect();
+        let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+            .with_optimizer_rules(rules)
+            .build();
+        let plan = state.optimize(&plan)?;
         self.materialize_table_functions(plan).await
     }
 

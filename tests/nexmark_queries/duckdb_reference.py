@@ -81,6 +81,13 @@ QUERIES = {
             GROUP BY a.id, a.category
         )
         SELECT category, avg(final) FROM winning GROUP BY category""",
+    "q5": f"""
+        WITH per_auction AS (
+            SELECT auction, ws, count(*) AS num FROM {HOPPED_BID} GROUP BY auction, ws
+        ), ranked AS (
+            SELECT *, max(num) OVER (PARTITION BY ws) AS maxn FROM per_auction
+        )
+        SELECT auction, num, {TS.format('ws')} FROM ranked WHERE num = maxn""",
     "q5_maxn": f"""
         WITH per_auction AS (
             SELECT auction, ws, count(*) AS num FROM {HOPPED_BID} GROUP BY auction, ws

@@ -1,10 +1,5 @@
 -- Nexmark q5, hot items: per 10-second window sliding every 2 seconds, the auctions with the
 -- most bids (the original's columns auction and num, with the window's start added).
--- Refused: DataFusion's optimizer (EliminateJoin) turns the inner join, whose output has
--- only the left side's columns and whose right side is unique on the window, into a semi
--- join, and a semi join with the non-equality num >= maxn is refused as a correlated
--- IN/EXISTS. q5_maxn.sql, which also outputs maxn, runs.
--- refused: 0A000
 -- After https://github.com/nexmark/nexmark (nexmark-flink queries) and RisingWave's
 -- e2e_test/streaming/nexmark views, written for Weir's tables.
 CREATE MATERIALIZED VIEW q5 AS

@@ -1,5 +1,4 @@
--- Nexmark q5 as q5.sql, with the window's maximum maxn among the columns: the optimizer
--- then keeps the inner join instead of turning it into a semi join (see q5.sql).
+-- Nexmark q5 as q5.sql, with the window's maximum maxn among the columns.
 -- Per 10-second window sliding every 2 seconds, the auctions with the most bids.
 -- After https://github.com/nexmark/nexmark (nexmark-flink queries) and RisingWave's
 -- e2e_test/streaming/nexmark views, written for Weir's tables.
