@@ -153,6 +153,32 @@ async fn copy_to_stdout() {
     server.stop().await;
 }
 
+/// Parameters DataFusion cannot type get PostgreSQL's: `LIMIT $1`/`OFFSET $2` are bigint,
+/// a bare `SELECT $1` is text; the statements then run with those values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn implied_parameter_types() {
+    use tokio_postgres::types::Type;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE ip (a INT); INSERT INTO ip VALUES (1), (2), (3); FLUSH")
+        .await
+        .unwrap();
+    let page = c
+        .prepare("SELECT a FROM ip ORDER BY a LIMIT $1 OFFSET $2")
+        .await
+        .unwrap();
+    assert_eq!(page.params(), [Type::INT8, Type::INT8]);
+    let rows = c.query(&page, &[&2_i64, &1_i64]).await.unwrap();
+    let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, [2, 3]);
+    let echo = c.prepare("SELECT $1 AS s").await.unwrap();
+    assert_eq!(echo.params(), [Type::TEXT]);
+    let row = c.query_one(&echo, &[&"x"]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "x");
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extended_protocol_parameters() {
     let dir = tempfile::tempdir().unwrap();

@@ -163,6 +163,42 @@ fn cast_parameter_types(plan: &LogicalPlan, out: &mut [Option<DataType>]) {
     });
 }
 
+/// Types PostgreSQL gives parameters that DataFusion leaves untyped (`None` in `out`):
+/// `LIMIT $n` and `OFFSET $n` are `bigint`; a parameter that is a whole SELECT-list item
+/// (`SELECT $1`) is `text`, as PostgreSQL resolves an unknown-typed output column.
+fn implied_parameter_types(plan: &LogicalPlan, out: &mut [Option<DataType>]) {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut set = |e: &Expr, t: DataType| {
+        let e = match e {
+            Expr::Alias(a) => a.expr.as_ref(),
+            other => other,
+        };
+        if let Expr::Placeholder(p) = e
+            && let Ok(i) = p.id.trim_start_matches('$').parse::<usize>()
+            && let Some(slot) = i.checked_sub(1).and_then(|i| out.get_mut(i))
+            && slot.is_none()
+        {
+            *slot = Some(t);
+        }
+    };
+    let _ = plan.apply_with_subqueries(|node| {
+        match node {
+            LogicalPlan::Limit(l) => {
+                for e in [&l.skip, &l.fetch].into_iter().flatten() {
+                    set(e, DataType::Int64);
+                }
+            }
+            LogicalPlan::Projection(p) => {
+                for e in &p.expr {
+                    set(e, DataType::Utf8);
+                }
+            }
+            _ => {}
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+}
+
 /// Takes the RETURNING list off an INSERT, UPDATE or DELETE (DataFusion plans the statement
 /// without it; the session evaluates it over the written rows).
 fn take_returning(stmt: &mut Statement) -> Option<Vec<SelectItem>> {
@@ -1475,6 +1511,7 @@ impl Session {
             out[i - 1] = t;
         }
         cast_parameter_types(&plan, &mut out);
+        implied_parameter_types(&plan, &mut out);
         let schema = if is_query {
             // The analyzed plan's schema: analyzer rules may change result types (sum(bigint)
             // is numeric); the rows executed later have these types.
