@@ -282,12 +282,11 @@ fn copy_out_response(
         encode_rows(&fields, &b, &mut rows)?;
     }
     let mut header = format.header.then(|| {
-        let names: Vec<&[u8]> = schema
+        let names: Vec<Option<&[u8]>> = schema
             .fields()
             .iter()
-            .map(|f| f.name().as_bytes())
+            .map(|f| Some(f.name().as_bytes()))
             .collect();
-        let names: Vec<Option<&[u8]>> = names.into_iter().map(Some).collect();
         crate::sql::copy::copy_out_line(&names, format)
     });
     let mut messages = Vec::with_capacity(rows.len() + 1);
@@ -450,23 +449,13 @@ fn pg_text_columns(
                         .iter()
                         .map(|v| {
                             v.map(|us| {
-                                let mut s = chrono::DateTime::from_timestamp_micros(us)
-                                    .map(|t| {
-                                        let t = t.naive_utc();
-                                        if us.rem_euclid(1_000_000) == 0 {
-                                            t.format("%Y-%m-%d %H:%M:%S").to_string()
-                                        } else {
-                                            t.format("%Y-%m-%d %H:%M:%S%.6f")
-                                                .to_string()
-                                                .trim_end_matches('0')
-                                                .to_string()
-                                        }
-                                    })
-                                    .unwrap_or_default();
-                                if tz.is_some() {
-                                    s.push_str("+00");
-                                }
-                                s
+                                crate::sql::functions::datetime_input::timestamp_out(
+                                    us,
+                                    tz.is_some(),
+                                )
+                                .unwrap_or_else(|| {
+                                    if tz.is_some() { "+00" } else { "" }.to_string()
+                                })
                             })
                         })
                         .collect(),

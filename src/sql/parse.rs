@@ -356,12 +356,10 @@ pub fn view_query_text(sql: &str) -> Result<String> {
 #[derive(Debug)]
 struct AnyOpRule;
 
-/// Rewrites the text of `INTERVAL '...'` literals (without a unit qualifier) from
 /// `current_schema` and `current_role` written without parentheses (PostgreSQL's
 /// SQL-standard spelling) are the functions `current_schema()` and `current_role()`.
 /// sqlparser already reads `current_user`, `session_user`, `user` and `current_catalog` as
-/// calls without arguments; they keep their
-/// names, which are registered as functions
+/// calls without arguments; they keep their names, which are registered as functions
 /// ([`crate::sql::functions::pg_info::register_user`]) and name their columns as in
 /// PostgreSQL.
 #[derive(Debug)]
@@ -558,6 +556,7 @@ impl VisitorMut for ArraySubqueryVisitor {
     }
 }
 
+/// Rewrites the text of `INTERVAL '...'` literals (without a unit qualifier) from
 /// PostgreSQL's input forms into ones DataFusion's interval parser takes (see
 /// [`crate::sql::functions::datetime_input::interval_text`]).
 #[derive(Debug)]

@@ -49,8 +49,12 @@ const WINDOW_FUNCTIONS: [&str; 3] = ["tumble", "hop", "session"];
 /// `TUMBLE(t, ts, ...)` at the token level (sqlparser reads neither `TABLE t` nor
 /// `DESCRIPTOR(ts)` as a function argument). `None` when the text has no such call.
 pub fn normalize_flink_windows(sql: &str) -> Option<String> {
-    let lower = sql.to_ascii_lowercase();
-    if !lower.contains("descriptor") {
+    // Every statement passes here: look for the keyword without copying the text.
+    if !sql
+        .as_bytes()
+        .windows(b"descriptor".len())
+        .any(|w| w.eq_ignore_ascii_case(b"descriptor"))
+    {
         return None;
     }
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;

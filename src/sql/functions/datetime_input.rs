@@ -126,8 +126,9 @@ impl TimestampOutput {
     pub const NAME: &'static str = "pg_timestamp_out";
 }
 
-/// PostgreSQL's text of a timestamp `micros` microseconds from the Unix epoch.
-fn timestamp_out(micros: i64, with_zone: bool) -> Option<String> {
+/// PostgreSQL's text of a timestamp `micros` microseconds from the Unix epoch (`+00` after
+/// it `with_zone`); `None` outside chrono's range. Query results sent as text use it too.
+pub fn timestamp_out(micros: i64, with_zone: bool) -> Option<String> {
     let t = chrono::DateTime::from_timestamp_micros(micros)?.naive_utc();
     let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
     let frac = micros.rem_euclid(1_000_000);

@@ -57,20 +57,20 @@ pub fn register(ctx: &SessionContext, user: &str) {
         )),
         ScalarUDF::new_from_impl(PgTypeof::new()),
         ScalarUDF::new_from_impl(PgEncodingToChar::new()),
-        ScalarUDF::new_from_impl(NoDescription::new("col_description", &[2])),
-        ScalarUDF::new_from_impl(NoDescription::new("obj_description", &[1, 2])),
-        ScalarUDF::new_from_impl(NoDescription::new("shobj_description", &[2])),
-        ScalarUDF::new_from_impl(NoDescription::new("pg_get_function_result", &[1])),
-        ScalarUDF::new_from_impl(NoDescription::new("pg_get_function_arguments", &[1])),
+        ScalarUDF::new_from_impl(AlwaysNull::text("col_description", &[2])),
+        ScalarUDF::new_from_impl(AlwaysNull::text("obj_description", &[1, 2])),
+        ScalarUDF::new_from_impl(AlwaysNull::text("shobj_description", &[2])),
+        ScalarUDF::new_from_impl(AlwaysNull::text("pg_get_function_result", &[1])),
+        ScalarUDF::new_from_impl(AlwaysNull::text("pg_get_function_arguments", &[1])),
         ScalarUDF::new_from_impl(Visible::new("pg_function_is_visible")),
         ScalarUDF::new_from_impl(Visible::new("pg_type_is_visible")),
         ScalarUDF::new_from_impl(PgSizePretty::new()),
-        ScalarUDF::new_from_impl(UnknownSize::new("pg_table_size")),
-        ScalarUDF::new_from_impl(UnknownSize::new("pg_indexes_size")),
-        ScalarUDF::new_from_impl(UnknownSize::new("pg_relation_size")),
-        ScalarUDF::new_from_impl(UnknownSize::new("pg_total_relation_size")),
-        ScalarUDF::new_from_impl(UnknownSize::new("pg_database_size")),
-        ScalarUDF::new_from_impl(NoDescription::new("pg_get_serial_sequence", &[2])),
+        ScalarUDF::new_from_impl(AlwaysNull::size("pg_table_size")),
+        ScalarUDF::new_from_impl(AlwaysNull::size("pg_indexes_size")),
+        ScalarUDF::new_from_impl(AlwaysNull::size("pg_relation_size")),
+        ScalarUDF::new_from_impl(AlwaysNull::size("pg_total_relation_size")),
+        ScalarUDF::new_from_impl(AlwaysNull::size("pg_database_size")),
+        ScalarUDF::new_from_impl(AlwaysNull::text("pg_get_serial_sequence", &[2])),
         ScalarUDF::new_from_impl(ToRegtype::new()),
         ScalarUDF::new_from_impl(PgSleep::new()),
         ScalarUDF::new_from_impl(Constant::void("pg_advisory_unlock_all")),
@@ -293,27 +293,48 @@ impl ScalarUDFImpl for PgEncodingToChar {
     }
 }
 
-/// `col_description`, `obj_description`, `shobj_description`: an object's comment, always
-/// NULL (Weir has no `COMMENT ON`), with PostgreSQL's arities; also
-/// `pg_get_function_result` and `pg_get_function_arguments`, NULL as Weir has no
-/// user-defined functions whose signature a client could ask for.
+/// Functions whose answer is always NULL in Weir, with PostgreSQL's arities and result
+/// types:
+/// - `col_description`, `obj_description`, `shobj_description` (`text`): an object's
+///   comment (Weir has no `COMMENT ON`);
+/// - `pg_get_function_result`, `pg_get_function_arguments`, `pg_get_serial_sequence`
+///   (`text`): Weir has no user-defined functions or sequences;
+/// - `pg_table_size`, `pg_indexes_size`, `pg_relation_size` (with an optional fork name),
+///   `pg_total_relation_size`, `pg_database_size` (`bigint`, bytes): Weir keeps every
+///   relation in one RocksDB instance and does not measure them one by one (PostgreSQL
+///   also answers NULL for an oid it does not know).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct NoDescription {
+struct AlwaysNull {
     name: &'static str,
+    result: DataType,
     signature: Signature,
 }
 
-impl NoDescription {
-    fn new(name: &'static str, arities: &[usize]) -> Self {
+impl AlwaysNull {
+    /// A `text` function taking any arguments in one of these numbers.
+    fn text(name: &'static str, arities: &[usize]) -> Self {
         let forms = arities.iter().map(|n| TypeSignature::Any(*n)).collect();
-        NoDescription {
+        AlwaysNull {
             name,
+            result: DataType::Utf8,
             signature: Signature::one_of(forms, Volatility::Stable),
+        }
+    }
+
+    /// A size in bytes (`bigint`) of a relation or database, with one or two arguments.
+    fn size(name: &'static str) -> Self {
+        AlwaysNull {
+            name,
+            result: DataType::Int64,
+            signature: Signature::one_of(
+                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                Volatility::Volatile,
+            ),
         }
     }
 }
 
-impl ScalarUDFImpl for NoDescription {
+impl ScalarUDFImpl for AlwaysNull {
     fn name(&self) -> &str {
         self.name
     }
@@ -323,11 +344,13 @@ impl ScalarUDFImpl for NoDescription {
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
+        Ok(self.result.clone())
     }
 
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)))
+        Ok(ColumnarValue::Scalar(ScalarValue::try_new_null(
+            &self.result,
+        )?))
     }
 }
 
@@ -369,46 +392,6 @@ impl ScalarUDFImpl for Visible {
             .map(|i| (!nulls.as_ref().is_some_and(|n| n.is_null(i))).then_some(true))
             .collect();
         crate::sql::semantics::shape_result(&args.args, Arc::new(out))
-    }
-}
-
-/// `pg_table_size`, `pg_indexes_size`, `pg_relation_size`, `pg_total_relation_size`,
-/// `pg_database_size`: a relation's (a database's) disk use in bytes; NULL, because Weir keeps every relation in one RocksDB
-/// instance and does not measure them one by one (PostgreSQL also answers NULL for an oid it
-/// does not know). `pg_relation_size` takes an optional fork name, as PostgreSQL's does.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct UnknownSize {
-    name: &'static str,
-    signature: Signature,
-}
-
-impl UnknownSize {
-    fn new(name: &'static str) -> Self {
-        UnknownSize {
-            name,
-            signature: Signature::one_of(
-                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
-                Volatility::Volatile,
-            ),
-        }
-    }
-}
-
-impl ScalarUDFImpl for UnknownSize {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Int64)
-    }
-
-    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        Ok(ColumnarValue::Scalar(ScalarValue::Int64(None)))
     }
 }
 
