@@ -14,7 +14,11 @@
 //!
 //! and the resident memory after the load and at its peak. With `WEIR_SCALING_JOIN=1` the table
 //! also has a join view over it (`j`: each row of `t` joined by `grp` to a 1,000-row table
-//! `d`), so the load and each INSERT maintain a join's two state tables too. Each N runs twice, side by side:
+//! `d`), so the load and each INSERT maintain a join's two state tables too. With
+//! `WEIR_SCALING_TOPN=1` it has two Top-N views as well: `top3`, the three largest `v` of each
+//! `grp` (`row_number() OVER (PARTITION BY grp ORDER BY v DESC) <= 3`, partitions of N/1,000
+//! rows), and `top10`, the ten largest `v` of the whole table (`ORDER BY v DESC LIMIT 10`, one
+//! partition of N rows). Each N runs twice, side by side:
 //! with the rows of tables and views in the state backend (RocksDB, `--memory-limit` from
 //! `WEIR_SCALING_MEMORY_LIMIT`, default `1GB`) and with them in memory; each run is a child
 //! process of its own so that its memory figures are its own (`WEIR_SCALING_MODES`, default
@@ -76,6 +80,17 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
             ))
             .await
             .expect("join schema");
+    }
+    if topn_enabled() {
+        client
+            .batch_execute(
+                "CREATE MATERIALIZED VIEW top3 AS SELECT grp, id, v FROM (SELECT grp, id, v, \
+                 row_number() OVER (PARTITION BY grp ORDER BY v DESC, id) AS rn FROM t) AS r \
+                 WHERE rn <= 3;
+                 CREATE MATERIALIZED VIEW top10 AS SELECT id, v FROM t ORDER BY v DESC, id LIMIT 10;",
+            )
+            .await
+            .expect("Top-N schema");
     }
     let t0 = Instant::now();
     load(client, rows).await;
@@ -143,6 +158,10 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
     }
 }
 
+fn topn_enabled() -> bool {
+    std::env::var("WEIR_SCALING_TOPN").is_ok_and(|v| v == "1")
+}
+
 /// The first column of a one-row answer as an integer (`sum` may come back as numeric text).
 async fn scalar(client: &tokio_postgres::Client, sql: &str) -> Vec<i128> {
     let msgs = client.simple_query(sql).await.expect("query");
@@ -183,6 +202,43 @@ async fn check_answers(client: &tokio_postgres::Client, rows: u64) {
             scalar(client, "SELECT count(*), sum(v) FROM j").await,
             vec![n, sum_v],
             "j"
+        );
+    }
+    if topn_enabled() {
+        // The generator's rows ranked here: per group and overall, by v descending, then id.
+        let mut per_group: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 1000];
+        let mut overall: Vec<(u64, u64)> = Vec::new();
+        let keep = |list: &mut Vec<(u64, u64)>, item: (u64, u64), n: usize| {
+            list.push(item);
+            list.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            list.truncate(n);
+        };
+        for id in 0..rows {
+            let v = mix(id) % 1_000_000;
+            keep(&mut per_group[(id % 1000) as usize], (v, id), 3);
+            if overall.len() < 10 || v >= overall[overall.len() - 1].0 {
+                keep(&mut overall, (v, id), 10);
+            }
+        }
+        let sum = |l: &[(u64, u64)]| l.iter().map(|(v, _)| *v as i128).sum::<i128>();
+        let groups: Vec<&(u64, u64)> = per_group.iter().flatten().collect();
+        assert_eq!(
+            scalar(client, "SELECT count(*), sum(v), sum(id) FROM top3").await,
+            vec![
+                groups.len() as i128,
+                groups.iter().map(|(v, _)| *v as i128).sum::<i128>(),
+                groups.iter().map(|(_, id)| *id as i128).sum::<i128>()
+            ],
+            "top3"
+        );
+        assert_eq!(
+            scalar(client, "SELECT count(*), sum(v), sum(id) FROM top10").await,
+            vec![
+                overall.len() as i128,
+                sum(&overall),
+                overall.iter().map(|(_, id)| *id as i128).sum::<i128>()
+            ],
+            "top10"
         );
     }
 }

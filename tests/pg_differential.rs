@@ -285,6 +285,43 @@ fn views(rng: &mut StdRng) -> Vec<(String, String)> {
             "SELECT k, v FROM a WHERE v NOT IN (SELECT w FROM b)".into(),
         ),
         (
+            // Top-N per group: the order is total up to equal output rows, so PostgreSQL's
+            // choice among ties cannot differ from Weir's.
+            "v_topn".into(),
+            format!(
+                "SELECT k, v, big FROM (SELECT k, v, big, row_number() OVER (PARTITION BY k \
+                 ORDER BY v {} NULLS LAST, big) AS rn FROM a) AS t WHERE rn <= {}",
+                if rng.random_bool(0.5) { "DESC" } else { "ASC" },
+                rng.random_range(1..4)
+            ),
+        ),
+        (
+            // rank() keeps ties: a bound may fall inside a run of equal values.
+            "v_rankcut".into(),
+            format!(
+                "SELECT k, v FROM (SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v NULLS \
+                 FIRST) AS r FROM a) AS t WHERE r <= {}",
+                rng.random_range(1..4)
+            ),
+        ),
+        (
+            "v_ranks".into(),
+            "SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS r, dense_rank() OVER \
+             (PARTITION BY k ORDER BY v) AS dr, count(*) OVER (PARTITION BY k) AS c, \
+             lag(v) OVER (PARTITION BY k ORDER BY v, big) AS p, sum(v) OVER (PARTITION BY k \
+             ORDER BY v, big ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s, max(big) OVER \
+             (PARTITION BY k ORDER BY v RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS m FROM a"
+                .into(),
+        ),
+        (
+            "v_limit".into(),
+            format!(
+                "SELECT k, v FROM a ORDER BY v DESC, k, big LIMIT {} OFFSET {}",
+                rng.random_range(0..4),
+                rng.random_range(0..3)
+            ),
+        ),
+        (
             "v_notexists".into(),
             "SELECT k, v FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.w < 0)"
                 .into(),

@@ -20,9 +20,10 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::sql::sqlparser::ast::{
-    Array, BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-    FunctionArguments, GroupByExpr, Ident, ObjectName, OrderBy, OrderByKind, Query, SelectItem,
-    SetExpr, Statement, Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut,
+    Array, BinaryOperator, CastKind, DataType as SqlDataType, Expr, Function, FunctionArg,
+    FunctionArgExpr, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, ObjectName,
+    OrderBy, OrderByKind, Query, SelectItem, SetExpr, Statement, Value, ValueWithSpan, Visit,
+    VisitMut, Visitor, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -72,6 +73,8 @@ impl Parser {
                 Arc::new(IntervalLiteralRule),
                 // `ARRAY(subquery)`: an aggregate over the subquery's rows.
                 Arc::new(ArraySubqueryRule),
+                // `row_number()`, `rank()`, `dense_rank()` are bigint, `ntile()` integer.
+                Arc::new(RankingTypeRule),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -552,6 +555,56 @@ impl VisitorMut for ArraySubqueryVisitor {
                 *expr = e;
             }
         }
+        ControlFlow::Continue(())
+    }
+}
+
+/// PostgreSQL's ranking window functions return `bigint` (`row_number`, `rank`, `dense_rank`)
+/// and `integer` (`ntile`) (docs, 9.22 "Window Functions"); DataFusion's return unsigned
+/// 64-bit integers, which clients would see as `numeric`. Each call with `OVER` is cast to
+/// PostgreSQL's type; the column keeps the function's name (a cast keeps a strong name, see
+/// [`crate::sql::names`]).
+#[derive(Debug)]
+struct RankingTypeRule;
+
+impl SqlStatementRewriteRule for RankingTypeRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut RankingTypeVisitor);
+        s
+    }
+}
+
+struct RankingTypeVisitor;
+
+impl VisitorMut for RankingTypeVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Function(f) = expr else {
+            return ControlFlow::Continue(());
+        };
+        if f.over.is_none() {
+            return ControlFlow::Continue(());
+        }
+        let name = f
+            .name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(|i| i.value.to_ascii_lowercase());
+        let data_type = match name.as_deref() {
+            Some("row_number" | "rank" | "dense_rank") => SqlDataType::BigInt(None),
+            Some("ntile") => SqlDataType::Integer(None),
+            _ => return ControlFlow::Continue(()),
+        };
+        let call = std::mem::replace(expr, Expr::value(Value::Null));
+        *expr = Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(call),
+            data_type,
+            array: false,
+            format: None,
+        };
         ControlFlow::Continue(())
     }
 }

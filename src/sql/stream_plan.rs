@@ -12,7 +12,9 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::{DFSchema, JoinType, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan};
+use datafusion::logical_expr::{
+    Distinct, Expr, ExprSchemable, FetchType, LogicalPlan, SkipType, SortExpr,
+};
 use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
 
 use crate::common::RelationId;
@@ -21,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::sql::provider::RelationProvider;
 use crate::stream::ops::hash_agg::{AggCall, AggKind, AggOrder};
 use crate::stream::ops::hash_join::JoinKind;
+use crate::stream::ops::over_window::{WindowOrder, WindowOutput};
 use crate::stream::ops::semi_join::SemiKind;
 use crate::stream::plan::{StreamNode, StreamPlan};
 
@@ -79,9 +82,49 @@ pub fn plan(logical: &LogicalPlan) -> Result<StreamPlan> {
 
 /// Translates `plan`'s node and its inputs, recording the relations read in `sources`.
 fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<StreamNode> {
+    build_hinted(plan, sources, None)
+}
+
+/// A filter above a node keeps only rows whose output column `column` is at most `max`:
+/// when that column is a ranking window function's, the window operator reads only each
+/// partition's leading rows (a Top-N).
+#[derive(Debug, Clone, Copy)]
+struct RankHint {
+    column: usize,
+    max: u64,
+}
+
+/// As [`build`], with a [`RankHint`] from a filter above `plan` (through projections that pass
+/// the column on, aliases and other filters).
+fn build_hinted(
+    plan: &LogicalPlan,
+    sources: &mut BTreeSet<RelationId>,
+    hint: Option<RankHint>,
+) -> Result<StreamNode> {
     match plan {
         LogicalPlan::Projection(p) => {
-            let input = build(&p.input, sources)?;
+            let hint = hint.and_then(|h| {
+                let mut e = match &p.expr[h.column] {
+                    Expr::Alias(a) => a.expr.as_ref(),
+                    e => e,
+                };
+                // A cast between integer types keeps the order (ranks are cast to bigint).
+                if let Expr::Cast(c) = e
+                    && c.field.data_type().is_integer()
+                {
+                    e = c.expr.as_ref();
+                }
+                match e {
+                    Expr::Column(c) => p
+                        .input
+                        .schema()
+                        .index_of_column(c)
+                        .ok()
+                        .map(|column| RankHint { column, max: h.max }),
+                    _ => None,
+                }
+            });
+            let input = build_hinted(&p.input, sources, hint)?;
             let exprs = p
                 .expr
                 .iter()
@@ -94,7 +137,8 @@ fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<Strea
             })
         }
         LogicalPlan::Filter(f) => {
-            let input = build(&f.input, sources)?;
+            let hint = rank_hint(&f.predicate, f.input.schema()).or(hint);
+            let input = build_hinted(&f.input, sources, hint)?;
             let predicate = physical(&f.predicate, f.input.schema())?;
             Ok(StreamNode::Filter {
                 input: Box::new(input),
@@ -136,12 +180,10 @@ fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<Strea
             }
             Ok(op)
         }
-        LogicalPlan::SubqueryAlias(a) => build(&a.input, sources),
+        LogicalPlan::SubqueryAlias(a) => build_hinted(&a.input, sources, hint),
         LogicalPlan::Sort(s) => {
-            if s.fetch.is_some() {
-                return Err(Error::not_supported(
-                    "ORDER BY with LIMIT in a materialized view is not supported",
-                ));
+            if let Some(fetch) = s.fetch {
+                return top_n(s, 0, Some(fetch), sources);
             }
             // A view is an unordered set: its rows are ordered by the query that reads it.
             build(&s.input, sources)
@@ -311,12 +353,33 @@ fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<Strea
                 schema: nullable_schema(u.schema.as_arrow()),
             })
         }
-        LogicalPlan::Limit(_) => Err(Error::not_supported(
-            "LIMIT and OFFSET in a materialized view are not supported",
-        )),
-        LogicalPlan::Window(_) => Err(Error::not_supported(
-            "window functions in a materialized view are not supported",
-        )),
+        LogicalPlan::Limit(l) => {
+            let skip = match l.get_skip_type()? {
+                SkipType::Literal(s) => s,
+                SkipType::UnsupportedExpr => {
+                    return Err(Error::not_supported(
+                        "OFFSET that is not a constant in a materialized view is not supported",
+                    ));
+                }
+            };
+            let fetch = match l.get_fetch_type()? {
+                FetchType::Literal(f) => f,
+                FetchType::UnsupportedExpr => {
+                    return Err(Error::not_supported(
+                        "LIMIT that is not a constant in a materialized view is not supported",
+                    ));
+                }
+            };
+            match l.input.as_ref() {
+                LogicalPlan::Sort(s) => top_n(s, skip, fetch, sources),
+                _ if skip == 0 && fetch.is_none() => build(&l.input, sources),
+                _ => Err(Error::not_supported(
+                    "LIMIT or OFFSET without ORDER BY in a materialized view is not supported \
+                     (which rows it keeps is not defined; add ORDER BY)",
+                )),
+            }
+        }
+        LogicalPlan::Window(w) => over_window(w, sources, hint),
         LogicalPlan::Values(v) => {
             let schema = nullable_schema(v.schema.as_arrow());
             let rows = values_batch(&schema, &v.values)?;
@@ -366,6 +429,161 @@ fn build(plan: &LogicalPlan, sources: &mut BTreeSet<RelationId>) -> Result<Strea
                 .unwrap_or("this construct")
         ))),
     }
+}
+
+/// `ORDER BY ... LIMIT fetch OFFSET skip`: a Top-N over the whole input.
+fn top_n(
+    sort: &datafusion::logical_expr::Sort,
+    skip: usize,
+    fetch: Option<usize>,
+    sources: &mut BTreeSet<RelationId>,
+) -> Result<StreamNode> {
+    let input = build(&sort.input, sources)?;
+    let order = window_order(&sort.expr, sort.input.schema())?;
+    Ok(StreamNode::OverWindow {
+        input: Box::new(input),
+        partition: vec![],
+        partition_types: vec![],
+        order,
+        window: vec![],
+        output: WindowOutput::Slice { skip, fetch },
+        schema: nullable_schema(sort.input.schema().as_arrow()),
+    })
+}
+
+/// The physical `ORDER BY` keys of a window or a Top-N.
+fn window_order(keys: &[SortExpr], schema: &DFSchema) -> Result<Vec<WindowOrder>> {
+    keys.iter()
+        .map(|k| {
+            Ok(WindowOrder {
+                expr: physical(&k.expr, schema)?,
+                data_type: k.expr.get_type(schema)?,
+                options: arrow::compute::SortOptions {
+                    descending: !k.asc,
+                    nulls_first: k.nulls_first,
+                },
+            })
+        })
+        .collect()
+}
+
+/// The ranking window functions: a row's value depends only on the rows before it and never
+/// decreases along the partition.
+const RANKING: [&str; 3] = ["row_number", "rank", "dense_rank"];
+
+/// A window node: its functions must share one `PARTITION BY` and `ORDER BY` (DataFusion puts
+/// functions with other keys in other window nodes).
+fn over_window(
+    w: &datafusion::logical_expr::logical_plan::Window,
+    sources: &mut BTreeSet<RelationId>,
+    hint: Option<RankHint>,
+) -> Result<StreamNode> {
+    let in_schema = w.input.schema();
+    let mut spec: Option<(&[Expr], &[SortExpr])> = None;
+    let mut names = Vec::new();
+    for e in &w.window_expr {
+        let inner = match e {
+            Expr::Alias(a) => a.expr.as_ref(),
+            e => e,
+        };
+        let Expr::WindowFunction(f) = inner else {
+            return Err(Error::not_supported(format!(
+                "window expression {e} in a materialized view is not supported"
+            )));
+        };
+        let this = (
+            f.params.partition_by.as_slice(),
+            f.params.order_by.as_slice(),
+        );
+        match spec {
+            None => spec = Some(this),
+            Some(s) if s == this => {}
+            Some(_) => {
+                return Err(Error::not_supported(
+                    "window functions with different PARTITION BY or ORDER BY in one window of \
+                     a materialized view are not supported",
+                ));
+            }
+        }
+        names.push(f.fun.name().to_ascii_lowercase());
+    }
+    let (partition_by, order_by) = spec.ok_or_else(|| Error::Internal("empty window".into()))?;
+    let input = build(&w.input, sources)?;
+    let partition = partition_by
+        .iter()
+        .map(|e| physical(e, in_schema))
+        .collect::<Result<Vec<_>>>()?;
+    let partition_types = partition_by
+        .iter()
+        .map(|e| Ok(e.get_type(in_schema)?))
+        .collect::<Result<Vec<_>>>()?;
+    let order = window_order(order_by, in_schema)?;
+    let window = w
+        .window_expr
+        .iter()
+        .map(|e| {
+            Ok(datafusion::physical_planner::create_window_expr(
+                e,
+                in_schema,
+                &ExecutionProps::new(),
+                &PhysicalPlanningContext::default(),
+            )?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let inputs = in_schema.fields().len();
+    let rank_limit = hint.and_then(|h| {
+        let j = h.column.checked_sub(inputs)?;
+        let all_ranking = names.iter().all(|n| RANKING.contains(&n.as_str()));
+        all_ranking.then_some((j, h.max))
+    });
+    Ok(StreamNode::OverWindow {
+        input: Box::new(input),
+        partition,
+        partition_types,
+        order,
+        window,
+        output: WindowOutput::All { rank_limit },
+        schema: nullable_schema(w.schema.as_arrow()),
+    })
+}
+
+/// The bound a filter puts on one column, when one of its conjuncts is `column <= n`,
+/// `column < n`, `column = n` (or the same reversed) for an integer constant `n`.
+fn rank_hint(predicate: &Expr, schema: &DFSchema) -> Option<RankHint> {
+    use datafusion::logical_expr::{BinaryExpr, Operator as Op};
+    let conjuncts = datafusion::logical_expr::utils::split_conjunction(predicate);
+    conjuncts.into_iter().find_map(|c| {
+        let Expr::BinaryExpr(BinaryExpr { left, op, right }) = c else {
+            return None;
+        };
+        // A column, or a column cast to another integer type (ranks are cast to bigint).
+        let column_of = |e: &Expr| match e {
+            Expr::Column(c) => Some(c.clone()),
+            Expr::Cast(c) if c.field.data_type().is_integer() => match c.expr.as_ref() {
+                Expr::Column(col) => Some(col.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (column, op, value) = match (left.as_ref(), right.as_ref()) {
+            (e, Expr::Literal(v, _)) => (column_of(e)?, *op, v),
+            (Expr::Literal(v, _), e) => (column_of(e)?, op.swap()?, v),
+            _ => return None,
+        };
+        let n = match value.cast_to(&arrow::datatypes::DataType::Int64).ok()? {
+            ScalarValue::Int64(Some(n)) => n,
+            _ => return None,
+        };
+        let max = match op {
+            Op::LtEq | Op::Eq => n,
+            Op::Lt => n - 1,
+            _ => return None,
+        };
+        Some(RankHint {
+            column: schema.index_of_column(&column).ok()?,
+            max: u64::try_from(max.max(0)).ok()?,
+        })
+    })
 }
 
 /// Evaluates the constant rows of a `VALUES` list into one batch of `schema`.

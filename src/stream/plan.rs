@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::window::WindowExpr;
 
 use crate::common::RelationId;
 use crate::error::Result;
@@ -16,6 +17,7 @@ use crate::stream::Operator;
 use crate::stream::ops::filter::Filter;
 use crate::stream::ops::hash_agg::{AggCall, HashAgg};
 use crate::stream::ops::hash_join::{HashJoin, JoinKind};
+use crate::stream::ops::over_window::{OverWindow, WindowOrder, WindowOutput};
 use crate::stream::ops::project::Project;
 use crate::stream::ops::scan::Scan;
 use crate::stream::ops::semi_join::{SemiJoin, SemiKind};
@@ -119,6 +121,23 @@ pub enum StreamNode {
         kind: SemiKind,
         /// Whether NULL keys match each other.
         nulls_match: bool,
+    },
+    /// Window functions or a Top-N per partition ([`OverWindow`]).
+    OverWindow {
+        /// The input.
+        input: Box<StreamNode>,
+        /// The `PARTITION BY` expressions (none: one partition).
+        partition: Vec<Arc<dyn PhysicalExpr>>,
+        /// Their types.
+        partition_types: Vec<DataType>,
+        /// The `ORDER BY` keys.
+        order: Vec<WindowOrder>,
+        /// The window functions, each over `partition` and `order` (none for a Top-N slice).
+        window: Vec<Arc<dyn WindowExpr>>,
+        /// Which rows are emitted.
+        output: WindowOutput,
+        /// Output schema: the input columns, then one per window function.
+        schema: SchemaRef,
     },
     /// `UNION ALL` of inputs of one schema ([`Union`]).
     Union {
@@ -227,6 +246,23 @@ impl StreamNode {
                 )?
                 .with_nulls_matching(*nulls_match),
             ),
+            StreamNode::OverWindow {
+                input,
+                partition,
+                partition_types,
+                order,
+                window,
+                output,
+                schema,
+            } => Box::new(OverWindow::try_new(
+                input.build()?,
+                partition.clone(),
+                partition_types.clone(),
+                order.clone(),
+                window.clone(),
+                *output,
+                schema.clone(),
+            )?),
             StreamNode::Union { inputs, schema } => Box::new(Union {
                 inputs: inputs
                     .iter()

@@ -10,7 +10,10 @@ The SQL here is written for DuckDB on its own, not copied from the view definiti
 are computed with epoch arithmetic (a 10-second tumbling window of a time t starts at
 floor(t / 10 s) * 10 s; the 10-second windows sliding every 2 seconds that hold t start at the
 five multiples of 2 s in (t - 10 s, t]), Top-1 per window with a window function, and filtered
-aggregates with CASE.
+aggregates with CASE; Top-N with DuckDB's QUALIFY. Where a query's ORDER BY leaves ties
+(q19 orders bids by price alone), row_number() may number tied rows either way; Weir numbers
+them by the rest of the row in column order (docs/sql.md), so the reference spells that order
+out.
 """
 
 import datetime
@@ -95,6 +98,17 @@ QUERIES = {
             SELECT *, max(num) OVER (PARTITION BY ws) AS maxn FROM per_auction
         )
         SELECT auction, num, {TS.format('ws')}, maxn FROM ranked WHERE num = maxn""",
+    "q6": """
+        WITH winning AS (
+            SELECT a.seller, b.price AS final, b.date_time
+            FROM auction AS a, bid AS b
+            WHERE a.id = b.auction AND b.date_time >= a.date_time AND b.date_time <= a.expires
+            QUALIFY row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC) = 1
+        )
+        SELECT seller,
+               avg(final) OVER (PARTITION BY seller ORDER BY date_time
+                                ROWS BETWEEN 10 PRECEDING AND CURRENT ROW)
+        FROM winning""",
     "q7": f"""
         WITH windows AS (
             SELECT floor({MS.format('date_time')} / 10000)::BIGINT * 10000 + 10000 AS we,
@@ -116,6 +130,12 @@ QUERIES = {
         )
         SELECT p.id, p.name, {TS.format('p.w * 10000')}
         FROM p, a WHERE p.id = a.seller AND p.w = a.w""",
+    "q9": """
+        SELECT a.id, a.item_name, a.description, a.initial_bid, a.reserve, a.date_time,
+               a.expires, a.seller, a.category, b.auction, b.bidder, b.price, b.date_time
+        FROM auction AS a, bid AS b
+        WHERE a.id = b.auction AND b.date_time >= a.date_time AND b.date_time <= a.expires
+        QUALIFY row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC, b.date_time) = 1""",
     "q10": """
         SELECT auction, bidder, price, date_time, extra,
                strftime(date_time, '%Y-%m-%d'), strftime(date_time, '%H:%M')
@@ -142,6 +162,16 @@ QUERIES = {
         SELECT auction, strftime(date_time, '%Y-%m-%d'), count(*), {counts()},
                min(price), max(price), avg(price), sum(price)
         FROM bid GROUP BY 1, 2""",
+    "q18": """
+        SELECT auction, bidder, price, channel, url, date_time, extra
+        FROM bid
+        QUALIFY row_number() OVER (PARTITION BY bidder, auction ORDER BY date_time DESC, extra) = 1""",
+    "q19": """
+        SELECT *,
+               row_number() OVER (PARTITION BY auction ORDER BY price DESC, bidder, channel, url,
+                                  date_time, extra) AS rank_number
+        FROM bid
+        QUALIFY rank_number <= 10""",
     "q20": """
         SELECT b.auction, b.bidder, b.price, b.channel, b.url, b.date_time, b.extra,
                a.item_name, a.description, a.initial_bid, a.reserve, a.date_time, a.expires,

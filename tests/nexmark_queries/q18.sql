@@ -1,6 +1,4 @@
--- Nexmark q18, find last bid: each bidder's last bid on each auction. Needs ROW_NUMBER()
--- (a Top-N per group).
--- refused: 0A000
+-- Nexmark q18, find last bid: each bidder's last bid on each auction.
 -- After https://github.com/nexmark/nexmark (nexmark-flink queries) and RisingWave's
 -- e2e_test/streaming/nexmark views, written for Weir's tables.
 CREATE MATERIALIZED VIEW q18 AS

@@ -1,6 +1,4 @@
--- Nexmark q19, auction top-10 price: the ten highest bids of each auction. Needs
--- ROW_NUMBER() (a Top-N per group).
--- refused: 0A000
+-- Nexmark q19, auction top-10 price: the ten highest bids of each auction.
 -- After https://github.com/nexmark/nexmark (nexmark-flink queries) and RisingWave's
 -- e2e_test/streaming/nexmark views, written for Weir's tables.
 CREATE MATERIALIZED VIEW q19 AS

@@ -1,6 +1,5 @@
 -- Nexmark q6, average selling price by seller: the average of each seller's last ten
--- winning bids. Needs ROW_NUMBER() and a window frame.
--- refused: 0A000
+-- winning bids.
 -- After https://github.com/nexmark/nexmark (nexmark-flink queries) and RisingWave's
 -- e2e_test/streaming/nexmark views, written for Weir's tables.
 CREATE MATERIALIZED VIEW q6 AS

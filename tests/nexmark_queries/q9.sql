@@ -1,6 +1,4 @@
 -- Nexmark q9, winning bids: each auction with its highest bid made while it was open.
--- Needs ROW_NUMBER() (a Top-N per auction).
--- refused: 0A000
 -- After https://github.com/nexmark/nexmark (nexmark-flink queries) and RisingWave's
 -- e2e_test/streaming/nexmark views, written for Weir's tables.
 CREATE MATERIALIZED VIEW q9 AS

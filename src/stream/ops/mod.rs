@@ -3,6 +3,7 @@
 pub mod filter;
 pub mod hash_agg;
 pub mod hash_join;
+pub mod over_window;
 pub mod project;
 pub mod scan;
 pub mod semi_join;
