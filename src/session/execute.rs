@@ -22,7 +22,7 @@ use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, SelectItem, Statement};
 
-use super::{PendingCopy, Session};
+use super::{PendingCopy, Session, UndoLog};
 use crate::common::ChangeBatch;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -608,18 +608,46 @@ impl Session {
             "alter" if w.len() >= 3 && w[1] == "materialized" && w[2] == "view" => {
                 self.alter_view(sql).await?
             }
-            "begin" | "start" => Output::TransactionStart("BEGIN".into()),
-            "commit" | "end" => Output::TransactionEnd("COMMIT".into()),
-            // Statements drivers send on their own. Each statement of Weir commits as it
-            // runs, so a savepoint has nothing to keep or undo; prepared statements and
+            "begin" | "start" => {
+                if self.transaction.is_none() {
+                    self.transaction = Some(UndoLog::default());
+                }
+                Output::TransactionStart("BEGIN".into())
+            }
+            "commit" | "end" => {
+                self.transaction = None;
+                Output::TransactionEnd("COMMIT".into())
+            }
+            // Savepoints mark a place in the block's undo log; prepared statements and
             // portals are the connection's (the protocol layer replaces one of the same
             // name); Weir has no cursors or notification channels.
             "rollback" | "abort" if w.iter().any(|x| x == "to") => {
+                let name = w.last().cloned().unwrap_or_default();
+                self.rollback_to(&name).await?;
                 Output::Command("ROLLBACK".into())
             }
-            "rollback" | "abort" => Output::TransactionEnd("ROLLBACK".into()),
-            "savepoint" if w.len() == 2 => Output::Command("SAVEPOINT".into()),
-            "release" if (2..=3).contains(&w.len()) => Output::Command("RELEASE".into()),
+            "rollback" | "abort" => {
+                if let Some(log) = self.transaction.take() {
+                    self.undo(log.writes).await?;
+                }
+                Output::TransactionEnd("ROLLBACK".into())
+            }
+            "savepoint" if w.len() == 2 => {
+                if let Some(log) = &mut self.transaction {
+                    let at = log.writes.len();
+                    log.savepoints.push((w[1].clone(), at));
+                }
+                Output::Command("SAVEPOINT".into())
+            }
+            "release" if (2..=3).contains(&w.len()) => {
+                if let Some(log) = &mut self.transaction {
+                    let name = &w[w.len() - 1];
+                    if let Some(i) = log.savepoints.iter().rposition(|(n, _)| n == name) {
+                        log.savepoints.truncate(i);
+                    }
+                }
+                Output::Command("RELEASE".into())
+            }
             "discard" if w.len() == 2 => match w[1].as_str() {
                 "all" => {
                     self.vars.reset_all();
@@ -1265,9 +1293,13 @@ impl Session {
         let n = rows.num_rows();
         let engine = Arc::clone(&self.engine);
         let id = def.id;
+        let written = self.transaction.is_some().then(|| change.clone());
         tokio::task::spawn_blocking(move || engine.write(id, change))
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
+        if let (Some(log), Some(change)) = (&mut self.transaction, written) {
+            log.writes.push((id, change));
+        }
         Ok(match returned {
             Some((schema, batches)) => Output::Returning {
                 schema,
@@ -1388,7 +1420,8 @@ impl Session {
                 )
             })?;
         let engine = Arc::clone(&self.engine);
-        tokio::task::spawn_blocking(move || {
+        let table = copy.table;
+        let change = tokio::task::spawn_blocking(move || {
             let schema = def.schema_ref();
             let batch = copy::parse(
                 &copy.data,
@@ -1397,9 +1430,60 @@ impl Session {
                 &schema,
                 &copy.columns,
             )?;
-            let n = batch.num_rows();
-            engine.write(copy.table, ChangeBatch::inserts(batch))?;
-            Ok(n)
+            let change = ChangeBatch::inserts(batch);
+            engine.write(copy.table, change.clone())?;
+            Ok::<ChangeBatch, Error>(change)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        let n = change.len();
+        if let Some(log) = &mut self.transaction {
+            log.writes.push((table, change));
+        }
+        Ok(n)
+    }
+
+    /// `ROLLBACK TO [SAVEPOINT] name`: undoes the block's writes after the savepoint, which
+    /// stays (PostgreSQL's rule).
+    ///
+    /// # Errors
+    /// `25P01` outside a transaction block; `3B001` when no savepoint has that name; errors of
+    /// the undoing writes.
+    async fn rollback_to(&mut self, name: &str) -> Result<()> {
+        let Some(log) = &mut self.transaction else {
+            return Err(Error::plan(
+                "25P01",
+                "ROLLBACK TO SAVEPOINT can only be used in transaction blocks",
+            ));
+        };
+        let Some(i) = log.savepoints.iter().rposition(|(n, _)| n == name) else {
+            return Err(Error::plan(
+                "3B001",
+                format!("savepoint \"{name}\" does not exist"),
+            ));
+        };
+        let at = log.savepoints[i].1;
+        log.savepoints.truncate(i + 1);
+        let undone = log.writes.split_off(at);
+        self.undo(undone).await
+    }
+
+    /// Writes the inverse of `writes`, newest first: what ROLLBACK does to the block's
+    /// changes. A table dropped since is skipped.
+    ///
+    /// # Errors
+    /// Errors of the writes (a row another session changed since may no longer be there to
+    /// delete: `23505` or a store error); the writes before the failing one stay undone.
+    async fn undo(&mut self, writes: Vec<(crate::common::RelationId, ChangeBatch)>) -> Result<()> {
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || {
+            for (table, change) in writes.into_iter().rev() {
+                if engine.catalog().get(table).is_none() {
+                    continue;
+                }
+                engine.write(table, change.negate())?;
+            }
+            Ok(())
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))?

@@ -51,6 +51,22 @@ pub struct Session {
     pub memory: Arc<memory::QueryMemoryPool>,
     /// The session's user, as the connection's startup message named it.
     pub user: String,
+    /// Inside `BEGIN` ... `COMMIT`: the block's writes so far, to undo at `ROLLBACK`.
+    pub transaction: Option<UndoLog>,
+}
+
+/// The writes of a transaction block, in order: each table and the change written to it, and
+/// the savepoints (name, number of writes before it).
+///
+/// Weir writes each statement when it runs (other sessions and views see it at the next
+/// epoch); `ROLLBACK` undoes the block by writing the inverse of its changes, newest first,
+/// and `ROLLBACK TO SAVEPOINT` the changes after the savepoint.
+#[derive(Debug, Default)]
+pub struct UndoLog {
+    /// (table, change written), oldest first.
+    pub writes: Vec<(crate::common::RelationId, crate::common::ChangeBatch)>,
+    /// (savepoint name, `writes.len()` when it was set), oldest first.
+    pub savepoints: Vec<(String, usize)>,
 }
 
 impl Session {
@@ -130,6 +146,7 @@ impl Session {
             copy: None,
             memory,
             user: DEFAULT_USER.to_string(),
+            transaction: None,
         })
     }
 
