@@ -189,7 +189,11 @@ impl Engine {
             (epoch, self.tables.take_pending())
         };
         let rows: usize = changes.values().flatten().map(|c| c.len()).sum();
-        let mut input = EpochContext { epoch, changes };
+        let mut input = EpochContext {
+            epoch,
+            now_ns: crate::stream::wall_clock_ns(),
+            changes,
+        };
         touched.extend(input.changes.keys().copied());
         let mut rebuilt: HashSet<RelationId> = HashSet::new();
         let ids: Vec<RelationId> = df.jobs.keys().copied().collect();
@@ -199,7 +203,7 @@ impl Engine {
                 (
                     job.status.clone(),
                     job.sources.iter().any(|s| rebuilt.contains(s)),
-                    job.sources.iter().any(|s| touched.contains(s)),
+                    job.time_driven() || job.sources.iter().any(|s| touched.contains(s)),
                 )
             };
             match status {

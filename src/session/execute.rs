@@ -797,6 +797,8 @@ impl Session {
             ));
         }
         let plan = self.plan_statement(stmt).await?;
+        // `now()` stays a function of the epoch (temporal filters), not the planning time.
+        let plan = crate::sql::temporal::mark_now(plan)?;
         // Without `eliminate_join`: it turns an inner join whose output needs only one
         // side, the other unique on the key, into a semi join, carrying the join's
         // non-equality conditions into a semi join filter the dataflow does not take

@@ -6,10 +6,12 @@
 pub mod copy;
 pub mod decorrelate;
 pub mod functions;
+pub mod named_windows;
 pub(crate) mod names;
 pub mod parse;
 pub mod provider;
 pub mod semantics;
 pub mod stream_plan;
 pub mod system;
+pub mod temporal;
 pub mod windows;

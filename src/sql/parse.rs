@@ -112,7 +112,8 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 ///
 /// # Errors
 /// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement;
-/// the errors of [`crate::sql::windows::rewrite_window_functions`].
+/// the errors of [`crate::sql::windows::rewrite_window_functions`] and
+/// [`crate::sql::named_windows::resolve_named_windows`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
     let flink = crate::sql::windows::normalize_flink_windows(sql);
     let statements = SqlParser::new(&PostgreSqlDialect {})
@@ -122,6 +123,7 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
         .map_err(parse_error)?;
     let mut stmt = exactly_one(statements)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
+    crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
     for rule in &PARSER.rules {
         stmt = rule.rewrite(stmt);
     }

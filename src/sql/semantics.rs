@@ -36,7 +36,7 @@ use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ScalarUDF, ScalarUDFImpl, Signature, Volatility, WindowFunctionDefinition,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
@@ -520,7 +520,8 @@ impl ScalarUDFImpl for AnyOp {
 /// The analyzer rule that gives `sum` PostgreSQL's result types (docs, 9.21 "Aggregate
 /// Functions"): `sum(bigint)` is `numeric`, so it never overflows (its argument is cast to
 /// `numeric` before DataFusion's type coercion, which then types everything above it
-/// consistently); `sum(smallint)` and `sum(integer)` are `bigint` as in DataFusion.
+/// consistently); `sum(smallint)` and `sum(integer)` are `bigint` as in DataFusion. The same
+/// holds for `sum(bigint) OVER (...)`.
 #[derive(Debug)]
 pub struct PgSumTypes;
 
@@ -536,9 +537,9 @@ impl AnalyzerRule for PgSumTypes {
     ) -> datafusion::common::Result<LogicalPlan> {
         Ok(plan
             .transform_up_with_subqueries(|plan| {
-                let LogicalPlan::Aggregate(_) = &plan else {
+                if !matches!(&plan, LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)) {
                     return Ok(Transformed::no(plan));
-                };
+                }
                 let schema = merge_schema(&plan.inputs());
                 let preserver = NamePreserver::new(&plan);
                 let t = plan.map_expressions(|e| {
@@ -560,6 +561,25 @@ impl AnalyzerRule for PgSumTypes {
                                     DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
                                 )));
                             Ok(Transformed::yes(Expr::AggregateFunction(af)))
+                        }
+                        // `sum(bigint) OVER (...)` as well.
+                        Expr::WindowFunction(mut wf)
+                            if matches!(&wf.fun,
+                                WindowFunctionDefinition::AggregateUDF(f) if f.name() == "sum")
+                                && wf.params.args.len() == 1
+                                && matches!(
+                                    wf.params.args[0].get_type(&schema),
+                                    Ok(DataType::Int64 | DataType::UInt64)
+                                ) =>
+                        {
+                            let arg = wf.params.args.remove(0);
+                            wf.params
+                                .args
+                                .push(Expr::Cast(datafusion::logical_expr::Cast::new(
+                                    Box::new(arg),
+                                    DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
+                                )));
+                            Ok(Transformed::yes(Expr::WindowFunction(wf)))
                         }
                         other => Ok(Transformed::no(other)),
                     })?;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, JoinType, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -25,6 +26,7 @@ use crate::stream::ops::hash_agg::{AggCall, AggKind, AggOrder};
 use crate::stream::ops::hash_join::JoinKind;
 use crate::stream::ops::over_window::{WindowOrder, WindowOutput};
 use crate::stream::ops::semi_join::SemiKind;
+use crate::stream::ops::temporal_filter::TemporalBound;
 use crate::stream::plan::{StreamNode, StreamPlan};
 
 /// The columns of `plan`'s output that identify a row (its stream key), when the plan shows
@@ -73,10 +75,98 @@ pub fn plan(logical: &LogicalPlan) -> Result<StreamPlan> {
     let mut sources = BTreeSet::new();
     let root = build(logical, &mut sources)?;
     Ok(StreamPlan {
+        time_driven: time_driven(&root),
         root,
         sources,
         stream_key: stream_key(logical),
         schema: nullable_schema(logical.schema().as_arrow()),
+    })
+}
+
+/// Whether a tree has a temporal filter.
+fn time_driven(node: &StreamNode) -> bool {
+    match node {
+        StreamNode::TemporalFilter { .. } => true,
+        StreamNode::Scan { .. } | StreamNode::Values { .. } => false,
+        StreamNode::Filter { input, .. }
+        | StreamNode::Project { input, .. }
+        | StreamNode::HashAgg { input, .. }
+        | StreamNode::OverWindow { input, .. } => time_driven(input),
+        StreamNode::HashJoin { left, right, .. } | StreamNode::SemiJoin { left, right, .. } => {
+            time_driven(left) || time_driven(right)
+        }
+        StreamNode::Union { inputs, .. } => inputs.iter().any(time_driven),
+    }
+}
+
+/// A `WHERE` conjunct comparing the row's time with `now()` as a temporal filter over `input`:
+/// `t op f(now())` or `f(now()) op t`, `op` one of `<`, `<=`, `>`, `>=`, `t` without `now()`,
+/// `f(now())` without columns.
+///
+/// # Errors
+/// `0A000` for any other use of `now()`.
+fn temporal_filter(input: StreamNode, conjunct: &Expr, schema: &DFSchema) -> Result<StreamNode> {
+    use datafusion::logical_expr::{BinaryExpr, Operator as Op};
+    let refuse = || {
+        Error::not_supported(format!(
+            "now() in a materialized view is supported only in a temporal filter, a WHERE \
+             condition comparing a column with now() and constants (ts > now() - INTERVAL \
+             '1 hour'), not in {}",
+            crate::sql::temporal::shown(conjunct)
+        ))
+    };
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct else {
+        return Err(refuse());
+    };
+    let columns = |e: &Expr| !e.column_refs().is_empty();
+    let (time, op) = if !crate::sql::temporal::contains_now(left) && columns(left) {
+        if columns(right) {
+            return Err(refuse());
+        }
+        (left.as_ref(), *op)
+    } else if !crate::sql::temporal::contains_now(right) && columns(right) {
+        if columns(left) {
+            return Err(refuse());
+        }
+        (right.as_ref(), op.swap().ok_or_else(refuse)?)
+    } else {
+        return Err(refuse());
+    };
+    let bound = match op {
+        Op::Gt | Op::GtEq => TemporalBound::Lower,
+        Op::Lt | Op::LtEq => TemporalBound::Upper,
+        _ => return Err(refuse()),
+    };
+    // The comparison reads `now()` from a last column `__now`.
+    let now_field = arrow::datatypes::Field::new("__now", crate::sql::temporal::now_type(), true);
+    let with_now = schema.join(&DFSchema::from_unqualified_fields(
+        vec![now_field].into(),
+        Default::default(),
+    )?)?;
+    let predicate = conjunct
+        .clone()
+        .transform_up(|e| {
+            Ok(if crate::sql::temporal::is_now(&e) {
+                datafusion::common::tree_node::Transformed::yes(Expr::Column(
+                    datafusion::common::Column::from_name("__now"),
+                ))
+            } else {
+                datafusion::common::tree_node::Transformed::no(e)
+            })
+        })?
+        .data;
+    Ok(StreamNode::TemporalFilter {
+        input: Box::new(input),
+        time: physical(time, schema)?,
+        time_type: time.get_type(schema)?,
+        predicate: create_physical_expr(
+            &predicate,
+            &with_now,
+            &ExecutionProps::new(),
+            &PhysicalPlanningContext::default(),
+        )?,
+        bound,
+        display: conjunct.to_string(),
     })
 }
 
@@ -138,13 +228,24 @@ fn build_hinted(
         }
         LogicalPlan::Filter(f) => {
             let hint = rank_hint(&f.predicate, f.input.schema()).or(hint);
-            let input = build_hinted(&f.input, sources, hint)?;
-            let predicate = physical(&f.predicate, f.input.schema())?;
-            Ok(StreamNode::Filter {
-                input: Box::new(input),
-                predicate,
-                display: f.predicate.to_string(),
-            })
+            let mut node = build_hinted(&f.input, sources, hint)?;
+            let (temporal, plain): (Vec<&Expr>, Vec<&Expr>) =
+                datafusion::logical_expr::utils::split_conjunction(&f.predicate)
+                    .into_iter()
+                    .partition(|c| crate::sql::temporal::contains_now(c));
+            if let Some(rest) =
+                datafusion::logical_expr::utils::conjunction(plain.into_iter().cloned())
+            {
+                node = StreamNode::Filter {
+                    input: Box::new(node),
+                    predicate: physical(&rest, f.input.schema())?,
+                    display: rest.to_string(),
+                };
+            }
+            for c in temporal {
+                node = temporal_filter(node, c, f.input.schema())?;
+            }
+            Ok(node)
         }
         LogicalPlan::TableScan(scan) => {
             if scan.fetch.is_some() {
@@ -630,6 +731,14 @@ fn values_batch(schema: &SchemaRef, rows: &[Vec<Expr>]) -> Result<RecordBatch> {
 }
 
 fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    if crate::sql::temporal::contains_now(e) {
+        return Err(Error::not_supported(format!(
+            "now() in a materialized view is supported only in a temporal filter, a WHERE \
+             condition comparing a column with now() and constants (ts > now() - INTERVAL \
+             '1 hour'), not in {}",
+            crate::sql::temporal::shown(e)
+        )));
+    }
     Ok(create_physical_expr(
         e,
         schema,

@@ -196,6 +196,12 @@ impl Job {
         })
     }
 
+    /// Whether the job's output changes as time passes (a temporal filter): it then runs every
+    /// epoch, not only those that change its sources.
+    pub fn time_driven(&self) -> bool {
+        self.plan.time_driven
+    }
+
     /// The job's settings, when it has a coordinator.
     pub fn settings(&self) -> Option<&JobSettings> {
         self.coordinator.as_ref().map(|c| c.settings())
@@ -242,6 +248,7 @@ impl Job {
             for change in input.of(id) {
                 for part in change.pieces(EPOCH_BATCH_ROWS) {
                     let mut piece = EpochContext::new(input.epoch);
+                    piece.now_ns = input.now_ns;
                     piece.changes.insert(id, vec![part]);
                     out.extend(self.process_batch(&piece)?);
                 }

@@ -27,23 +27,34 @@ use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::error::Result;
 use crate::state::StateTable;
 
-/// What every operator of a job sees while it processes one epoch: the epoch, and each source
-/// relation's changes in it (read by the scans). Event time will join here: the watermarks
-/// carried with the epoch and the timers due in it.
+/// What every operator of a job sees while it processes one epoch: the epoch, the wall-clock
+/// time it closed at (what `now()` is for temporal filters), and each source relation's
+/// changes in it (read by the scans).
 #[derive(Debug, Default)]
 pub struct EpochContext {
     /// The epoch being processed (`Epoch(0)` for a backfill, which reads contents rather than
     /// an epoch's changes).
     pub epoch: Epoch,
+    /// Wall-clock time of the epoch, in nanoseconds since the Unix epoch (UTC).
+    pub now_ns: i64,
     /// Changes per relation, in the relation's full schema.
     pub changes: HashMap<RelationId, Vec<ChangeBatch>>,
 }
 
+/// The wall-clock time now, in nanoseconds since the Unix epoch (UTC).
+pub fn wall_clock_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 impl EpochContext {
-    /// The context of `epoch`, with no changes yet.
+    /// The context of `epoch` at the current wall-clock time, with no changes yet.
     pub fn new(epoch: Epoch) -> Self {
         EpochContext {
             epoch,
+            now_ns: wall_clock_ns(),
             changes: HashMap::new(),
         }
     }

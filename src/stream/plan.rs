@@ -21,6 +21,7 @@ use crate::stream::ops::over_window::{OverWindow, WindowOrder, WindowOutput};
 use crate::stream::ops::project::Project;
 use crate::stream::ops::scan::Scan;
 use crate::stream::ops::semi_join::{SemiJoin, SemiKind};
+use crate::stream::ops::temporal_filter::{TemporalBound, TemporalFilter};
 use crate::stream::ops::union::Union;
 use crate::stream::ops::values::Values;
 
@@ -37,6 +38,9 @@ pub struct StreamPlan {
     pub stream_key: Vec<usize>,
     /// The output schema, every field nullable.
     pub schema: SchemaRef,
+    /// Whether the output changes as time passes (a temporal filter): the job then runs
+    /// every epoch.
+    pub time_driven: bool,
 }
 
 /// One operator of a [`StreamPlan`] and its inputs; each variant holds what its operator is
@@ -138,6 +142,21 @@ pub enum StreamNode {
         output: WindowOutput,
         /// Output schema: the input columns, then one per window function.
         schema: SchemaRef,
+    },
+    /// A filter comparing the row's time with `now()` ([`TemporalFilter`]).
+    TemporalFilter {
+        /// The input.
+        input: Box<StreamNode>,
+        /// The compared side, over the input schema.
+        time: Arc<dyn PhysicalExpr>,
+        /// Its type.
+        time_type: DataType,
+        /// The comparison over the input schema plus a last column `__now`.
+        predicate: Arc<dyn PhysicalExpr>,
+        /// Whether rows leave (lower bound) or enter (upper bound) as time passes.
+        bound: TemporalBound,
+        /// The conjunct as SQL, for EXPLAIN.
+        display: String,
     },
     /// `UNION ALL` of inputs of one schema ([`Union`]).
     Union {
@@ -262,6 +281,21 @@ impl StreamNode {
                 window.clone(),
                 *output,
                 schema.clone(),
+            )?),
+            StreamNode::TemporalFilter {
+                input,
+                time,
+                time_type,
+                predicate,
+                bound,
+                display,
+            } => Box::new(TemporalFilter::try_new(
+                input.build()?,
+                Arc::clone(time),
+                time_type.clone(),
+                Arc::clone(predicate),
+                *bound,
+                display.clone(),
             )?),
             StreamNode::Union { inputs, schema } => Box::new(Union {
                 inputs: inputs

@@ -7,5 +7,6 @@ pub mod over_window;
 pub mod project;
 pub mod scan;
 pub mod semi_join;
+pub mod temporal_filter;
 pub mod union;
 pub mod values;
