@@ -75,6 +75,8 @@ impl Parser {
                 Arc::new(ArraySubqueryRule),
                 // `row_number()`, `rank()`, `dense_rank()` are bigint, `ntile()` integer.
                 Arc::new(RankingTypeRule),
+                // `a IS DISTINCT FROM b AND c` is `(a IS DISTINCT FROM b) AND c`.
+                Arc::new(DistinctFromPrecedence),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -607,6 +609,66 @@ impl VisitorMut for RankingTypeVisitor {
             array: false,
             format: None,
         };
+        ControlFlow::Continue(())
+    }
+}
+
+/// `IS [NOT] DISTINCT FROM` binds tighter than `NOT`, `AND` and `OR` (PostgreSQL docs, 4.1.6
+/// "Operator Precedence"), but sqlparser reads the whole rest of the expression as its right
+/// operand: `a IS DISTINCT FROM b AND c` came out as `a IS DISTINCT FROM (b AND c)`. A right
+/// operand that is an unparenthesized `AND`/`OR` is rotated back:
+/// `IS DISTINCT FROM(a, b AND c)` becomes `IS DISTINCT FROM(a, b) AND c` (a parenthesized
+/// operand is an `Expr::Nested` and stays).
+#[derive(Debug)]
+struct DistinctFromPrecedence;
+
+impl SqlStatementRewriteRule for DistinctFromPrecedence {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut DistinctFromVisitor);
+        s
+    }
+}
+
+struct DistinctFromVisitor;
+
+/// `a IS [NOT] DISTINCT FROM rhs` with `rhs`'s leading `AND`/`OR` operands pulled out.
+fn rotate_distinct(a: Expr, rhs: Expr, not: bool) -> Expr {
+    match rhs {
+        Expr::BinaryOp { left, op, right }
+            if matches!(op, BinaryOperator::And | BinaryOperator::Or) =>
+        {
+            Expr::BinaryOp {
+                left: Box::new(rotate_distinct(a, *left, not)),
+                op,
+                right,
+            }
+        }
+        rhs if not => Expr::IsNotDistinctFrom(Box::new(a), Box::new(rhs)),
+        rhs => Expr::IsDistinctFrom(Box::new(a), Box::new(rhs)),
+    }
+}
+
+impl VisitorMut for DistinctFromVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let (a, b, not) = match expr {
+            Expr::IsDistinctFrom(a, b) => (a, b, false),
+            Expr::IsNotDistinctFrom(a, b) => (a, b, true),
+            _ => return ControlFlow::Continue(()),
+        };
+        if !matches!(
+            b.as_ref(),
+            Expr::BinaryOp {
+                op: BinaryOperator::And | BinaryOperator::Or,
+                ..
+            }
+        ) {
+            return ControlFlow::Continue(());
+        }
+        let a = std::mem::replace(a.as_mut(), Expr::value(Value::Null));
+        let b = std::mem::replace(b.as_mut(), Expr::value(Value::Null));
+        *expr = rotate_distinct(a, b, not);
         ControlFlow::Continue(())
     }
 }

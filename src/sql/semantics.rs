@@ -544,42 +544,40 @@ impl AnalyzerRule for PgSumTypes {
                 let preserver = NamePreserver::new(&plan);
                 let t = plan.map_expressions(|e| {
                     let saved = preserver.save(&e);
+                    // A single bigint argument of `sum`, as `numeric`.
+                    let widen = |args: &mut Vec<Expr>| -> bool {
+                        let bigint = args.len() == 1
+                            && matches!(
+                                args[0].get_type(&schema),
+                                Ok(DataType::Int64 | DataType::UInt64)
+                            );
+                        if bigint {
+                            let arg = args.remove(0);
+                            args.push(Expr::Cast(datafusion::logical_expr::Cast::new(
+                                Box::new(arg),
+                                DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
+                            )));
+                        }
+                        bigint
+                    };
                     let t = e.transform_up(|e| match e {
-                        Expr::AggregateFunction(mut af)
-                            if af.func.name() == "sum"
-                                && af.params.args.len() == 1
-                                && matches!(
-                                    af.params.args[0].get_type(&schema),
-                                    Ok(DataType::Int64 | DataType::UInt64)
-                                ) =>
-                        {
-                            let arg = af.params.args.remove(0);
-                            af.params
-                                .args
-                                .push(Expr::Cast(datafusion::logical_expr::Cast::new(
-                                    Box::new(arg),
-                                    DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
-                                )));
-                            Ok(Transformed::yes(Expr::AggregateFunction(af)))
+                        Expr::AggregateFunction(mut af) if af.func.name() == "sum" => {
+                            Ok(if widen(&mut af.params.args) {
+                                Transformed::yes(Expr::AggregateFunction(af))
+                            } else {
+                                Transformed::no(Expr::AggregateFunction(af))
+                            })
                         }
                         // `sum(bigint) OVER (...)` as well.
                         Expr::WindowFunction(mut wf)
                             if matches!(&wf.fun,
-                                WindowFunctionDefinition::AggregateUDF(f) if f.name() == "sum")
-                                && wf.params.args.len() == 1
-                                && matches!(
-                                    wf.params.args[0].get_type(&schema),
-                                    Ok(DataType::Int64 | DataType::UInt64)
-                                ) =>
+                                WindowFunctionDefinition::AggregateUDF(f) if f.name() == "sum") =>
                         {
-                            let arg = wf.params.args.remove(0);
-                            wf.params
-                                .args
-                                .push(Expr::Cast(datafusion::logical_expr::Cast::new(
-                                    Box::new(arg),
-                                    DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
-                                )));
-                            Ok(Transformed::yes(Expr::WindowFunction(wf)))
+                            Ok(if widen(&mut wf.params.args) {
+                                Transformed::yes(Expr::WindowFunction(wf))
+                            } else {
+                                Transformed::no(Expr::WindowFunction(wf))
+                            })
                         }
                         other => Ok(Transformed::no(other)),
                     })?;
