@@ -84,6 +84,21 @@ impl Engine {
             return Ok(false);
         }
         let plan = plan()?;
+        // A view with a temporal filter replays a recovered epoch with the time of the
+        // replay, not the time it first ran at, so a view reading its output could keep rows
+        // it already consumed the retraction of: refused until epochs record their time.
+        if let Some(upstream) = plan
+            .sources
+            .iter()
+            .filter_map(|s| df.jobs.get(s))
+            .find(|j| j.time_driven())
+        {
+            return Err(Error::not_supported(format!(
+                "a materialized view over \"{}\", a view with a temporal filter (now()), is \
+                 not supported; read its tables with the temporal filter instead",
+                upstream.name
+            )));
+        }
         let schema = plan.schema.clone();
         let mut catalog = lock(&self.catalog).clone();
         let id = catalog.allocate_id();

@@ -1474,18 +1474,31 @@ impl Session {
     /// changes. A table dropped since is skipped.
     ///
     /// # Errors
-    /// Errors of the writes (a row another session changed since may no longer be there to
-    /// delete: `23505` or a store error); the writes before the failing one stay undone.
+    /// `40001` when a write cannot be undone because another session changed its rows since
+    /// (a row no longer there to delete, a key taken again); the other writes are undone
+    /// all the same.
     async fn undo(&mut self, writes: Vec<(crate::common::RelationId, ChangeBatch)>) -> Result<()> {
         let engine = Arc::clone(&self.engine);
         tokio::task::spawn_blocking(move || {
+            let mut failed: Option<Error> = None;
             for (table, change) in writes.into_iter().rev() {
                 if engine.catalog().get(table).is_none() {
                     continue;
                 }
-                engine.write(table, change.negate())?;
+                if let Err(e) = engine.write(table, change.negate()) {
+                    failed.get_or_insert(e);
+                }
             }
-            Ok(())
+            match failed {
+                None => Ok(()),
+                Some(e) => Err(Error::plan(
+                    "40001",
+                    format!(
+                        "ROLLBACK could not undo every write of the block: another session \
+                         changed its rows since ({e})"
+                    ),
+                )),
+            }
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))?

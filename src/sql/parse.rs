@@ -22,8 +22,8 @@ use std::sync::{Arc, LazyLock};
 use datafusion::sql::sqlparser::ast::{
     Array, BinaryOperator, CastKind, DataType as SqlDataType, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, ObjectName,
-    OrderBy, OrderByKind, Query, SelectItem, SetExpr, Statement, Value, ValueWithSpan, Visit,
-    VisitMut, Visitor, VisitorMut,
+    OrderBy, OrderByKind, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value,
+    ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -648,10 +648,48 @@ fn rotate_distinct(a: Expr, rhs: Expr, not: bool) -> Expr {
     }
 }
 
+/// `NOT` applied to the leftmost operand of a chain of `AND`/`OR`.
+fn rotate_not(e: Expr) -> Expr {
+    match e {
+        Expr::BinaryOp { left, op, right }
+            if matches!(op, BinaryOperator::And | BinaryOperator::Or) =>
+        {
+            Expr::BinaryOp {
+                left: Box::new(rotate_not(*left)),
+                op,
+                right,
+            }
+        }
+        e => Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr: Box::new(e),
+        },
+    }
+}
+
 impl VisitorMut for DistinctFromVisitor {
     type Break = ();
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        // `NOT a IS DISTINCT FROM b AND c` came out as `NOT (a IS DISTINCT FROM (b AND c))`,
+        // rotated above into `NOT ((a IS DISTINCT FROM b) AND c)`; NOT binds tighter than AND
+        // and OR, and sqlparser never gives NOT an unparenthesized AND/OR operand otherwise.
+        if let Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr: inner,
+        } = expr
+            && matches!(
+                inner.as_ref(),
+                Expr::BinaryOp {
+                    op: BinaryOperator::And | BinaryOperator::Or,
+                    ..
+                }
+            )
+        {
+            let inner = std::mem::replace(inner.as_mut(), Expr::value(Value::Null));
+            *expr = rotate_not(inner);
+            return ControlFlow::Continue(());
+        }
         let (a, b, not) = match expr {
             Expr::IsDistinctFrom(a, b) => (a, b, false),
             Expr::IsNotDistinctFrom(a, b) => (a, b, true),

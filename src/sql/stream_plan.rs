@@ -110,8 +110,8 @@ fn temporal_filter(input: StreamNode, conjunct: &Expr, schema: &DFSchema) -> Res
     let refuse = || {
         Error::not_supported(format!(
             "now() in a materialized view is supported only in a temporal filter, a WHERE \
-             condition comparing a column with now() and constants (ts > now() - INTERVAL \
-             '1 hour'), not in {}",
+             condition comparing a column with now() plus or minus constants (ts > now() - \
+             INTERVAL '1 hour'), not in {}",
             crate::sql::temporal::shown(conjunct)
         ))
     };
@@ -132,6 +132,14 @@ fn temporal_filter(input: StreamNode, conjunct: &Expr, schema: &DFSchema) -> Res
     } else {
         return Err(refuse());
     };
+    let now_side = if std::ptr::eq(time, left.as_ref()) {
+        right.as_ref()
+    } else {
+        left.as_ref()
+    };
+    if !crate::sql::temporal::non_decreasing_in_now(now_side) {
+        return Err(refuse());
+    }
     let bound = match op {
         Op::Gt | Op::GtEq => TemporalBound::Lower,
         Op::Lt | Op::LtEq => TemporalBound::Upper,

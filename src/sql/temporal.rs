@@ -84,6 +84,33 @@ pub fn is_now(e: &Expr) -> bool {
     matches!(e, Expr::ScalarFunction(f) if f.name() == STREAM_NOW)
 }
 
+/// Whether `e` never decreases as `now()` grows: `now()` itself, a cast of such an expression,
+/// or such an expression plus or minus one without `now()` and without columns (the forms
+/// `now() - INTERVAL '1 hour'`, `now()::date + 1`). Only these bound a temporal filter.
+pub fn non_decreasing_in_now(e: &Expr) -> bool {
+    use datafusion::logical_expr::{BinaryExpr, Operator};
+    let constant = |e: &Expr| !contains_now(e) && e.column_refs().is_empty();
+    match e {
+        e if is_now(e) => true,
+        Expr::Cast(c) => non_decreasing_in_now(&c.expr),
+        Expr::TryCast(c) => non_decreasing_in_now(&c.expr),
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Plus,
+            right,
+        }) => {
+            (non_decreasing_in_now(left) && constant(right))
+                || (constant(left) && non_decreasing_in_now(right))
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Minus,
+            right,
+        }) => non_decreasing_in_now(left) && constant(right),
+        _ => false,
+    }
+}
+
 /// Whether `e` calls `now()` (as [`STREAM_NOW`]).
 pub fn contains_now(e: &Expr) -> bool {
     let mut found = false;
@@ -105,7 +132,7 @@ pub fn contains_now(e: &Expr) -> bool {
 pub fn mark_now(plan: LogicalPlan) -> Result<LogicalPlan> {
     check_view_functions(&plan)?;
     let plan = plan
-        .transform_up(|node| {
+        .transform_up_with_subqueries(|node| {
             // Output columns keep their names (`now()` stays `now()`).
             let names = NamePreserver::new(&node);
             node.map_expressions(|e| {
@@ -131,7 +158,7 @@ pub fn mark_now(plan: LogicalPlan) -> Result<LogicalPlan> {
 /// As said.
 pub fn check_view_functions(plan: &LogicalPlan) -> Result<()> {
     let mut bad: Option<String> = None;
-    plan.apply(|node| {
+    plan.apply_with_subqueries(|node| {
         node.apply_expressions(|e| {
             e.apply(|n| {
                 if let Expr::ScalarFunction(f) = n {
