@@ -22,7 +22,7 @@ use crate::common::RelationId;
 use crate::common::schema::nullable_schema;
 use crate::error::{Error, Result};
 use crate::sql::provider::RelationProvider;
-use crate::stream::ops::hash_agg::{AggCall, AggKind, AggOrder};
+use crate::stream::ops::hash_agg::{AggCall, AggKind};
 use crate::stream::ops::hash_join::JoinKind;
 use crate::stream::ops::over_window::{WindowOrder, WindowOutput};
 use crate::stream::ops::semi_join::SemiKind;
@@ -107,14 +107,7 @@ fn time_driven(node: &StreamNode) -> bool {
 /// `0A000` for any other use of `now()`.
 fn temporal_filter(input: StreamNode, conjunct: &Expr, schema: &DFSchema) -> Result<StreamNode> {
     use datafusion::logical_expr::{BinaryExpr, Operator as Op};
-    let refuse = || {
-        Error::not_supported(format!(
-            "now() in a materialized view is supported only in a temporal filter, a WHERE \
-             condition comparing a column with now() plus or minus constants (ts > now() - \
-             INTERVAL '1 hour'), not in {}",
-            crate::sql::temporal::shown(conjunct)
-        ))
-    };
+    let refuse = || now_refused(conjunct);
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct else {
         return Err(refuse());
     };
@@ -738,14 +731,19 @@ fn values_batch(schema: &SchemaRef, rows: &[Vec<Expr>]) -> Result<RecordBatch> {
     )?)
 }
 
+/// `0A000` for `now()` in `e`, which is not a temporal filter.
+fn now_refused(e: &Expr) -> Error {
+    Error::not_supported(format!(
+        "now() in a materialized view is supported only in a temporal filter, a WHERE \
+         condition comparing a column with now() plus or minus constants (ts > now() - \
+         INTERVAL '1 hour'), not in {}",
+        crate::sql::temporal::shown(e)
+    ))
+}
+
 fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
     if crate::sql::temporal::contains_now(e) {
-        return Err(Error::not_supported(format!(
-            "now() in a materialized view is supported only in a temporal filter, a WHERE \
-             condition comparing a column with now() and constants (ts > now() - INTERVAL \
-             '1 hour'), not in {}",
-            crate::sql::temporal::shown(e)
-        )));
+        return Err(now_refused(e));
     }
     Ok(create_physical_expr(
         e,
@@ -843,20 +841,7 @@ fn agg_call(
     };
     // Only string_agg and array_agg depend on the order of their input.
     let order_by = if matches!(kind, AggKind::StringAgg | AggKind::ArrayAgg) {
-        params
-            .order_by
-            .iter()
-            .map(|o| {
-                Ok(AggOrder {
-                    expr: physical(&o.expr, in_schema)?,
-                    data_type: o.expr.get_type(in_schema)?,
-                    options: arrow::compute::SortOptions {
-                        descending: !o.asc,
-                        nulls_first: o.nulls_first,
-                    },
-                })
-            })
-            .collect::<Result<Vec<_>>>()?
+        window_order(&params.order_by, in_schema)?
     } else {
         Vec::new()
     };

@@ -78,8 +78,9 @@ impl AggKind {
     }
 }
 
-/// One `ORDER BY` key inside an aggregate call (`string_agg(x, ',' ORDER BY y DESC)`).
-#[derive(Clone)]
+/// One `ORDER BY` key: inside an aggregate call (`string_agg(x, ',' ORDER BY y DESC)`), or of a
+/// window or Top-N ([`crate::stream::ops::over_window`]).
+#[derive(Clone, Debug)]
 pub struct AggOrder {
     /// The key over the input schema.
     pub expr: Arc<dyn PhysicalExpr>,

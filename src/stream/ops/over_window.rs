@@ -53,17 +53,8 @@ pub enum WindowOutput {
     },
 }
 
-/// One `ORDER BY` key of the window (or of a Top-N).
-#[derive(Clone, Debug)]
-pub struct WindowOrder {
-    /// The key over the input schema.
-    pub expr: Arc<dyn PhysicalExpr>,
-    /// Its type.
-    pub data_type: DataType,
-    /// Direction and NULL placement (PostgreSQL's defaults: ASC NULLS LAST, DESC NULLS
-    /// FIRST).
-    pub options: SortOptions,
-}
+/// One `ORDER BY` key of the window (or of a Top-N): the same shape as an aggregate call's.
+pub use crate::stream::ops::hash_agg::AggOrder as WindowOrder;
 
 /// Window functions or a Top-N over partitions of the input (see the module docs).
 ///
