@@ -44,7 +44,15 @@ fn slt_files() -> Vec<PathBuf> {
 }
 
 async fn run_all(protocol: Protocol) {
-    let files = slt_files();
+    // `WEIR_SLT_ONLY=<part of a path>` runs the matching files only.
+    let only = std::env::var("WEIR_SLT_ONLY").ok();
+    let files: Vec<PathBuf> = slt_files()
+        .into_iter()
+        .filter(|f| {
+            only.as_ref()
+                .is_none_or(|o| f.to_string_lossy().contains(o.as_str()))
+        })
+        .collect();
     assert!(!files.is_empty(), "no .slt files found");
     let mut failures = Vec::new();
     for file in &files {

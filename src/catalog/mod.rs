@@ -47,6 +47,51 @@ pub struct RelationDef {
     /// tables written by statements, and in catalogs written before connectors existed.
     #[serde(default)]
     pub connector: Option<ConnectorDef>,
+    /// A table's event time: `APPEND ONLY` and its watermark (absent in catalogs written
+    /// before event time existed, and for views).
+    #[serde(default)]
+    pub time: TableTime,
+}
+
+/// A table's event-time declarations (`CREATE TABLE ... (..., WATERMARK FOR ts AS ts -
+/// INTERVAL '5 seconds') APPEND ONLY`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TableTime {
+    /// The table takes inserts only (`UPDATE` and `DELETE` are `0A000`); a connector table
+    /// is append-only too; a view is when it emits on window close.
+    #[serde(default)]
+    pub append_only: bool,
+    /// The watermark, if declared.
+    #[serde(default)]
+    pub watermark: Option<WatermarkDef>,
+    /// For a view, its output columns that carry a watermark (from its plan).
+    #[serde(default)]
+    pub watermark_columns: Vec<usize>,
+}
+
+impl TableTime {
+    /// The columns of the relation that carry a watermark: a table's watermark column, a
+    /// view's watermarked output columns.
+    pub fn watermarked(&self) -> Vec<usize> {
+        match &self.watermark {
+            Some(w) => vec![w.column],
+            None => self.watermark_columns.clone(),
+        }
+    }
+}
+
+/// A table's watermark: after each epoch, the largest value of `column` written so far minus
+/// `delay_us`; rows written below it are late, dropped and counted (Flink's and RisingWave's
+/// bounded-out-of-orderness watermark).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WatermarkDef {
+    /// The event-time column (a `TIMESTAMP` or `TIMESTAMPTZ`, NOT NULL), an index into the
+    /// table's schema.
+    pub column: usize,
+    /// The delay, in microseconds (>= 0).
+    pub delay_us: i64,
+    /// The watermark expression as written.
+    pub text: String,
 }
 
 /// A table's connector: the generator that appends rows to it, as written in `WITH (...)`

@@ -7,7 +7,7 @@ use std::time::Instant;
 use arrow::datatypes::SchemaRef;
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, ConnectorDef, IndexDef, RelationDef, RelationKind};
+use crate::catalog::{Catalog, ConnectorDef, IndexDef, RelationDef, RelationKind, TableTime};
 use crate::checkpoint::JobSettings;
 use crate::error::{Error, Result};
 use crate::settings::SessionVars;
@@ -33,6 +33,7 @@ impl Engine {
         schema: SchemaRef,
         primary_key: Vec<usize>,
         connector: Option<ConnectorDef>,
+        time: TableTime,
         if_not_exists: bool,
     ) -> Result<bool> {
         let _df = lock(&self.dataflow);
@@ -49,6 +50,7 @@ impl Engine {
             kind: RelationKind::Table { primary_key },
             depends_on: vec![],
             connector,
+            time,
         };
         let data = self.tables.new_table(&def)?;
         let mut next = catalog.clone();
@@ -100,6 +102,11 @@ impl Engine {
             )));
         }
         let schema = plan.schema.clone();
+        let time = TableTime {
+            append_only: plan.append_only,
+            watermark: None,
+            watermark_columns: plan.watermark_columns.clone(),
+        };
         let mut catalog = lock(&self.catalog).clone();
         let id = catalog.allocate_id();
         let coordinator = self.coordinator(id, name, &settings)?;
@@ -126,6 +133,7 @@ impl Engine {
             },
             depends_on: job.sources.iter().copied().collect(),
             connector: None,
+            time,
         });
         self.persist_catalog(&catalog)?;
         *lock(&self.catalog) = catalog;

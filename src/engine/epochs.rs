@@ -182,7 +182,7 @@ impl Engine {
             }
             touched.extend(group.iter().copied());
         }
-        let (epoch, changes) = {
+        let (epoch, (changes, watermarks)) = {
             let mut open = self.clock.open();
             let epoch = *open;
             *open = Epoch(epoch.0 + 1);
@@ -193,6 +193,7 @@ impl Engine {
             epoch,
             now_ns: crate::stream::wall_clock_ns(),
             changes,
+            watermarks,
         };
         touched.extend(input.changes.keys().copied());
         let mut rebuilt: HashSet<RelationId> = HashSet::new();
@@ -244,6 +245,9 @@ impl Engine {
                         .ok_or_else(|| Error::Internal("job vanished".into()))?;
                     match job.process(&input) {
                         Ok(out) => {
+                            if !job.watermarks.is_empty() {
+                                input.watermarks.insert(id, job.watermarks.clone());
+                            }
                             if !out.is_empty() {
                                 input.changes.insert(id, out);
                                 touched.insert(id);

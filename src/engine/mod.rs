@@ -50,6 +50,7 @@ mod sources;
 mod tables;
 
 pub use sources::{CONNECTOR_OPTIONS, MAX_CHUNK_EVENTS, SourceInfo, connector_def, nexmark_table};
+pub use tables::WatermarkInfo;
 
 use epochs::BarrierClock;
 use tables::Tables;

@@ -315,6 +315,7 @@ impl Engine {
         replayed: &mut BTreeMap<RelationId, u64>,
     ) -> Result<()> {
         let mut input = EpochContext::new(upto);
+        input.watermarks = self.tables.watermarks();
         let mut rows_of: HashMap<RelationId, u64> = HashMap::new();
         for id in active {
             for s in &df.jobs[id].sources {
@@ -344,6 +345,9 @@ impl Engine {
             *replayed.entry(*id).or_default() += rows;
             match job.process(&input) {
                 Ok(out) => {
+                    if !job.watermarks.is_empty() {
+                        input.watermarks.insert(*id, job.watermarks.clone());
+                    }
                     input.changes.insert(*id, out);
                 }
                 Err(e) => {

@@ -414,7 +414,9 @@ impl Engine {
         }
         let open = self.clock.open();
         self.check_running()?;
-        self.tables.write_at(id, change, *open, Some(offset))
+        self.tables
+            .write_at(id, change, *open, Some(offset))
+            .map(drop)
     }
 }
 

@@ -7,8 +7,10 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, BooleanArray, TimestampNanosecondArray};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, SortField};
+use datafusion::common::ScalarValue;
 use tracing::{debug, warn};
 
 use crate::catalog::{Catalog, RelationDef, RelationKind};
@@ -21,6 +23,7 @@ use crate::state::table::{KeyLayout, consolidate};
 use crate::state::{
     IndexedSnapshot, Positions, SnapshotPosition, StateBackend, StateTable, Store, TableSnapshots,
 };
+use crate::stream::Watermarks;
 use crate::stream::job::{BackfillSource, EPOCH_BATCH_ROWS};
 
 use super::{
@@ -59,6 +62,97 @@ pub(super) struct TableData {
     /// The newest sequence number of each epoch with writes whose changelog entries are
     /// still kept, oldest first (to find where the changelog may be truncated).
     pub(super) epoch_seqs: VecDeque<(Epoch, u64)>,
+    /// The watermark and late rows of a table with `WATERMARK FOR`.
+    pub(super) event_time: Option<EventTime>,
+}
+
+/// One row of `weir_catalog.watermarks`: a relation's column that carries a watermark.
+#[derive(Debug, Clone)]
+pub struct WatermarkInfo {
+    /// The table or view.
+    pub relation: String,
+    /// `table` or `materialized view`.
+    pub kind: &'static str,
+    /// The column.
+    pub column: String,
+    /// The watermark as of the last epoch (a value of the column's type); `None` before
+    /// the first row.
+    pub watermark: Option<ScalarValue>,
+    /// A table's late rows dropped since the server started (`None` for views).
+    pub late_rows: Option<u64>,
+    /// A table's watermark expression as written.
+    pub definition: Option<String>,
+}
+
+/// A table's event time: its watermark and the rows dropped as late.
+///
+/// The watermark is Flink's bounded-out-of-orderness watermark, advanced per epoch: when
+/// epoch *e* closes it becomes `max(event time written in epochs <= e) - delay` (never
+/// lower than before). A row written while epoch *e + 1* is open whose event time is below
+/// the watermark of *e* is late: it is dropped (not written) and counted. Which rows are late
+/// therefore depends only on the epochs they were written in, so recovery, which replays the
+/// changelog by epoch, sees the same rows.
+pub(super) struct EventTime {
+    /// The event-time column.
+    pub(super) column: usize,
+    /// The delay, in nanoseconds.
+    pub(super) delay_ns: i64,
+    /// The largest event time written (in closed or open epochs), in ns since the Unix epoch.
+    pub(super) max_written: Option<i64>,
+    /// The watermark as of the last closed epoch, in ns since the Unix epoch.
+    pub(super) watermark: Option<i64>,
+    /// Late rows dropped since the server started.
+    pub(super) late_rows: u64,
+}
+
+/// The event times of `column` of `change` in nanoseconds since the Unix epoch.
+fn event_times_ns(change: &ChangeBatch, column: usize) -> Result<TimestampNanosecondArray> {
+    let ns = arrow::compute::cast(
+        change.batch.column(column),
+        &DataType::Timestamp(TimeUnit::Nanosecond, None),
+    )?;
+    Ok(ns
+        .as_any()
+        .downcast_ref::<TimestampNanosecondArray>()
+        .cloned()
+        .unwrap_or_else(|| TimestampNanosecondArray::from(Vec::<i64>::new())))
+}
+
+impl EventTime {
+    /// Notes the event times of written rows (`change`, in the table's schema).
+    fn note_written(&mut self, change: &ChangeBatch) -> Result<()> {
+        let times = event_times_ns(change, self.column)?;
+        if let Some(max) = arrow::compute::max(&times) {
+            self.max_written = Some(self.max_written.map_or(max, |m| m.max(max)));
+        }
+        Ok(())
+    }
+
+    /// Closes an epoch: the watermark catches up with the rows written so far.
+    pub(super) fn close_epoch(&mut self) {
+        if let Some(max) = self.max_written {
+            let w = max.saturating_sub(self.delay_ns);
+            self.watermark = Some(self.watermark.map_or(w, |old| old.max(w)));
+        }
+    }
+
+    /// `change` without its late rows (event time below the watermark), counting them.
+    fn drop_late(&mut self, change: ChangeBatch) -> Result<ChangeBatch> {
+        let Some(watermark) = self.watermark else {
+            return Ok(change);
+        };
+        let times = event_times_ns(&change, self.column)?;
+        let keep: BooleanArray = times
+            .iter()
+            .map(|t| Some(t.is_none_or(|t| t >= watermark)))
+            .collect();
+        let late = keep.false_count();
+        if late == 0 {
+            return Ok(change);
+        }
+        self.late_rows += late as u64;
+        change.filter(&keep)
+    }
 }
 
 /// Encodes a primary key's columns as the leading key prefix of the table's rows.
@@ -107,6 +201,13 @@ impl TableData {
             snapshot_epoch: Epoch(0),
             unsnapshotted_rows: 0,
             epoch_seqs: VecDeque::new(),
+            event_time: def.time.watermark.as_ref().map(|w| EventTime {
+                column: w.column,
+                delay_ns: w.delay_us.saturating_mul(1000),
+                max_written: None,
+                watermark: None,
+                late_rows: 0,
+            }),
         })
     }
 
@@ -188,6 +289,17 @@ impl TableData {
         }
     }
 
+    /// The table's watermark as of the last closed epoch, as a value of its event-time
+    /// column's type; `None` without a watermark clause or rows.
+    pub(super) fn watermarks(&self) -> Option<Watermarks> {
+        let e = self.event_time.as_ref()?;
+        let ns = e.watermark?;
+        let value = ScalarValue::TimestampNanosecond(Some(ns), None)
+            .cast_to(self.schema.field(e.column).data_type())
+            .ok()?;
+        Some(vec![(e.column, value)])
+    }
+
     /// Records that changelog entries up to `seq` are of epoch `epoch`.
     pub(super) fn note_entries(&mut self, seq: u64, epoch: Epoch, rows: usize) {
         self.last_epoch = epoch;
@@ -217,6 +329,9 @@ impl TableData {
             self.snapshot_epoch = Epoch(p.epoch);
             self.next_seq = p.seq + 1;
             self.last_epoch = Epoch(p.epoch);
+            if let Some(t) = &mut self.event_time {
+                t.max_written = p.max_event_time;
+            }
         } else if let Some(snap) = store.read_table_snapshot(id)? {
             self.contents
                 .load_rows(snap.rows.iter().map(|(k, c)| (k.as_ref(), *c)))?;
@@ -232,9 +347,16 @@ impl TableData {
         let mut replayed = 0usize;
         for entry in store.read_changelog_after(id, self.snapshot_seq)? {
             self.apply(&entry.change)?;
+            if let Some(t) = &mut self.event_time {
+                t.note_written(&entry.change)?;
+            }
             replayed += entry.change.len();
             self.next_seq = entry.seq + 1;
             self.note_entries(entry.seq, entry.epoch, entry.change.len());
+        }
+        // Every restored row is of a closed epoch.
+        if let Some(t) = &mut self.event_time {
+            t.close_epoch();
         }
         Ok((from_snapshot, replayed))
     }
@@ -245,6 +367,7 @@ impl TableData {
             seq: self.next_seq - 1,
             epoch: self.last_epoch.0,
             rows: self.contents.len(),
+            max_event_time: self.event_time.as_ref().and_then(|t| t.max_written),
         }
     }
 
@@ -296,6 +419,7 @@ impl TableData {
             id,
             rows: self.contents.snapshot(),
             after: self.pending.iter().rev().map(|(_, c)| c.negate()).collect(),
+            watermarks: self.watermarks().unwrap_or_default(),
         }
     }
 }
@@ -462,7 +586,12 @@ impl Tables {
     /// # Errors
     /// Constraint violations (`23502`, `23505`), `42P01` for an unknown table, and store
     /// errors; nothing is written then.
-    pub(super) fn write(&self, table: RelationId, change: ChangeBatch, epoch: Epoch) -> Result<()> {
+    pub(super) fn write(
+        &self,
+        table: RelationId,
+        change: ChangeBatch,
+        epoch: Epoch,
+    ) -> Result<usize> {
         self.write_at(table, change, epoch, None)
     }
 
@@ -478,11 +607,14 @@ impl Tables {
         change: ChangeBatch,
         epoch: Epoch,
         offset: Option<u64>,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let data = self.get(table)?;
         let mut data = lock(&data);
         data.validate(&change)?;
-        let change = change.with_schema(data.schema.clone())?;
+        let mut change = change.with_schema(data.schema.clone())?;
+        if let Some(t) = &mut data.event_time {
+            change = t.drop_late(change)?;
+        }
         let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
         let first = data.next_seq;
         let entries: Vec<(u64, Epoch, &ChangeBatch)> = parts
@@ -492,15 +624,19 @@ impl Tables {
             .collect();
         self.store.append_changelog_at(table, &entries, offset)?;
         if change.is_empty() {
-            return Ok(());
+            return Ok(0);
+        }
+        if let Some(t) = &mut data.event_time {
+            t.note_written(&change)?;
         }
         data.next_seq = first + parts.len() as u64;
         data.apply(&change)?;
         let last = data.next_seq - 1;
         data.note_entries(last, epoch, change.len());
         *lock(&self.backlog) += change.len();
+        let written = change.len();
         data.pending.push((epoch, change));
-        Ok(())
+        Ok(written)
     }
 
     /// Blocks while [`MAX_BACKLOG_ROWS`] or more written rows wait for an epoch, calling
@@ -521,19 +657,48 @@ impl Tables {
         }
     }
 
-    /// Takes every table's pending changes for the epoch being closed (keyed by table) and
+    /// Takes every table's pending changes for the epoch being closed (keyed by table),
+    /// advances the tables' watermarks past them (returned for the tables that have one), and
     /// releases writers waiting on the backlog.
-    pub(super) fn take_pending(&self) -> HashMap<RelationId, Vec<ChangeBatch>> {
+    pub(super) fn take_pending(
+        &self,
+    ) -> (
+        HashMap<RelationId, Vec<ChangeBatch>>,
+        HashMap<RelationId, Watermarks>,
+    ) {
         let mut changes: HashMap<RelationId, Vec<ChangeBatch>> = HashMap::new();
+        let mut watermarks = HashMap::new();
         for (id, t) in lock(&self.by_id).iter() {
             let mut t = lock(t);
             if !t.pending.is_empty() {
                 changes.insert(*id, t.pending.drain(..).map(|(_, c)| c).collect());
             }
+            if let Some(e) = &mut t.event_time {
+                e.close_epoch();
+            }
+            if let Some(w) = t.watermarks() {
+                watermarks.insert(*id, w);
+            }
         }
         *lock(&self.backlog) = 0;
         self.backlog_taken.notify_all();
-        changes
+        (changes, watermarks)
+    }
+
+    /// The watermark of each table that has one, as of the last closed epoch (for a
+    /// recovery's replay up to it).
+    pub(super) fn watermarks(&self) -> HashMap<RelationId, Watermarks> {
+        lock(&self.by_id)
+            .iter()
+            .filter_map(|(id, t)| lock(t).watermarks().map(|w| (*id, w)))
+            .collect()
+    }
+
+    /// (watermark in ns, late rows) of table `id`, when it has a watermark clause.
+    pub(super) fn event_time(&self, id: RelationId) -> Option<(Option<i64>, u64)> {
+        let t = self.get(id).ok()?;
+        let t = lock(&t);
+        t.event_time.as_ref().map(|e| (e.watermark, e.late_rows))
     }
 
     /// A table's contents as of the last processed epoch, to backfill a view: its current
@@ -560,10 +725,19 @@ impl Tables {
         let rows = t.contents.snapshot();
         let later = ChangelogSource::new(&self.store, table)
             .read_all(ChangelogOffset(at), ChangelogOffset(Epoch(u64::MAX)))?;
+        // The watermark as of `at` is not kept: with no writes after `at` it is the current
+        // one; otherwise the replay after `at` brings the current one (a window then closes
+        // later than it first did, with the same rows).
+        let watermarks = if later.is_empty() {
+            t.watermarks().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         Ok(BackfillSource {
             id: table,
             rows,
             after: later.into_iter().rev().map(|c| c.negate()).collect(),
+            watermarks,
         })
     }
 
@@ -734,21 +908,43 @@ impl Engine {
 
     /// Writes a change to a table: validated, appended to its changelog (synced), applied.
     /// Returns once the write is durable; views see it after the next barrier. Waits first
-    /// while the write backlog is full (see [`MAX_BACKLOG_ROWS`]).
+    /// while the write backlog is full (see [`MAX_BACKLOG_ROWS`]). Returns the rows written:
+    /// a table with a watermark drops late rows (see [`EventTime`]).
     ///
     /// # Errors
     /// Constraint violations (`23502`, `23505`) and store errors; nothing is written then.
-    /// `57P01` once the engine is shutting down.
-    pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<()> {
+    /// `0A000` for a retraction (DELETE, UPDATE) of an append-only table. `57P01` once the
+    /// engine is shutting down.
+    pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<usize> {
         self.check_running()?;
         self.check_writable(table)?;
         if change.is_empty() {
-            return Ok(());
+            return Ok(0);
+        }
+        if change.weights.iter().any(|w| w.is_some_and(|w| w < 0)) {
+            self.check_retractable(table)?;
         }
         self.tables
             .wait_for_backlog(|| self.clock.request_tick(), || self.is_stopping());
         let open = self.clock.open();
         self.tables.write(table, change, *open)
+    }
+
+    /// `0A000` when table `id` is append-only (`DELETE` and `UPDATE` retract rows).
+    ///
+    /// # Errors
+    /// As said.
+    pub fn check_retractable(&self, id: RelationId) -> Result<()> {
+        let catalog = lock(&self.catalog);
+        if let Some(def) = catalog.get(id)
+            && def.time.append_only
+        {
+            return Err(Error::not_supported(format!(
+                "cannot delete or update rows of append-only table \"{}\"",
+                def.name
+            )));
+        }
+        Ok(())
     }
 
     /// `0A000` when table `id` is fed by a connector (statements cannot write to it).
@@ -766,6 +962,49 @@ impl Engine {
             )));
         }
         Ok(())
+    }
+
+    /// The watermarks of every table with a `WATERMARK FOR` clause and of every view whose
+    /// output carries one (`weir_catalog.watermarks`), tables first, each by relation id.
+    pub fn watermark_infos(&self) -> Vec<WatermarkInfo> {
+        let catalog = self.catalog();
+        let mut out = Vec::new();
+        for def in catalog.relations().filter(|d| d.is_table()) {
+            let Some(w) = &def.time.watermark else {
+                continue;
+            };
+            let (ns, late) = self.tables.event_time(def.id).unwrap_or((None, 0));
+            let value = ns.and_then(|ns| {
+                ScalarValue::TimestampNanosecond(Some(ns), None)
+                    .cast_to(def.schema.field(w.column).data_type())
+                    .ok()
+            });
+            out.push(WatermarkInfo {
+                relation: def.name.clone(),
+                kind: def.kind_name(),
+                column: def.schema.field(w.column).name().clone(),
+                watermark: value,
+                late_rows: Some(late),
+                definition: Some(w.text.clone()),
+            });
+        }
+        let df = lock(&self.dataflow);
+        for def in catalog.relations().filter(|d| !d.is_table()) {
+            let Some(job) = df.jobs.get(&def.id) else {
+                continue;
+            };
+            for &c in &def.time.watermark_columns {
+                out.push(WatermarkInfo {
+                    relation: def.name.clone(),
+                    kind: def.kind_name(),
+                    column: def.schema.field(c).name().clone(),
+                    watermark: crate::stream::watermark_of(&job.watermarks, c).cloned(),
+                    late_rows: None,
+                    definition: None,
+                });
+            }
+        }
+        out
     }
 
     /// Takes a snapshot of the tables now if any table changed since the last one (as at

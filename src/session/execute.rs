@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::sql::parse::parse_one;
-use crate::sql::{copy, names, parse, provider, stream_plan};
+use crate::sql::{copy, event_time, names, parse, provider, stream_plan};
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ParamValues;
@@ -274,14 +274,32 @@ impl Session {
         if let Some(out) = self.special(trimmed).await? {
             return Ok(out);
         }
-        // A connector table's `WITH (...)` options are taken off before parsing (their keys
-        // are dotted names, which the parser does not take).
-        let (stmt, with_options) = match parse::split_table_options(trimmed)? {
-            Some((rest, options)) => (parse_one(&rest)?, Some(options)),
-            None => (parse_one(trimmed)?, None),
+        // Clauses the parser does not take are taken off first: a view's trailing
+        // `EMIT ON WINDOW CLOSE`, a connector table's `WITH (...)` options (their keys are
+        // dotted names), a table's `WATERMARK FOR` and `APPEND ONLY`.
+        let without_emit = event_time::split_emit_on_window_close(trimmed);
+        let emit = without_emit.is_some();
+        let trimmed = without_emit.as_deref().unwrap_or(trimmed);
+        let (text, with_options) = match parse::split_table_options(trimmed)? {
+            Some((rest, options)) => (rest, Some(options)),
+            None => (trimmed.to_string(), None),
         };
+        let (text, time) = match event_time::split_table_clauses(&text)? {
+            Some((rest, clauses)) => (rest, Some(clauses)),
+            None => (text, None),
+        };
+        let stmt = parse_one(&text)?;
+        if emit
+            && !matches!(&stmt, Statement::CreateView(cv) if cv.materialized)
+            && !matches!(&stmt, Statement::Explain { statement, .. }
+                if matches!(statement.as_ref(), Statement::CreateView(cv) if cv.materialized))
+        {
+            return Err(Error::Parse(
+                "EMIT ON WINDOW CLOSE applies to CREATE MATERIALIZED VIEW only".into(),
+            ));
+        }
         match stmt {
-            Statement::CreateTable(_) => self.create_table(stmt, with_options).await,
+            Statement::CreateTable(_) => self.create_table(stmt, with_options, time).await,
             Statement::CreateIndex(ci) => self.create_index(ci).await,
             Statement::CreateView(cv) => {
                 if !cv.materialized {
@@ -303,6 +321,12 @@ impl Session {
                 self.engine.flush().await;
                 let query = self.view_query_with_columns(&query, &columns).await?;
                 let plan = self.plan_query(&query).await?;
+                // The stored query keeps the clause, so that recovery plans it alike.
+                let query = if emit {
+                    format!("{query} {}", event_time::EMIT_ON_WINDOW_CLOSE)
+                } else {
+                    query
+                };
                 let settings = self.vars.job_settings();
                 let engine = Arc::clone(&self.engine);
                 let if_not_exists = cv.if_not_exists;
@@ -310,7 +334,7 @@ impl Session {
                     engine.create_view(
                         &name,
                         &query,
-                        || stream_plan::plan(&plan),
+                        || stream_plan::plan_view(&plan, emit),
                         settings,
                         if_not_exists,
                     )
@@ -388,7 +412,7 @@ impl Session {
                 if let Statement::CreateView(cv) = statement.as_ref()
                     && cv.materialized
                 {
-                    return self.explain_view(cv, trimmed).await;
+                    return self.explain_view(cv, trimmed, emit).await;
                 }
                 let plan = self.plan_with_fallback(trimmed, stmt).await?;
                 self.run_query(plan, None).await
@@ -477,6 +501,9 @@ impl Session {
                         .collect::<Result<Vec<_>>>()?
                 };
                 self.engine.check_writable(def.id)?;
+                if def.time.append_only {
+                    self.check_append_only_outside_block(&def.name)?;
+                }
                 let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
                 let n = cols.len();
                 self.copy = Some(PendingCopy {
@@ -883,10 +910,13 @@ impl Session {
         &mut self,
         cv: &datafusion::sql::sqlparser::ast::CreateView,
         sql: &str,
+        emit: bool,
     ) -> Result<Output> {
         let name = object_name(&cv.name)?;
         let plan = self.plan_query(&parse::view_query_text(sql)?).await?;
-        let mut lines = self.engine.explain_view(&name, stream_plan::plan(&plan)?)?;
+        let mut lines = self
+            .engine
+            .explain_view(&name, stream_plan::plan_view(&plan, emit)?)?;
         let settings: Vec<String> = self
             .vars
             .job_settings()
@@ -1140,6 +1170,7 @@ impl Session {
         &mut self,
         stmt: Statement,
         with_options: Option<Vec<(String, String)>>,
+        clauses: Option<event_time::TableTimeClauses>,
     ) -> Result<Output> {
         let plan = self.plan_statement(stmt).await?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
@@ -1188,6 +1219,50 @@ impl Session {
         for f in &fields {
             check_column_type(f.data_type(), f.name())?;
         }
+        let clauses = clauses.unwrap_or_default();
+        let mut time = crate::catalog::TableTime {
+            append_only: clauses.append_only || with_options.is_some(),
+            ..Default::default()
+        };
+        let mut fields = fields;
+        if let Some(w) = clauses.watermark {
+            let column = fields
+                .iter()
+                .position(|f| *f.name() == w.column)
+                .ok_or_else(|| {
+                    Error::plan(
+                        "42703",
+                        format!(
+                            "column \"{}\" of the WATERMARK clause does not exist",
+                            w.column
+                        ),
+                    )
+                })?;
+            if !matches!(fields[column].data_type(), DataType::Timestamp(..)) {
+                return Err(Error::plan(
+                    "42804",
+                    format!(
+                        "the WATERMARK column \"{}\" must be a timestamp or timestamptz, not {}",
+                        w.column,
+                        fields[column].data_type()
+                    ),
+                ));
+            }
+            if !time.append_only {
+                return Err(Error::not_supported(format!(
+                    "WATERMARK FOR {} on a table that is not APPEND ONLY (a retraction could \
+                     reopen a closed window); add APPEND ONLY after the column list",
+                    w.column
+                )));
+            }
+            // Every row needs a time to be compared with the watermark.
+            fields[column] = fields[column].clone().with_nullable(false);
+            time.watermark = Some(crate::catalog::WatermarkDef {
+                column,
+                delay_us: w.delay_us,
+                text: w.text,
+            });
+        }
         let schema = Arc::new(Schema::new(fields));
         let connector = match &with_options {
             Some(options) => {
@@ -1204,7 +1279,7 @@ impl Session {
         let engine = Arc::clone(&self.engine);
         let if_not_exists = c.if_not_exists;
         tokio::task::spawn_blocking(move || {
-            engine.create_table(&name, schema, pk, connector, if_not_exists)?;
+            engine.create_table(&name, schema, pk, connector, time, if_not_exists)?;
             engine.start_sources()
         })
         .await
@@ -1236,6 +1311,12 @@ impl Session {
             ));
         }
         self.engine.check_writable(def.id)?;
+        if def.time.append_only {
+            if !matches!(op, WriteOp::Insert(_)) {
+                self.engine.check_retractable(def.id)?;
+            }
+            self.check_append_only_outside_block(&def.name)?;
+        }
         let schema = def.schema_ref();
         // The change, its command tag (before the row count) and the rows RETURNING sees.
         let (change, tag, rows) = match op {
@@ -1292,13 +1373,18 @@ impl Session {
             Some(items) => Some(self.returning_rows(&name, rows.clone(), items).await?),
             None => None,
         };
-        let n = rows.num_rows();
         let engine = Arc::clone(&self.engine);
         let id = def.id;
         let written = self.transaction.is_some().then(|| change.clone());
-        tokio::task::spawn_blocking(move || engine.write(id, change))
+        let inserted = tokio::task::spawn_blocking(move || engine.write(id, change))
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
+        // An insert counts the rows written: a table with a watermark drops late rows.
+        let n = if tag == "INSERT 0" {
+            inserted
+        } else {
+            rows.num_rows()
+        };
         if let (Some(log), Some(change)) = (&mut self.transaction, written) {
             log.writes.push((id, change));
         }
@@ -1433,16 +1519,31 @@ impl Session {
                 &copy.columns,
             )?;
             let change = ChangeBatch::inserts(batch);
-            engine.write(copy.table, change.clone())?;
-            Ok::<ChangeBatch, Error>(change)
+            let n = engine.write(copy.table, change.clone())?;
+            Ok::<(ChangeBatch, usize), Error>((change, n))
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
-        let n = change.len();
+        let (change, n) = change;
         if let Some(log) = &mut self.transaction {
             log.writes.push((table, change));
         }
         Ok(n)
+    }
+
+    /// `0A000` inside a transaction block: a write to an append-only table cannot be undone
+    /// (a ROLLBACK would retract its rows), so it is refused there.
+    ///
+    /// # Errors
+    /// As said.
+    fn check_append_only_outside_block(&self, table: &str) -> Result<()> {
+        if self.transaction.is_some() {
+            return Err(Error::not_supported(format!(
+                "writing to append-only table \"{table}\" inside a transaction block (a \
+                 ROLLBACK would have to delete its rows); write in autocommit mode"
+            )));
+        }
+        Ok(())
     }
 
     /// `ROLLBACK TO [SAVEPOINT] name`: undoes the block's writes after the savepoint, which
@@ -1555,7 +1656,9 @@ impl Session {
         if w[0] == "create" && w.get(1).is_some_and(|x| x == "table") {
             return Ok((vec![], None));
         }
-        let stmt = parse_one(trimmed)?;
+        // A view's EMIT ON WINDOW CLOSE is checked when it runs.
+        let without_emit = event_time::split_emit_on_window_close(trimmed);
+        let stmt = parse_one(without_emit.as_deref().unwrap_or(trimmed))?;
         if let Statement::Explain { statement, .. } = &stmt {
             if matches!(statement.as_ref(), Statement::CreateView(_)) {
                 let schema = Arc::new(Schema::new(vec![Field::new(
@@ -1641,7 +1744,8 @@ pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
             continue;
         };
         let session = Session::new(Arc::clone(engine))?;
-        let plan = stream_plan::plan(&session.plan_query(query).await?)?;
+        let (query, emit) = event_time::stored_view_query(query);
+        let plan = stream_plan::plan_view(&session.plan_query(&query).await?, emit)?;
         let engine2 = Arc::clone(engine);
         tokio::task::spawn_blocking(move || engine2.recover_view(&def, plan))
             .await

@@ -5,6 +5,7 @@
 
 pub mod copy;
 pub mod decorrelate;
+pub mod event_time;
 pub mod functions;
 pub mod named_windows;
 pub(crate) mod names;

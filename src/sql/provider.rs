@@ -66,6 +66,8 @@ impl SchemaProvider for PublicSchema {
             schema: def.schema_ref(),
             layouts,
             is_table: def.is_table(),
+            append_only: def.time.append_only || def.connector.is_some(),
+            watermark_columns: def.time.watermarked(),
             engine: Arc::downgrade(&self.engine),
             pinned: Arc::clone(&self.pinned),
         }) as Arc<dyn TableProvider>))
@@ -88,6 +90,10 @@ pub struct RelationProvider {
     /// pushdown).
     layouts: Vec<Arc<KeyLayout>>,
     is_table: bool,
+    /// Whether the relation only ever grows (see `TableTime::append_only`).
+    pub append_only: bool,
+    /// Its columns that carry a watermark.
+    pub watermark_columns: Vec<usize>,
     /// Weak: a job's plan keeps its providers, and the engine keeps the jobs.
     engine: Weak<Engine>,
     pinned: Arc<Mutex<Option<Arc<Visible>>>>,

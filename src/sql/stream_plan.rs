@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, JoinType, ScalarValue};
 use datafusion::execution::context::ExecutionProps;
@@ -72,15 +72,117 @@ fn stream_key(plan: &LogicalPlan) -> Vec<usize> {
 /// [`Error::NotSupported`] (`0A000`) for constructs that cannot be maintained incrementally;
 /// `42804` for join keys whose types cannot be compared.
 pub fn plan(logical: &LogicalPlan) -> Result<StreamPlan> {
+    plan_view(logical, false)
+}
+
+/// [`plan`], with `EMIT ON WINDOW CLOSE` when `emit_on_window_close`: the query's top
+/// aggregate (below projections and `HAVING` only) then emits each group once, when the
+/// watermark of a group column passes it, and keeps only the open groups.
+///
+/// # Errors
+/// As [`plan`]; `0A000` for `EMIT ON WINDOW CLOSE` without such an aggregate, without a
+/// group column carrying a watermark, or over an input that retracts rows.
+pub fn plan_view(logical: &LogicalPlan, emit_on_window_close: bool) -> Result<StreamPlan> {
     let mut sources = BTreeSet::new();
-    let root = build(logical, &mut sources)?;
+    let mut root = build(logical, &mut sources)?;
+    if emit_on_window_close {
+        root = emit_on_close(root)?;
+    }
     Ok(StreamPlan {
         time_driven: time_driven(&root),
+        append_only: root.append_only(),
+        watermark_columns: root.watermark_columns(),
         root,
         sources,
         stream_key: stream_key(logical),
         schema: nullable_schema(logical.schema().as_arrow()),
     })
+}
+
+/// Makes the top aggregate of `node` emit on window close, its watermarked group column
+/// first (a projection on top restores the column order).
+fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
+    use crate::stream::watermark::monotone_column;
+    match node {
+        StreamNode::Project {
+            input,
+            exprs,
+            schema,
+        } => Ok(StreamNode::Project {
+            input: Box::new(emit_on_close(*input)?),
+            exprs,
+            schema,
+        }),
+        StreamNode::Filter {
+            input,
+            predicate,
+            display,
+        } => Ok(StreamNode::Filter {
+            input: Box::new(emit_on_close(*input)?),
+            predicate,
+            display,
+        }),
+        StreamNode::HashAgg {
+            input,
+            group_exprs,
+            group_types,
+            aggs,
+            schema,
+            ..
+        } => {
+            if !input.append_only() {
+                return Err(Error::not_supported(
+                    "EMIT ON WINDOW CLOSE over an input that retracts rows; it needs                      APPEND ONLY tables (or views that emit on window close) read through                      filters, projections, unions and window table functions",
+                ));
+            }
+            let watermarked = input.watermark_columns();
+            let k = group_exprs
+                .iter()
+                .position(|e| monotone_column(e).is_some_and(|c| watermarked.contains(&c)))
+                .ok_or_else(|| {
+                    Error::not_supported(
+                        "EMIT ON WINDOW CLOSE without a GROUP BY column that carries a                          watermark (window_start or window_end of TUMBLE or HOP over a table                          with WATERMARK FOR, or that column itself)",
+                    )
+                })?;
+            let g = group_exprs.len();
+            let mut order = vec![k];
+            order.extend((0..g).filter(|&i| i != k));
+            let mut fields: Vec<Field> = order.iter().map(|&i| schema.field(i).clone()).collect();
+            fields.extend(schema.fields()[g..].iter().map(|f| f.as_ref().clone()));
+            let agg = StreamNode::HashAgg {
+                input,
+                group_exprs: order.iter().map(|&i| Arc::clone(&group_exprs[i])).collect(),
+                group_types: order.iter().map(|&i| group_types[i].clone()).collect(),
+                aggs,
+                schema: Arc::new(Schema::new(fields)),
+                emit_on_window_close: true,
+            };
+            if k == 0 {
+                return Ok(agg);
+            }
+            let exprs = (0..schema.fields().len())
+                .map(|i| {
+                    let at = if i < g {
+                        order.iter().position(|&o| o == i).unwrap_or(i)
+                    } else {
+                        i
+                    };
+                    Arc::new(datafusion::physical_expr::expressions::Column::new(
+                        schema.field(i).name(),
+                        at,
+                    )) as Arc<dyn PhysicalExpr>
+                })
+                .collect();
+            Ok(StreamNode::Project {
+                input: Box::new(agg),
+                exprs,
+                schema,
+            })
+        }
+        _ => Err(Error::not_supported(
+            "EMIT ON WINDOW CLOSE needs a GROUP BY aggregate at the top of the query (only              projections and HAVING above it)",
+        )),
+    }
 }
 
 /// Whether a tree has a temporal filter.
@@ -271,6 +373,8 @@ fn build_hinted(
                 name: relation.name.clone(),
                 projection: scan.projection.clone(),
                 schema,
+                append_only: relation.append_only,
+                watermark_columns: relation.watermark_columns.clone(),
             };
             for f in &scan.filters {
                 let predicate = physical(f, &scan.projected_schema)?;
@@ -316,6 +420,7 @@ fn build_hinted(
                 group_types,
                 aggs,
                 schema,
+                emit_on_window_close: false,
             })
         }
         LogicalPlan::Distinct(Distinct::All(input)) => {
@@ -340,6 +445,7 @@ fn build_hinted(
                 group_types: types,
                 aggs: vec![],
                 schema,
+                emit_on_window_close: false,
             })
         }
         LogicalPlan::Join(j) => {

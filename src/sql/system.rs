@@ -14,6 +14,10 @@
 //!   `limit_bytes` (`--memory-limit`), `cache_bytes` (RocksDB block cache in use, memtables
 //!   included), `memtable_bytes`, `disk_bytes` (estimated live rows on disk) and `rss_bytes`
 //!   (the server process's resident memory, from `/proc/self/status`; NULL elsewhere).
+//! - `weir_catalog.watermarks`: one row per column that carries a watermark: `relation`,
+//!   `kind` (`table` or `materialized view`), `column_name`, `watermark` (as of the last
+//!   epoch, as text; NULL before the first row), `late_rows` (a table's rows dropped as late
+//!   since the server started), `definition` (a table's watermark expression).
 
 use std::sync::Arc;
 
@@ -28,7 +32,7 @@ use datafusion::error::Result as DfResult;
 use crate::engine::Engine;
 use crate::settings::SessionVars;
 
-const TABLES: &[&str] = &["checkpoints", "jobs", "memory", "sources"];
+const TABLES: &[&str] = &["checkpoints", "jobs", "memory", "sources", "watermarks"];
 
 /// The `weir_catalog` schema.
 #[derive(Debug)]
@@ -278,6 +282,56 @@ fn sources_batch(engine: &Engine) -> DfResult<RecordBatch> {
     Ok(RecordBatch::try_new(sources_schema(), columns)?)
 }
 
+/// The schema of `weir_catalog.watermarks`: one row per column that carries a watermark, of
+/// a table (its `WATERMARK FOR` column) or a view (a column its plan keeps the watermark of).
+pub fn watermarks_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("relation", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("watermark", DataType::Utf8, true),
+        Field::new("late_rows", DataType::Int64, true),
+        Field::new("definition", DataType::Utf8, true),
+    ]))
+}
+
+/// A watermark as PostgreSQL prints a value of its type (`2024-01-01 00:00:05`).
+fn watermark_text(v: &ScalarValue) -> Option<String> {
+    match v.cast_to(&DataType::Utf8).ok()? {
+        ScalarValue::Utf8(Some(s)) => Some(s.replacen('T', " ", 1)),
+        _ => None,
+    }
+}
+
+fn watermarks_batch(engine: &Engine) -> DfResult<RecordBatch> {
+    let rows = engine.watermark_infos();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.relation.as_str()),
+        )),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.kind))),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.column.as_str()),
+        )),
+        Arc::new(StringArray::from(
+            rows.iter()
+                .map(|r| r.watermark.as_ref().and_then(watermark_text))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            rows.iter()
+                .map(|r| r.late_rows.map(|n| n as i64))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from(
+            rows.iter()
+                .map(|r| r.definition.clone())
+                .collect::<Vec<_>>(),
+        )),
+    ];
+    Ok(RecordBatch::try_new(watermarks_schema(), columns)?)
+}
+
 #[async_trait]
 impl SchemaProvider for WeirCatalogSchema {
     fn table_names(&self) -> Vec<String> {
@@ -290,6 +344,7 @@ impl SchemaProvider for WeirCatalogSchema {
             "checkpoints" => checkpoints_batch(&self.engine)?,
             "memory" => memory_batch(&self.engine)?,
             "sources" => sources_batch(&self.engine)?,
+            "watermarks" => watermarks_batch(&self.engine)?,
             _ => return Ok(None),
         };
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;

@@ -345,7 +345,7 @@ fn bad_interval(function: &str, what: &str, e: &Expr) -> Error {
 
 /// Microseconds of a literal interval without months (`INTERVAL '10' SECOND`,
 /// `INTERVAL '1 minute 30 seconds'`, `INTERVAL '00:00:10'`), if it is positive.
-fn interval_micros(e: &Expr) -> Option<i64> {
+pub(crate) fn interval_micros(e: &Expr) -> Option<i64> {
     let Expr::Interval(iv) = e else {
         return None;
     };

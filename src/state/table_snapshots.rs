@@ -37,6 +37,10 @@ pub struct SnapshotPosition {
     pub epoch: u64,
     /// The table's rows (duplicates counted) at that point.
     pub rows: i64,
+    /// For a table with a watermark, the largest event time among those rows, in
+    /// nanoseconds since the Unix epoch (absent otherwise, and in older snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_event_time: Option<i64>,
 }
 
 /// Each table's position in a snapshot, by the table's relation id.
@@ -243,7 +247,17 @@ mod tests {
         let (live, positions) = snaps.live(&root).unwrap();
         assert!(positions.is_empty());
         put(&live, 0, 1000);
-        let at = |seq, epoch, rows| Positions::from([(7, SnapshotPosition { seq, epoch, rows })]);
+        let at = |seq, epoch, rows| {
+            Positions::from([(
+                7,
+                SnapshotPosition {
+                    seq,
+                    epoch,
+                    rows,
+                    max_event_time: None,
+                },
+            )])
+        };
         let p1 = at(3, 2, 1000);
         snaps.take(&live, &p1).unwrap();
         put(&live, 1000, 10);

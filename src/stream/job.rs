@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
 use crate::state::{IndexedSnapshot, StateBackend, StateSnapshot, StateTable};
 use crate::stream::plan::StreamPlan;
-use crate::stream::{EpochContext, Operator, StateVisitor};
+use crate::stream::{EpochContext, Operator, StateVisitor, Watermarks};
 
 /// The most input rows the operator tree of a job processes at once: a larger epoch (one
 /// big `COPY`) or a backfill is split into batches of this size, so the operators' working
@@ -45,6 +45,8 @@ pub struct BackfillSource {
     pub rows: StateSnapshot,
     /// Changes to apply after the rows, in order.
     pub after: Vec<ChangeBatch>,
+    /// The input's watermarks as of the backfill's epoch (empty when unknown).
+    pub watermarks: Watermarks,
 }
 
 /// Whether a job is maintaining its view (`weir_catalog.jobs.status`).
@@ -121,6 +123,9 @@ pub struct Job {
     pub restarts: u64,
     /// The last recovery (at start or after a failure).
     pub last_recovery: Option<Recovery>,
+    /// The watermarks of the view's columns as of the last epoch that advanced them (empty
+    /// when none is known); passed to the views reading this one.
+    pub watermarks: Watermarks,
     /// The state backend's root instance, whose siblings hold the job's state (the job's
     /// state is on the heap when `None`).
     state_root: Option<Arc<StateBackend>>,
@@ -191,6 +196,7 @@ impl Job {
             restart,
             restarts: 0,
             last_recovery: None,
+            watermarks: Watermarks::new(),
             state_root,
             live,
         })
@@ -254,6 +260,14 @@ impl Job {
                 }
             }
         }
+        // The watermarks come after every piece: a window closes once all of the epoch's
+        // rows are in.
+        if !input.watermarks.is_empty() {
+            let mut last = EpochContext::new(input.epoch);
+            last.now_ns = input.now_ns;
+            last.watermarks = input.watermarks.clone();
+            out.extend(self.process_batch(&last)?);
+        }
         Ok(out)
     }
 
@@ -261,6 +275,18 @@ impl Job {
     /// view's contents and indexes.
     fn process_batch(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let out = self.root.process(input)?;
+        if !input.watermarks.is_empty() {
+            for (column, value) in self.root.watermarks(input) {
+                match self.watermarks.iter_mut().find(|(c, _)| *c == column) {
+                    Some((_, old)) => {
+                        if value > *old {
+                            *old = value;
+                        }
+                    }
+                    None => self.watermarks.push((column, value)),
+                }
+            }
+        }
         let out = out
             .into_iter()
             .filter(|c| !c.is_empty())
@@ -308,6 +334,7 @@ impl Job {
         let live = fresh_live(self.coordinator.as_ref(), self.state_root.as_ref())?;
         (self.root, _, self.contents) = fresh_state(&self.plan, &self.schema, live.as_ref())?;
         self.live = live;
+        self.watermarks.clear();
         self.rebuild_indexes()?;
         self.status = JobStatus::Running;
         Ok(())
@@ -353,6 +380,14 @@ impl Job {
                 // `process` splits it into batches.
                 feed(change.clone())?;
             }
+        }
+        // The inputs' watermarks once all of their rows are in.
+        let mut last = EpochContext::default();
+        for s in sources.iter().filter(|s| !s.watermarks.is_empty()) {
+            last.watermarks.insert(s.id, s.watermarks.clone());
+        }
+        if !last.watermarks.is_empty() {
+            self.process(&last)?;
         }
         Ok(())
     }
@@ -544,6 +579,7 @@ impl Job {
             id: self.view,
             rows: self.contents.snapshot(),
             after: Vec::new(),
+            watermarks: self.watermarks.clone(),
         })
     }
 }

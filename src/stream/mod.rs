@@ -18,10 +18,12 @@ pub mod ops;
 pub mod plan;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod watermark;
 
 use std::collections::HashMap;
 
 use arrow::datatypes::SchemaRef;
+use datafusion::common::ScalarValue;
 
 use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::error::Result;
@@ -39,6 +41,21 @@ pub struct EpochContext {
     pub now_ns: i64,
     /// Changes per relation, in the relation's full schema.
     pub changes: HashMap<RelationId, Vec<ChangeBatch>>,
+    /// Watermarks per relation as of the end of this epoch (a table's from its watermark
+    /// clause, a view's from its job's output); a relation absent here has not advanced.
+    /// Only the last piece of an epoch split into batches carries them.
+    pub watermarks: HashMap<RelationId, Watermarks>,
+}
+
+/// Watermarks of a relation or an operator's output: (column index, watermark) pairs, the
+/// watermark a value of the column's type. Every row still to come has a value `>=` the
+/// watermark in that column (Flink's and RisingWave's definition); a column not listed has
+/// none.
+pub type Watermarks = Vec<(usize, ScalarValue)>;
+
+/// The watermark of `column` in `w`, if any.
+pub fn watermark_of(w: &Watermarks, column: usize) -> Option<&ScalarValue> {
+    w.iter().find(|(c, _)| *c == column).map(|(_, v)| v)
 }
 
 /// The wall-clock time now, in nanoseconds since the Unix epoch (UTC).
@@ -56,6 +73,7 @@ impl EpochContext {
             epoch,
             now_ns: wall_clock_ns(),
             changes: HashMap::new(),
+            watermarks: HashMap::new(),
         }
     }
 
@@ -105,6 +123,13 @@ pub trait Operator: Send {
     /// # Errors
     /// Whatever `f` returns.
     fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()>;
+
+    /// The watermarks of the operator's output as of the end of the epoch `ctx` (after
+    /// [`Operator::process`] of it): what its inputs' watermarks say of its output columns.
+    /// None by default (an operator that cannot say which values are still to come).
+    fn watermarks(&self, _ctx: &EpochContext) -> Watermarks {
+        Watermarks::new()
+    }
 
     /// Rebuilds the operator's working structures from its state tables after they were
     /// loaded from a checkpoint, inputs first; emits nothing.

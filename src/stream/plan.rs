@@ -41,6 +41,11 @@ pub struct StreamPlan {
     /// Whether the output changes as time passes (a temporal filter): the job then runs
     /// every epoch.
     pub time_driven: bool,
+    /// Whether the output only ever grows (no retractions): append-only inputs through
+    /// filters, projections and unions, or an aggregate that emits on window close.
+    pub append_only: bool,
+    /// The output columns that carry a watermark (see [`crate::stream::watermark`]).
+    pub watermark_columns: Vec<usize>,
 }
 
 /// One operator of a [`StreamPlan`] and its inputs; each variant holds what its operator is
@@ -58,6 +63,11 @@ pub enum StreamNode {
         projection: Option<Vec<usize>>,
         /// Output schema.
         schema: SchemaRef,
+        /// Whether the relation only ever grows (an `APPEND ONLY` table, a connector table,
+        /// a view that emits on window close).
+        append_only: bool,
+        /// The relation's columns (indices into its full schema) that carry a watermark.
+        watermark_columns: Vec<usize>,
     },
     /// Keeps the changes whose rows satisfy a predicate ([`Filter`]).
     Filter {
@@ -89,6 +99,8 @@ pub enum StreamNode {
         aggs: Vec<AggCall>,
         /// Output schema: the group columns, then one column per call.
         schema: SchemaRef,
+        /// `EMIT ON WINDOW CLOSE` on the first group column ([`HashAgg::emit_on_window_close`]).
+        emit_on_window_close: bool,
     },
     /// An equi-join, inner or outer ([`HashJoin`]).
     HashJoin {
@@ -175,6 +187,64 @@ pub enum StreamNode {
 }
 
 impl StreamNode {
+    /// Whether the node's output only ever grows (no retractions): a scan of an append-only
+    /// relation through filters, projections and unions, or an aggregate emitting on window
+    /// close over such an input.
+    pub fn append_only(&self) -> bool {
+        match self {
+            StreamNode::Scan { append_only, .. } => *append_only,
+            StreamNode::Filter { input, .. } | StreamNode::Project { input, .. } => {
+                input.append_only()
+            }
+            StreamNode::HashAgg {
+                input,
+                emit_on_window_close,
+                ..
+            } => *emit_on_window_close && input.append_only(),
+            StreamNode::Union { inputs, .. } => inputs.iter().all(StreamNode::append_only),
+            StreamNode::Values { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The output columns that carry a watermark: as the operators' `watermarks` compute
+    /// them (see [`crate::stream::watermark`]), decided from the plan alone.
+    pub fn watermark_columns(&self) -> Vec<usize> {
+        use crate::stream::watermark::watermarked_exprs;
+        match self {
+            StreamNode::Scan {
+                projection,
+                watermark_columns,
+                ..
+            } => match projection {
+                None => watermark_columns.clone(),
+                Some(p) => p
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, i)| watermark_columns.contains(i))
+                    .map(|(o, _)| o)
+                    .collect(),
+            },
+            StreamNode::Filter { input, .. } | StreamNode::TemporalFilter { input, .. } => {
+                input.watermark_columns()
+            }
+            StreamNode::Project { input, exprs, .. } => {
+                watermarked_exprs(exprs, &input.watermark_columns())
+            }
+            StreamNode::HashAgg {
+                input, group_exprs, ..
+            } => watermarked_exprs(group_exprs, &input.watermark_columns()),
+            StreamNode::Union { inputs, .. } => {
+                let mut all = inputs.iter().map(StreamNode::watermark_columns);
+                let first = all.next().unwrap_or_default();
+                all.fold(first, |acc, w| {
+                    acc.into_iter().filter(|c| w.contains(c)).collect()
+                })
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// Builds fresh operators for this node and its inputs, their state tables empty and
     /// on the heap (a job then moves them into its state backend).
     ///
@@ -188,6 +258,7 @@ impl StreamNode {
                 name,
                 projection,
                 schema,
+                ..
             } => Box::new(Scan {
                 relation: *relation,
                 name: name.clone(),
@@ -218,13 +289,21 @@ impl StreamNode {
                 group_types,
                 aggs,
                 schema,
-            } => Box::new(HashAgg::try_new(
-                input.build()?,
-                group_exprs.clone(),
-                group_types.clone(),
-                aggs.clone(),
-                schema.clone(),
-            )?),
+                emit_on_window_close,
+            } => {
+                let agg = HashAgg::try_new(
+                    input.build()?,
+                    group_exprs.clone(),
+                    group_types.clone(),
+                    aggs.clone(),
+                    schema.clone(),
+                )?;
+                Box::new(if *emit_on_window_close {
+                    agg.emit_on_window_close()?
+                } else {
+                    agg
+                })
+            }
             StreamNode::HashJoin {
                 left,
                 right,

@@ -48,6 +48,10 @@ impl Operator for Filter {
         Ok(out)
     }
 
+    fn watermarks(&self, ctx: &EpochContext) -> crate::stream::Watermarks {
+        self.input.watermarks(ctx)
+    }
+
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
         out.push(format!(
             "{}StreamFilter: {} (stateless)",

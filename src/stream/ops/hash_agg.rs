@@ -22,7 +22,11 @@ use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
-use crate::stream::{EpochContext, Operator, StateVisitor, input_path, state_name};
+use std::ops::Bound;
+
+use crate::state::table::KeyRange;
+use crate::stream::watermark::through_expr;
+use crate::stream::{EpochContext, Operator, StateVisitor, Watermarks, input_path, state_name};
 
 /// The aggregate functions maintained incrementally (with retractions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +204,9 @@ pub struct HashAgg {
     /// Whether an epoch has run since the operator was built (the global aggregate's row is
     /// then known to be out).
     started: bool,
+    /// `EMIT ON WINDOW CLOSE`: the first group column alone, to encode its watermark as a
+    /// key bound (see [`HashAgg::emit_on_window_close`]); `None` emits on update.
+    close_on: Option<RowConverter>,
 }
 
 /// One change batch evaluated against the group keys, arguments and filters.
@@ -334,7 +341,100 @@ impl HashAgg {
             groups,
             values,
             started: false,
+            close_on: None,
         })
+    }
+
+    /// Makes the aggregate emit on window close (RisingWave's `EMIT ON WINDOW CLOSE`; Flink's
+    /// window aggregation): no output while a group changes; once the watermark of the
+    /// first group column passes a group's value there, the group is final, so its row is
+    /// emitted once (an insert, never retracted) and its state deleted. The input must be
+    /// append-only (the planner checks). Closing reads only the closed groups: a range of the
+    /// group table below the watermark, O(log n + closed groups), so the state holds the open
+    /// windows only.
+    ///
+    /// # Errors
+    /// `0A000` without a group column; Arrow errors encoding its type.
+    pub fn emit_on_window_close(mut self) -> Result<Self> {
+        let Some(first) = self.group_exprs.first() else {
+            return Err(Error::not_supported(
+                "EMIT ON WINDOW CLOSE without GROUP BY",
+            ));
+        };
+        let t = first.data_type(self.input.schema().as_ref())?;
+        self.close_on = Some(RowConverter::new(vec![SortField::new(t)])?);
+        Ok(self)
+    }
+
+    /// Emits and deletes the groups whose first group column is below its watermark.
+    fn close_windows(&mut self, ctx: &EpochContext) -> Result<Vec<ChangeBatch>> {
+        let Some(conv) = &self.close_on else {
+            return Ok(vec![]);
+        };
+        let input = self.input.watermarks(ctx);
+        if input.is_empty() {
+            return Ok(vec![]);
+        }
+        let in_schema = self.input.schema();
+        let Some(w) = through_expr(&self.group_exprs[0], &in_schema, &input) else {
+            return Ok(vec![]);
+        };
+        let t = self.groups.schema().field(0).data_type().clone();
+        let w = if w.data_type() == t {
+            w
+        } else {
+            w.cast_to(&t)?
+        };
+        let bound = conv
+            .convert_columns(&[w.to_array()?])?
+            .row(0)
+            .data()
+            .to_vec();
+        let below = KeyRange {
+            lower: Bound::Unbounded,
+            upper: Bound::Excluded(bound),
+        };
+        let closed = self.groups.snapshot().scan(&below, None)?;
+        let g = self.group_exprs.len();
+        let mut out = Vec::new();
+        for batch in &closed {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let accs = self.decode_accs(batch)?;
+            let keys = match &self.key_converter {
+                Some(k) => k.convert_columns(&batch.columns()[..g])?,
+                None => return Err(Error::Internal("window close without group".into())),
+            };
+            let mut values = Vec::with_capacity(accs.len());
+            for (i, acc) in accs.iter().enumerate() {
+                values.push(self.outputs(keys.row(i).data(), acc)?);
+            }
+            let mut columns: Vec<ArrayRef> = batch.columns()[..g].to_vec();
+            for j in 0..self.aggs.len() {
+                let col = ScalarValue::iter_to_array(values.iter().map(|v| v[j].clone()))?;
+                let target = self.schema.field(g + j).data_type();
+                columns.push(if col.data_type() != target {
+                    arrow::compute::cast(&col, target)?
+                } else {
+                    col
+                });
+            }
+            let rows = batch_from_columns(&self.schema, columns, batch.num_rows())?;
+            out.push(ChangeBatch::inserts(rows));
+        }
+        if out.is_empty() {
+            return Ok(out);
+        }
+        for batch in closed {
+            self.groups.apply(&ChangeBatch::deletes(batch))?;
+        }
+        for table in self.values.iter_mut().flatten() {
+            for batch in table.snapshot().scan(&below, None)? {
+                table.apply(&ChangeBatch::deletes(batch))?;
+            }
+        }
+        Ok(out)
     }
 
     fn is_global(&self) -> bool {
@@ -1069,14 +1169,29 @@ impl Operator for HashAgg {
                 touch(e.key(i));
             }
         }
-        if touched.is_empty() {
-            return Ok(vec![]);
+        let mut out = Vec::new();
+        if !touched.is_empty() {
+            self.load(&mut touched)?;
+            for (e, c) in evaluated.iter().zip(&changes) {
+                self.update(e, c, &index, &mut touched)?;
+            }
+            out = self.flush(touched)?;
         }
-        self.load(&mut touched)?;
-        for (e, c) in evaluated.iter().zip(&changes) {
-            self.update(e, c, &index, &mut touched)?;
+        if self.close_on.is_some() {
+            // Open windows emit nothing; the closed ones once, final.
+            return self.close_windows(input);
         }
-        self.flush(touched)
+        Ok(out)
+    }
+
+    fn watermarks(&self, ctx: &EpochContext) -> Watermarks {
+        let input = self.input.watermarks(ctx);
+        crate::stream::watermark::through_exprs(
+            &self.group_exprs,
+            &self.input.schema(),
+            &self.schema,
+            &input,
+        )
     }
 
     fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
@@ -1109,11 +1224,17 @@ impl Operator for HashAgg {
         } else {
             format!("; values of [{}] keyed by (group, value)", kept.join(", "))
         };
+        let emit = if self.close_on.is_some() {
+            format!(" emit on window close of {}", keys[0])
+        } else {
+            String::new()
+        };
         out.push(format!(
-            "{}StreamHashAgg: group_key=[{}] aggs=[{}] (state tables: accumulators keyed by [{}]{})",
+            "{}StreamHashAgg: group_key=[{}] aggs=[{}]{} (state tables: accumulators keyed by [{}]{})",
             "  ".repeat(depth),
             keys.join(", "),
             aggs.join(", "),
+            emit,
             keys.join(", "),
             values
         ));

@@ -47,6 +47,16 @@ impl Operator for Project {
         Ok(out)
     }
 
+    fn watermarks(&self, ctx: &EpochContext) -> crate::stream::Watermarks {
+        let input = self.input.watermarks(ctx);
+        crate::stream::watermark::through_exprs(
+            &self.exprs,
+            &self.input.schema(),
+            &self.schema,
+            &input,
+        )
+    }
+
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
         let cols: Vec<String> = self
             .exprs

@@ -5,7 +5,7 @@ use arrow::datatypes::SchemaRef;
 use crate::common::ChangeBatch;
 use crate::common::RelationId;
 use crate::error::Result;
-use crate::stream::{EpochContext, Operator, StateVisitor};
+use crate::stream::{EpochContext, Operator, StateVisitor, Watermarks};
 
 /// Reads the epoch's changes of a table or upstream view, keeping the projected columns.
 ///
@@ -38,6 +38,20 @@ impl Operator for Scan {
                 c.with_columns(self.schema.clone(), columns)
             })
             .collect()
+    }
+
+    fn watermarks(&self, ctx: &EpochContext) -> Watermarks {
+        let Some(w) = ctx.watermarks.get(&self.relation) else {
+            return Watermarks::new();
+        };
+        match &self.projection {
+            None => w.clone(),
+            Some(p) => p
+                .iter()
+                .enumerate()
+                .filter_map(|(out, i)| crate::stream::watermark_of(w, *i).map(|v| (out, v.clone())))
+                .collect(),
+        }
     }
 
     fn explain(&self, depth: usize, out: &mut Vec<String>) {

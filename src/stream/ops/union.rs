@@ -43,6 +43,11 @@ impl Operator for Union {
         Ok(out)
     }
 
+    fn watermarks(&self, ctx: &EpochContext) -> crate::stream::Watermarks {
+        let inputs: Vec<_> = self.inputs.iter().map(|i| i.watermarks(ctx)).collect();
+        crate::stream::watermark::least_of(&inputs, self.schema.fields().len())
+    }
+
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
         out.push(format!(
             "{}StreamUnionAll: {} inputs (stateless)",
