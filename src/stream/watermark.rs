@@ -220,6 +220,6 @@ mod tests {
         let b: Watermarks = vec![(0, at(7))];
         assert_eq!(least_of(&[a.clone(), b], 2), vec![(0, at(5))]);
         assert_eq!(least_of(&[a.clone(), Watermarks::new()], 2), vec![]);
-        assert_eq!(least_of(&[a.clone()], 2), a);
+        assert_eq!(least_of(std::slice::from_ref(&a), 2), a);
     }
 }
