@@ -132,7 +132,9 @@ fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
         } => {
             if !input.append_only() {
                 return Err(Error::not_supported(
-                    "EMIT ON WINDOW CLOSE over an input that retracts rows; it needs                      APPEND ONLY tables (or views that emit on window close) read through                      filters, projections, unions and window table functions",
+                    "EMIT ON WINDOW CLOSE over an input that retracts rows; it needs \
+                     APPEND ONLY tables (or views that emit on window close) read through \
+                     filters, projections, unions and window table functions",
                 ));
             }
             let watermarked = input.watermark_columns();
@@ -141,7 +143,9 @@ fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
                 .position(|e| monotone_column(e).is_some_and(|c| watermarked.contains(&c)))
                 .ok_or_else(|| {
                     Error::not_supported(
-                        "EMIT ON WINDOW CLOSE without a GROUP BY column that carries a                          watermark (window_start or window_end of TUMBLE or HOP over a table                          with WATERMARK FOR, or that column itself)",
+                        "EMIT ON WINDOW CLOSE without a GROUP BY column that carries a \
+                         watermark (window_start or window_end of TUMBLE or HOP over a table \
+                         with WATERMARK FOR, or that column itself)",
                     )
                 })?;
             let g = group_exprs.len();
@@ -180,7 +184,8 @@ fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
             })
         }
         _ => Err(Error::not_supported(
-            "EMIT ON WINDOW CLOSE needs a GROUP BY aggregate at the top of the query (only              projections and HAVING above it)",
+            "EMIT ON WINDOW CLOSE needs a GROUP BY aggregate at the top of the query (only \
+             projections and HAVING above it)",
         )),
     }
 }
