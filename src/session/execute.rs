@@ -1244,7 +1244,7 @@ impl Session {
                     format!(
                         "the WATERMARK column \"{}\" must be a timestamp or timestamptz, not {}",
                         w.column,
-                        fields[column].data_type()
+                        crate::sql::functions::pg_type_name(fields[column].data_type())
                     ),
                 ));
             }

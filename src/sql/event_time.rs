@@ -189,7 +189,7 @@ fn watermark_delay(column: &str, text: &str) -> Result<i64> {
     };
     let unsupported = || {
         Error::not_supported(format!(
-            "watermark expression {text}: only {column} or {column} - INTERVAL '<fixed length>' is supported"
+            "watermark expression {text}: only {column} or {column} - INTERVAL '...' (days, hours, minutes, seconds; no months) is supported"
         ))
     };
     match &expr {
@@ -199,7 +199,7 @@ fn watermark_delay(column: &str, text: &str) -> Result<i64> {
             op: BinaryOperator::Minus,
             right,
         } if names_column(left) => {
-            let us = crate::sql::windows::interval_micros(right).ok_or_else(unsupported)?;
+            let us = crate::sql::windows::interval_micros_any(right).ok_or_else(unsupported)?;
             if us < 0 {
                 return Err(Error::data(
                     "22023",
@@ -294,6 +294,12 @@ mod tests {
             None
         );
         assert_eq!(split_table_clauses("SELECT 'watermark'").unwrap(), None);
+        let (_, c) = split_table_clauses(
+            "CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '0 seconds') APPEND ONLY",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.watermark.unwrap().delay_us, 0);
     }
 
     #[test]
@@ -310,6 +316,10 @@ mod tests {
         assert_eq!(
             err("CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS other - INTERVAL '1 second')"),
             "0A000"
+        );
+        assert_eq!(
+            err("CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '-1 second')"),
+            "22023"
         );
         assert_eq!(
             err("CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts)"),

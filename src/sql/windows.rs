@@ -271,6 +271,9 @@ fn window_subquery(
         .unwrap_or_default();
     let sql = if function == "tumble" {
         let size = &args[2];
+        // A window has a positive length (date_bin would take a negative one and give
+        // window_end before window_start).
+        interval_micros(size).ok_or_else(|| bad_interval(&upper, "size", size))?;
         let start = format!("date_bin({size}, {ts}{origin})");
         format!(
             "SELECT *, {start} AS window_start, {start} + {size} AS window_end FROM {relation} \
@@ -346,6 +349,11 @@ fn bad_interval(function: &str, what: &str, e: &Expr) -> Error {
 /// Microseconds of a literal interval without months (`INTERVAL '10' SECOND`,
 /// `INTERVAL '1 minute 30 seconds'`, `INTERVAL '00:00:10'`), if it is positive.
 pub(crate) fn interval_micros(e: &Expr) -> Option<i64> {
+    interval_micros_any(e).filter(|us| *us >= 1)
+}
+
+/// Microseconds of a literal interval without months, of any sign (see [`interval_micros`]).
+pub(crate) fn interval_micros_any(e: &Expr) -> Option<i64> {
     let Expr::Interval(iv) = e else {
         return None;
     };
@@ -410,7 +418,7 @@ pub(crate) fn interval_micros(e: &Expr) -> Option<i64> {
         total
     };
     let micros = micros.round();
-    (1.0..1e17).contains(&micros).then_some(micros as i64)
+    (-1e17..1e17).contains(&micros).then_some(micros as i64)
 }
 
 #[cfg(test)]
