@@ -12,9 +12,9 @@ use crate::catalog::{RelationDef, RelationKind};
 use crate::checkpoint::{CheckpointCoordinator, CheckpointStorage, JobSettings};
 use crate::common::{Epoch, RelationId};
 use crate::error::{Error, Result};
-use crate::stream::EpochContext;
 use crate::stream::job::{Job, JobStatus, Recovery};
 use crate::stream::plan::StreamPlan;
+use crate::stream::{EpochContext, Watermarks};
 
 use super::{Dataflow, Engine, Visible, lock};
 
@@ -204,7 +204,18 @@ impl Engine {
                 break;
             }
             if b > prev && !active.is_empty() {
-                self.replay_segment(df, &active, prev, b, &mut failed, &mut replayed)?;
+                let watermarks = if b == target {
+                    self.tables.watermarks()
+                } else {
+                    HashMap::new()
+                };
+                self.replay_segment(
+                    df,
+                    &active,
+                    (prev, b, watermarks),
+                    &mut failed,
+                    &mut replayed,
+                )?;
                 active.retain(|id| !failed.contains_key(id));
             }
             for id in members.iter().filter(|id| start[*id] == b) {
@@ -304,18 +315,20 @@ impl Engine {
         Ok(())
     }
 
-    /// Replays epochs `(after, upto]` through the `active` members as one step.
+    /// Replays epochs `(after, upto]` through the `active` members as one step, with the
+    /// tables' `watermarks` at its end: the current ones for the last segment, none before
+    /// it (a window closed by a later watermark while rows of later segments are still to
+    /// come would be emitted twice).
     pub(super) fn replay_segment(
         &self,
         df: &mut Dataflow,
         active: &BTreeSet<RelationId>,
-        after: Epoch,
-        upto: Epoch,
+        (after, upto, watermarks): (Epoch, Epoch, HashMap<RelationId, Watermarks>),
         failed: &mut BTreeMap<RelationId, Error>,
         replayed: &mut BTreeMap<RelationId, u64>,
     ) -> Result<()> {
         let mut input = EpochContext::new(upto);
-        input.watermarks = self.tables.watermarks();
+        input.watermarks = watermarks;
         let mut rows_of: HashMap<RelationId, u64> = HashMap::new();
         for id in active {
             for s in &df.jobs[id].sources {
