@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, BooleanArray, TimestampNanosecondArray};
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::array::{Array, AsArray, BooleanArray, TimestampNanosecondArray};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit, TimestampNanosecondType};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use tracing::{debug, warn};
@@ -119,13 +119,11 @@ fn event_times_ns(change: &ChangeBatch, column: usize) -> Result<TimestampNanose
 }
 
 impl EventTime {
-    /// Notes the event times of written rows (`change`, in the table's schema).
-    fn note_written(&mut self, change: &ChangeBatch) -> Result<()> {
-        let times = event_times_ns(change, self.column)?;
-        if let Some(max) = arrow::compute::max(&times) {
+    /// Notes the largest event time of rows written (`None`: no rows).
+    fn note_written(&mut self, max: Option<i64>) {
+        if let Some(max) = max {
             self.max_written = Some(self.max_written.map_or(max, |m| m.max(max)));
         }
-        Ok(())
     }
 
     /// Closes an epoch: the watermark catches up with the rows written so far.
@@ -136,22 +134,25 @@ impl EventTime {
         }
     }
 
-    /// `change` without its late rows (event time below the watermark), counting them.
-    fn drop_late(&mut self, change: ChangeBatch) -> Result<ChangeBatch> {
-        let Some(watermark) = self.watermark else {
-            return Ok(change);
-        };
+    /// `change` without its late rows (event time below the watermark), counting them, and
+    /// the largest event time of the rows kept; the event times are read once.
+    fn drop_late(&mut self, change: ChangeBatch) -> Result<(ChangeBatch, Option<i64>)> {
         let times = event_times_ns(&change, self.column)?;
+        let Some(watermark) = self.watermark else {
+            return Ok((change, arrow::compute::max(&times)));
+        };
         let keep: BooleanArray = times
             .iter()
             .map(|t| Some(t.is_none_or(|t| t >= watermark)))
             .collect();
         let late = keep.false_count();
         if late == 0 {
-            return Ok(change);
+            return Ok((change, arrow::compute::max(&times)));
         }
         self.late_rows += late as u64;
-        change.filter(&keep)
+        let kept = arrow::compute::filter(&times, &keep)?;
+        let max = arrow::compute::max(kept.as_primitive::<TimestampNanosecondType>());
+        Ok((change.filter(&keep)?, max))
     }
 }
 
@@ -348,7 +349,8 @@ impl TableData {
         for entry in store.read_changelog_after(id, self.snapshot_seq)? {
             self.apply(&entry.change)?;
             if let Some(t) = &mut self.event_time {
-                t.note_written(&entry.change)?;
+                let times = event_times_ns(&entry.change, t.column)?;
+                t.note_written(arrow::compute::max(&times));
             }
             replayed += entry.change.len();
             self.next_seq = entry.seq + 1;
@@ -612,8 +614,9 @@ impl Tables {
         let mut data = lock(&data);
         data.validate(&change)?;
         let mut change = change.with_schema(data.schema.clone())?;
+        let mut max_time = None;
         if let Some(t) = &mut data.event_time {
-            change = t.drop_late(change)?;
+            (change, max_time) = t.drop_late(change)?;
         }
         let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
         let first = data.next_seq;
@@ -627,7 +630,7 @@ impl Tables {
             return Ok(0);
         }
         if let Some(t) = &mut data.event_time {
-            t.note_written(&change)?;
+            t.note_written(max_time);
         }
         data.next_seq = first + parts.len() as u64;
         data.apply(&change)?;
@@ -694,11 +697,16 @@ impl Tables {
             .collect()
     }
 
-    /// (watermark in ns, late rows) of table `id`, when it has a watermark clause.
-    pub(super) fn event_time(&self, id: RelationId) -> Option<(Option<i64>, u64)> {
+    /// (watermark as a value of the column's type, late rows) of table `id`, when it has a
+    /// watermark clause.
+    pub(super) fn event_time(&self, id: RelationId) -> Option<(Option<ScalarValue>, u64)> {
         let t = self.get(id).ok()?;
         let t = lock(&t);
-        t.event_time.as_ref().map(|e| (e.watermark, e.late_rows))
+        let late = t.event_time.as_ref()?.late_rows;
+        let value = t
+            .watermarks()
+            .and_then(|w| w.into_iter().next().map(|(_, v)| v));
+        Some((value, late))
     }
 
     /// A table's contents as of the last processed epoch, to backfill a view: its current
@@ -973,12 +981,7 @@ impl Engine {
             let Some(w) = &def.time.watermark else {
                 continue;
             };
-            let (ns, late) = self.tables.event_time(def.id).unwrap_or((None, 0));
-            let value = ns.and_then(|ns| {
-                ScalarValue::TimestampNanosecond(Some(ns), None)
-                    .cast_to(def.schema.field(w.column).data_type())
-                    .ok()
-            });
+            let (value, late) = self.tables.event_time(def.id).unwrap_or((None, 0));
             out.push(WatermarkInfo {
                 relation: def.name.clone(),
                 kind: def.kind_name(),
