@@ -24,35 +24,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::rss_mib;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-async fn scalar(client: &tokio_postgres::Client, sql: &str) -> i64 {
-    client
-        .query_opt(sql, &[])
-        .await
-        .expect(sql)
-        .map(|r| r.get::<_, i64>(0))
-        .unwrap_or(0)
-}
-
-/// The last completed checkpoint's state bytes of `job`.
-async fn checkpoint_bytes(client: &tokio_postgres::Client, job: &str) -> i64 {
-    scalar(
-        client,
-        &format!(
-            "SELECT state_bytes FROM weir_catalog.checkpoints WHERE job = '{job}' \
-             AND status = 'COMPLETED' ORDER BY checkpoint_id DESC LIMIT 1"
-        ),
-    )
-    .await
-}
+use support::{change_after_first_minute, checkpoint_bytes, env_u64, rss_mib, scalar};
 
 struct Sample {
     secs: u64,
@@ -61,24 +33,12 @@ struct Sample {
     rss_mib: f64,
 }
 
-fn change(samples: &[Sample], f: impl Fn(&Sample) -> f64) -> String {
-    let after_first_minute = samples.iter().find(|s| s.secs >= 60);
-    match (after_first_minute, samples.last()) {
-        (Some(a), Some(b)) if f(a) > 0.0 => format!("{:+.1}%", (f(b) / f(a) - 1.0) * 100.0),
-        _ => "n/a".into(),
-    }
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let total = env_u64("WEIR_FLAT_SECS", 600);
     let every = env_u64("WEIR_FLAT_SAMPLE_SECS", 30);
     let rate = env_u64("WEIR_FLAT_EVENTS_PER_SECOND", 20_000);
-    let dir = std::env::temp_dir().join(format!("weir-flat-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut config = weir::engine::EngineConfig::new(&dir);
-    config.memory_limit = 512 << 20;
-    let srv = support::Server::start_with(config).await;
+    let (srv, dir) = support::Server::start_in_temp("weir-flat", 512 << 20).await;
     let c = &srv.client;
     let query = "SELECT window_start, count(*) AS bids, max(price) AS top, \
                  count(DISTINCT bidder) AS bidders \
@@ -135,11 +95,13 @@ async fn main() {
         samples.push(s);
         next += every;
     }
+    let change =
+        |f: fn(&Sample) -> f64| change_after_first_minute(samples.iter().map(|s| (s.secs, f(s))));
     println!(
         "from the first minute to the end: closed state {}, updating state {}, RSS {}",
-        change(&samples, |s| s.closed_bytes as f64),
-        change(&samples, |s| s.updating_bytes as f64),
-        change(&samples, |s| s.rss_mib),
+        change(|s| s.closed_bytes as f64),
+        change(|s| s.updating_bytes as f64),
+        change(|s| s.rss_mib),
     );
     srv.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

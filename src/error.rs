@@ -178,6 +178,9 @@ fn classify_datafusion(e: DataFusionError) -> Error {
             "this correlated scalar subquery is not supported: it must be an aggregate (such as count or max) or be correlated by equalities only",
         );
     }
+    if let Some(e) = no_matching_function(&message) {
+        return e;
+    }
     let lower = message.to_ascii_lowercase();
     match e {
         DataFusionError::SQL(..) => Error::Parse(message),
@@ -246,6 +249,70 @@ fn classify_datafusion(e: DataFusionError) -> Error {
 }
 
 /// Trims DataFusion's "Error during planning: " style prefixes so users see the message itself.
+/// DataFusion's "Failed to coerce arguments to satisfy a call to 'f' function: coercion from
+/// <types> to the signature <every signature>" (and "No function matches the given name and
+/// argument types 'f(<types>)'") as PostgreSQL says it: `42883` `function
+/// f(integer, text) does not exist`, without the list of signatures. `date_bin` over a column
+/// that is no time (a `TUMBLE` or `HOP` over the wrong column) is `42804` naming the type.
+fn no_matching_function(message: &str) -> Option<Error> {
+    let (name, args) = if let Some(rest) =
+        message.strip_prefix("Failed to coerce arguments to satisfy a call to '")
+    {
+        let (name, rest) = rest.split_once("' function: coercion from ")?;
+        (name, rest.split_once(" to the signature")?.0)
+    } else {
+        // "... No function matches the given name and argument types 'abs(Utf8)'. ..."
+        let (_, rest) =
+            message.split_once("No function matches the given name and argument types '")?;
+        let (call, _) = rest.split_once("'.")?;
+        let (name, args) = call.split_once('(')?;
+        (name, args.strip_suffix(')')?)
+    };
+    // Split at the commas outside parentheses (`Timestamp(ns, "+00:00")` is one type).
+    let mut types = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, ch) in args.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                types.push(&args[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    types.push(&args[start..]);
+    let types: Vec<String> = types
+        .into_iter()
+        .map(|t| {
+            let t = t.trim();
+            t.parse::<arrow::datatypes::DataType>()
+                .map(|t| crate::sql::functions::pg_type_name(&t))
+                .unwrap_or_else(|_| t.to_string())
+        })
+        .collect();
+    if name == "date_bin"
+        && types.first().is_some_and(|t| t == "interval")
+        && types
+            .get(1)
+            .is_some_and(|t| !t.starts_with("timestamp") && t != "date")
+    {
+        return Some(Error::plan(
+            "42804",
+            format!(
+                "a window's time column (TUMBLE, HOP, date_bin) must be of type timestamp or \
+                 timestamp with time zone, but it is of type {}",
+                types[1]
+            ),
+        ));
+    }
+    Some(Error::plan(
+        "42883",
+        format!("function {name}({}) does not exist", types.join(", ")),
+    ))
+}
+
 fn strip_df_prefix(s: &str) -> String {
     let mut out = s.trim();
     for prefix in [

@@ -5,6 +5,10 @@
 //! run gives, computed here from the rows: the watermark after each epoch (one INSERT and a
 //! FLUSH) is the largest time so far minus 5 s, a row below the previous epoch's watermark is
 //! dropped, and a window [s, s + 10 s) is closed once the watermark reaches s + 10 s.
+//!
+//! A third view is an interval self-join whose state the watermark cleans: pairs of kept rows
+//! with equal `v % 5` whose times are at most 3 s apart, the second later. Deleting expired
+//! rows must lose no pair, before the restart or after it.
 
 mod common;
 
@@ -110,8 +114,25 @@ const CLOSED: &str = "SELECT CAST(date_part('epoch', window_start) AS BIGINT) - 
 const LIVE: &str = "SELECT CAST(date_part('epoch', window_start) AS BIGINT) - 1704067200, n, s, lo, hi \
                     FROM live ORDER BY 1";
 
+const PAIRS: &str = "SELECT n, s FROM pairs";
+
+/// The interval self-join's (pairs, sum of first id * 1000 + second id) over the kept rows.
+fn pairs(rows: &[(i64, i64, i64)]) -> Vec<Vec<String>> {
+    let (mut n, mut s) = (0i64, 0i64);
+    for a in rows {
+        for b in rows {
+            if a.1 % 5 == b.1 % 5 && a.2 < b.2 && b.2 <= a.2 + 3_000 {
+                n += 1;
+                s += a.0 * 1000 + b.0;
+            }
+        }
+    }
+    vec![vec![n.to_string(), s.to_string()]]
+}
+
 async fn check(c: &tokio_postgres::Client, sent: &[Vec<(i64, i64, i64)>]) {
     let (kept, watermark, _) = expected(sent);
+    assert_eq!(query_text(c, PAIRS).await, pairs(&kept));
     let w = windows(&kept);
     assert_eq!(
         query_text(c, CLOSED).await,
@@ -142,7 +163,11 @@ async fn windows_after_a_restart_in_the_middle_equal_the_failure_free_run() {
                EMIT ON WINDOW CLOSE;
              CREATE MATERIALIZED VIEW live AS
                SELECT window_start, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
-               FROM TUMBLE(ev, ts, INTERVAL '10 seconds') GROUP BY window_start",
+               FROM TUMBLE(ev, ts, INTERVAL '10 seconds') GROUP BY window_start;
+             CREATE MATERIALIZED VIEW pairs AS
+               SELECT count(*) AS n, sum(a.id * 1000 + b.id) AS s
+               FROM ev a JOIN ev b ON a.v % 5 = b.v % 5
+                 AND b.ts > a.ts AND b.ts <= a.ts + INTERVAL '3 seconds'",
         )
         .await
         .unwrap();
@@ -198,5 +223,28 @@ async fn windows_after_a_restart_in_the_middle_equal_the_failure_free_run() {
         }
     );
     assert_eq!(wm, vec![vec![text, (late - late_before).to_string()]]);
+    // The join kept only the rows of the last few seconds: at most the rows above the
+    // watermark minus 3 s (the bound) per side, far fewer than the table's.
+    let (kept, watermark, _) = expected(&all);
+    let recent = kept
+        .iter()
+        .filter(|r| r.2 >= watermark.unwrap() - 3_000)
+        .count();
+    let join_rows = query_text(
+        &c,
+        "SELECT state_table, rows FROM weir_catalog.state_tables \
+         WHERE job = 'pairs' AND state_table LIKE '%hash_join.left' OR \
+         job = 'pairs' AND state_table LIKE '%hash_join.right'",
+    )
+    .await;
+    assert_eq!(join_rows.len(), 2, "{join_rows:?}");
+    for row in join_rows {
+        let n: usize = row[1].parse().unwrap();
+        assert!(
+            n <= recent,
+            "{row:?} holds more than the {recent} recent rows"
+        );
+    }
+    assert!(recent < kept.len() / 4);
     server.stop().await;
 }

@@ -31,6 +31,47 @@ pub fn median_ms(mut samples: Vec<Duration>) -> f64 {
     mid.as_secs_f64() * 1000.0
 }
 
+/// The value of environment variable `name` as a number, or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The first column of the first row of `sql` as a `bigint`; 0 without a row or for NULL.
+pub async fn scalar(client: &tokio_postgres::Client, sql: &str) -> i64 {
+    client
+        .query_opt(sql, &[])
+        .await
+        .expect(sql)
+        .and_then(|r| r.get::<_, Option<i64>>(0))
+        .unwrap_or(0)
+}
+
+/// The last completed checkpoint's state bytes of `job` (0 before the first).
+pub async fn checkpoint_bytes(client: &tokio_postgres::Client, job: &str) -> i64 {
+    scalar(
+        client,
+        &format!(
+            "SELECT state_bytes FROM weir_catalog.checkpoints WHERE job = '{job}' \
+             AND status = 'COMPLETED' ORDER BY checkpoint_id DESC LIMIT 1"
+        ),
+    )
+    .await
+}
+
+/// The change of a sampled series from its first sample at or after 60 s to its last, as
+/// `+12.3%` (`n/a` without such samples or from zero): `samples` are (seconds, value).
+pub fn change_after_first_minute(samples: impl IntoIterator<Item = (u64, f64)>) -> String {
+    let samples: Vec<(u64, f64)> = samples.into_iter().collect();
+    let after_first_minute = samples.iter().find(|s| s.0 >= 60);
+    match (after_first_minute, samples.last()) {
+        (Some(a), Some(b)) if a.1 > 0.0 => format!("{:+.1}%", (b.1 / a.1 - 1.0) * 100.0),
+        _ => "n/a".into(),
+    }
+}
+
 /// A deterministic pseudo-random permutation step (splitmix64), for keys to probe.
 pub fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -54,6 +95,17 @@ impl Server {
     /// Opens an engine on `dir` (barrier every 250 ms), serves it and connects.
     pub async fn start(dir: &Path) -> Server {
         Self::start_with(weir::engine::EngineConfig::new(dir)).await
+    }
+
+    /// Opens an engine in a fresh directory `<temp>/<prefix>-<pid>` with a memory limit of
+    /// `memory_limit` bytes, serves it and connects; returns the directory too (remove it
+    /// after [`Server::stop`]).
+    pub async fn start_in_temp(prefix: &str, memory_limit: u64) -> (Server, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut config = weir::engine::EngineConfig::new(&dir);
+        config.memory_limit = memory_limit;
+        (Self::start_with(config).await, dir)
     }
 
     /// Opens an engine with `config` (barrier every 250 ms), serves it and connects.

@@ -406,6 +406,7 @@ impl Engine {
                 settings: job.settings().map(|s| s.values.clone()).unwrap_or_default(),
                 history: job.coordinator.as_ref().map(|c| c.history()),
                 recovery: job.last_recovery.clone(),
+                state_rows: job.state_rows.clone(),
             });
         }
         let epoch = tick.map(|(e, _)| e).unwrap_or(old.epoch);

@@ -161,6 +161,8 @@ pub struct JobInfo {
     pub history: Option<History>,
     /// The last recovery.
     pub recovery: Option<Recovery>,
+    /// Each state table's name and rows as of the last processed epoch.
+    pub state_rows: Vec<(String, i64)>,
 }
 
 /// Server-wide configuration.

@@ -23,7 +23,7 @@ use crate::common::schema::nullable_schema;
 use crate::error::{Error, Result};
 use crate::sql::provider::RelationProvider;
 use crate::stream::ops::hash_agg::{AggCall, AggKind};
-use crate::stream::ops::hash_join::JoinKind;
+use crate::stream::ops::hash_join::{JoinBound, JoinKind, JoinSide};
 use crate::stream::ops::over_window::{WindowOrder, WindowOutput};
 use crate::stream::ops::semi_join::SemiKind;
 use crate::stream::ops::temporal_filter::TemporalBound;
@@ -188,6 +188,128 @@ fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
              projections and HAVING above it)",
         )),
     }
+}
+
+/// The bounds between an inner join's sides that watermarks can use (see [`JoinBound`]):
+/// from the equi-key pairs `on` (in their common type) and the conjuncts of the join's
+/// filter, each read as `x >= y` (`x = y` both ways, `x BETWEEN lo AND hi` as `x >= lo` and
+/// `hi >= x`, a strict `>` as the weaker `>=`). `x` must be a plain column of one side once
+/// constants added to or subtracted from it are moved across (`r.ts + INTERVAL '5' SECOND >=
+/// l.ts` is `r.ts >= l.ts - INTERVAL '5' SECOND`); `y` must read only the other side and be
+/// non-decreasing in one of its watermarked columns. Per side the first bound that can
+/// expire rows orders the side's expiry index: one whose side never retracts, or whose
+/// column carries the side's own watermark.
+fn join_bounds(
+    j: &datafusion::logical_expr::Join,
+    on: &[(Expr, Expr)],
+    left: &StreamNode,
+    right: &StreamNode,
+) -> Vec<JoinBound> {
+    use datafusion::logical_expr::{Between, BinaryExpr, Operator as Op};
+    let mut at_least: Vec<(Expr, Expr)> = Vec::new();
+    // A key matching NULL with NULL (`IS NOT DISTINCT FROM`) is no bound: a NULL row still to
+    // come would match a stored NULL row.
+    let on = if j.null_equality == datafusion::common::NullEquality::NullEqualsNull {
+        &[]
+    } else {
+        on
+    };
+    for (l, r) in on {
+        at_least.push((l.clone(), r.clone()));
+        at_least.push((r.clone(), l.clone()));
+    }
+    if let Some(f) = &j.filter {
+        for c in datafusion::logical_expr::utils::split_conjunction(f) {
+            match c {
+                Expr::Between(Between {
+                    expr,
+                    negated: false,
+                    low,
+                    high,
+                }) => {
+                    at_least.push((expr.as_ref().clone(), low.as_ref().clone()));
+                    at_least.push((high.as_ref().clone(), expr.as_ref().clone()));
+                }
+                Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+                    let (l, r) = (left.as_ref().clone(), right.as_ref().clone());
+                    match op {
+                        Op::GtEq | Op::Gt => at_least.push((l, r)),
+                        Op::LtEq | Op::Lt => at_least.push((r, l)),
+                        Op::Eq => {
+                            at_least.push((l.clone(), r.clone()));
+                            at_least.push((r, l));
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let constant = |e: &Expr| e.column_refs().is_empty();
+    let watermarked = [left.watermark_columns(), right.watermark_columns()];
+    let append_only = [left.append_only(), right.append_only()];
+    let schemas = [j.left.schema(), j.right.schema()];
+    let mut bounds: Vec<JoinBound> = Vec::new();
+    for (mut x, mut y) in at_least {
+        // Move constants added to or subtracted from `x` over to `y`.
+        while let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &x {
+            let (inner, moved) = match op {
+                Op::Plus if constant(right) => (left, y.clone() - right.as_ref().clone()),
+                Op::Plus if constant(left) => (right, y.clone() - left.as_ref().clone()),
+                Op::Minus if constant(right) => (left, y.clone() + right.as_ref().clone()),
+                _ => break,
+            };
+            let inner = inner.as_ref().clone();
+            (x, y) = (inner, moved);
+        }
+        let Expr::Column(c) = &x else {
+            continue;
+        };
+        let side = if schemas[0].has_column(c) {
+            JoinSide::Left
+        } else if schemas[1].has_column(c) {
+            JoinSide::Right
+        } else {
+            continue;
+        };
+        let (own, other) = match side {
+            JoinSide::Left => (0, 1),
+            JoinSide::Right => (1, 0),
+        };
+        let refs = y.column_refs();
+        if refs.is_empty() || refs.iter().any(|r| !schemas[other].has_column(r)) {
+            continue;
+        }
+        let (Ok(column), Ok(bound)) = (
+            schemas[own].index_of_column(c),
+            physical(&y, schemas[other]),
+        ) else {
+            continue;
+        };
+        let Some(other_column) = crate::stream::watermark::monotone_column(&bound) else {
+            continue;
+        };
+        if !watermarked[other].contains(&other_column) {
+            continue;
+        }
+        bounds.push(JoinBound {
+            side,
+            column,
+            other: bound,
+            expires: false,
+            own_watermark: !append_only[own],
+        });
+    }
+    for (i, side) in [JoinSide::Left, JoinSide::Right].into_iter().enumerate() {
+        if let Some(b) = bounds
+            .iter_mut()
+            .find(|b| b.side == side && (!b.own_watermark || watermarked[i].contains(&b.column)))
+        {
+            b.expires = true;
+        }
+    }
+    bounds
 }
 
 /// Whether a tree has a temporal filter.
@@ -497,6 +619,7 @@ fn build_hinted(
             let mut left_keys = Vec::new();
             let mut right_keys = Vec::new();
             let mut key_types = Vec::new();
+            let mut on = Vec::new();
             for (l, r) in &j.on {
                 let lt = datafusion::logical_expr::ExprSchemable::get_type(l, j.left.schema())?;
                 let rt = datafusion::logical_expr::ExprSchemable::get_type(r, j.right.schema())?;
@@ -522,6 +645,7 @@ fn build_hinted(
                 )?);
                 left_keys.push(physical(&le, j.left.schema())?);
                 right_keys.push(physical(&re, j.right.schema())?);
+                on.push((le, re));
             }
             if let Some(semi) = semi {
                 return Ok(StreamNode::SemiJoin {
@@ -535,6 +659,11 @@ fn build_hinted(
                 });
             }
             let schema = nullable_schema(j.schema.as_arrow());
+            let bounds = if kind == JoinKind::Inner {
+                join_bounds(j, &on, &left, &right)
+            } else {
+                Vec::new()
+            };
             let mut op = StreamNode::HashJoin {
                 left: Box::new(left),
                 right: Box::new(right),
@@ -544,6 +673,7 @@ fn build_hinted(
                 kind,
                 schema,
                 nulls_match,
+                bounds,
             };
             if let Some(f) = &j.filter {
                 let predicate = physical(f, &j.schema)?;

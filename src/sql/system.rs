@@ -18,6 +18,10 @@
 //!   `kind` (`table` or `materialized view`), `column_name`, `watermark` (as of the last
 //!   epoch, as text; NULL before the first row), `late_rows` (a table's rows dropped as late
 //!   since the server started), `definition` (a table's watermark expression).
+//! - `weir_catalog.state_tables`: one row per state table of each job, as of its last
+//!   processed epoch: `job`, `state_table` (`view` for the view's rows, otherwise the
+//!   operator's place in the plan and the table's name, as `root/input:hash_join.left`),
+//!   `rows` (copies counted). Shows state growing, or staying flat as watermarks clean it.
 
 use std::sync::Arc;
 
@@ -32,7 +36,14 @@ use datafusion::error::Result as DfResult;
 use crate::engine::Engine;
 use crate::settings::SessionVars;
 
-const TABLES: &[&str] = &["checkpoints", "jobs", "memory", "sources", "watermarks"];
+const TABLES: &[&str] = &[
+    "checkpoints",
+    "jobs",
+    "memory",
+    "sources",
+    "state_tables",
+    "watermarks",
+];
 
 /// The `weir_catalog` schema.
 #[derive(Debug)]
@@ -295,12 +306,51 @@ pub fn watermarks_schema() -> SchemaRef {
     ]))
 }
 
-/// A watermark as PostgreSQL prints a value of its type (`2024-01-01 00:00:05`).
+/// The schema of `weir_catalog.state_tables`: one row per state table of each job.
+pub fn state_tables_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("job", DataType::Utf8, false),
+        Field::new("state_table", DataType::Utf8, false),
+        Field::new("rows", DataType::Int64, false),
+    ]))
+}
+
+fn state_tables_batch(engine: &Engine) -> DfResult<RecordBatch> {
+    let visible = engine.visible();
+    let rows: Vec<(&str, &str, i64)> = visible
+        .jobs
+        .iter()
+        .flat_map(|j| {
+            j.state_rows
+                .iter()
+                .map(|(t, n)| (j.name.as_str(), t.as_str(), *n))
+        })
+        .collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+    ];
+    Ok(RecordBatch::try_new(state_tables_schema(), columns)?)
+}
+
+/// A watermark as PostgreSQL prints a value of its type (`2024-01-01 00:00:05`, and
+/// `2024-01-01 00:00:05+00` for a `timestamptz`: an offset of whole hours without minutes).
 fn watermark_text(v: &ScalarValue) -> Option<String> {
-    match v.cast_to(&DataType::Utf8).ok()? {
-        ScalarValue::Utf8(Some(s)) => Some(s.replacen('T', " ", 1)),
-        _ => None,
+    let ScalarValue::Utf8(Some(s)) = v.cast_to(&DataType::Utf8).ok()? else {
+        return None;
+    };
+    let mut s = s.replacen('T', " ", 1);
+    if s.ends_with('Z') {
+        s.pop();
+        s.push_str("+00");
+    } else if s.len() > 6 {
+        let tail = &s.as_bytes()[s.len() - 6..];
+        if matches!(tail[0], b'+' | b'-') && &tail[3..] == b":00" {
+            s.truncate(s.len() - 3);
+        }
     }
+    Some(s)
 }
 
 fn watermarks_batch(engine: &Engine) -> DfResult<RecordBatch> {
@@ -345,6 +395,7 @@ impl SchemaProvider for WeirCatalogSchema {
             "memory" => memory_batch(&self.engine)?,
             "sources" => sources_batch(&self.engine)?,
             "watermarks" => watermarks_batch(&self.engine)?,
+            "state_tables" => state_tables_batch(&self.engine)?,
             _ => return Ok(None),
         };
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;

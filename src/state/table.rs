@@ -221,6 +221,25 @@ impl KeyRange {
         }
     }
 
+    /// Every key whose first column is below `value`: `value` encoded by `first` (a row
+    /// converter of the first key column alone, with its sort options), as an exclusive
+    /// upper bound. Arrow's row format of several columns starts with the first column's
+    /// encoding, so a key whose first column equals `value` sorts after the bound.
+    ///
+    /// # Errors
+    /// Arrow errors when `value` does not have the converter's type.
+    pub fn below(first: &RowConverter, value: &ScalarValue) -> Result<Self> {
+        let bound = first
+            .convert_columns(&[value.to_array()?])?
+            .row(0)
+            .data()
+            .to_vec();
+        Ok(KeyRange {
+            lower: Bound::Unbounded,
+            upper: Bound::Excluded(bound),
+        })
+    }
+
     fn as_refs(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
         fn b(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
             match b {

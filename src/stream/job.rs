@@ -126,6 +126,9 @@ pub struct Job {
     /// The watermarks of the view's columns as of the last epoch that advanced them (empty
     /// when none is known); passed to the views reading this one.
     pub watermarks: Watermarks,
+    /// Each state table's name and row count (copies counted) as of the last processed
+    /// epoch, the view's rows first (what `weir_catalog.state_tables` shows).
+    pub state_rows: Vec<(String, i64)>,
     /// The state backend's root instance, whose siblings hold the job's state (the job's
     /// state is on the heap when `None`).
     state_root: Option<Arc<StateBackend>>,
@@ -197,6 +200,7 @@ impl Job {
             restarts: 0,
             last_recovery: None,
             watermarks: Watermarks::new(),
+            state_rows: Vec::new(),
             state_root,
             live,
         })
@@ -243,6 +247,23 @@ impl Job {
         if let Some(message) = crate::failpoint::eval("job::process") {
             return Err(Error::Internal(format!("{message} (view {})", self.name)));
         }
+        let out = self.process_epoch(input);
+        self.note_state_rows();
+        out
+    }
+
+    /// Records each state table's row count in [`Job::state_rows`] (O(state tables)).
+    fn note_state_rows(&mut self) {
+        let mut rows = Vec::new();
+        let _ = self.visit_state(&mut |name, t| {
+            rows.push((name.to_string(), t.len()));
+            Ok(())
+        });
+        self.state_rows = rows;
+    }
+
+    /// [`Job::process`] without the bookkeeping: the epoch in batches.
+    fn process_epoch(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let rows: usize = input.changes.values().flatten().map(|c| c.len()).sum();
         if rows <= EPOCH_BATCH_ROWS {
             return self.process_batch(input);
@@ -337,6 +358,7 @@ impl Job {
         self.watermarks.clear();
         self.rebuild_indexes()?;
         self.status = JobStatus::Running;
+        self.note_state_rows();
         Ok(())
     }
 
@@ -525,6 +547,7 @@ impl Job {
             return Err(e);
         }
         self.status = JobStatus::Running;
+        self.note_state_rows();
         self.rebuild_indexes()
     }
 

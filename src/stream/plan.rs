@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::stream::Operator;
 use crate::stream::ops::filter::Filter;
 use crate::stream::ops::hash_agg::{AggCall, HashAgg};
-use crate::stream::ops::hash_join::{HashJoin, JoinKind};
+use crate::stream::ops::hash_join::{HashJoin, JoinBound, JoinKind, JoinSide};
 use crate::stream::ops::over_window::{OverWindow, WindowOrder, WindowOutput};
 use crate::stream::ops::project::Project;
 use crate::stream::ops::scan::Scan;
@@ -120,6 +120,9 @@ pub enum StreamNode {
         schema: SchemaRef,
         /// Whether NULL keys match each other (`IS NOT DISTINCT FROM`).
         nulls_match: bool,
+        /// Bounds between the sides' watermarked columns, for state cleaning and output
+        /// watermarks of an inner join (see [`JoinBound`]).
+        bounds: Vec<JoinBound>,
     },
     /// A semi or anti join: `IN`, `EXISTS` and their negations ([`SemiJoin`]).
     SemiJoin {
@@ -203,7 +206,27 @@ impl StreamNode {
             } => *emit_on_window_close && input.append_only(),
             StreamNode::Union { inputs, .. } => inputs.iter().all(StreamNode::append_only),
             StreamNode::Values { .. } => true,
+            StreamNode::HashJoin {
+                left, right, kind, ..
+            } => *kind == JoinKind::Inner && left.append_only() && right.append_only(),
             _ => false,
+        }
+    }
+
+    /// The number of output columns.
+    pub fn width(&self) -> usize {
+        match self {
+            StreamNode::Scan { schema, .. }
+            | StreamNode::Project { schema, .. }
+            | StreamNode::HashAgg { schema, .. }
+            | StreamNode::HashJoin { schema, .. }
+            | StreamNode::OverWindow { schema, .. }
+            | StreamNode::Union { schema, .. } => schema.fields().len(),
+            StreamNode::Filter { input, .. } | StreamNode::TemporalFilter { input, .. } => {
+                input.width()
+            }
+            StreamNode::SemiJoin { left, .. } => left.width(),
+            StreamNode::Values { rows, .. } => rows.num_columns(),
         }
     }
 
@@ -225,9 +248,9 @@ impl StreamNode {
                     .map(|(o, _)| o)
                     .collect(),
             },
-            StreamNode::Filter { input, .. } | StreamNode::TemporalFilter { input, .. } => {
-                input.watermark_columns()
-            }
+            // A temporal filter has none: the rows it lets in or out as time passes arrived
+            // earlier, below its input's later watermarks.
+            StreamNode::Filter { input, .. } => input.watermark_columns(),
             StreamNode::Project { input, exprs, .. } => {
                 watermarked_exprs(exprs, &input.watermark_columns())
             }
@@ -240,6 +263,31 @@ impl StreamNode {
                 all.fold(first, |acc, w| {
                     acc.into_iter().filter(|c| w.contains(c)).collect()
                 })
+            }
+            StreamNode::HashJoin {
+                left,
+                right,
+                kind: JoinKind::Inner,
+                bounds,
+                ..
+            } => {
+                let (lw, rw) = (left.watermark_columns(), right.watermark_columns());
+                let width = left.width();
+                let mut out: Vec<usize> = bounds
+                    .iter()
+                    .filter_map(|b| {
+                        let (own, other) = match b.side {
+                            JoinSide::Left => (&lw, &rw),
+                            JoinSide::Right => (&rw, &lw),
+                        };
+                        let other_column = crate::stream::watermark::monotone_column(&b.other)?;
+                        (own.contains(&b.column) && other.contains(&other_column))
+                            .then_some(b.column + if b.side == JoinSide::Right { width } else { 0 })
+                    })
+                    .collect();
+                out.sort_unstable();
+                out.dedup();
+                out
             }
             _ => Vec::new(),
         }
@@ -313,6 +361,7 @@ impl StreamNode {
                 kind,
                 schema,
                 nulls_match,
+                bounds,
             } => Box::new(
                 HashJoin::try_new(
                     left.build()?,
@@ -323,7 +372,8 @@ impl StreamNode {
                     *kind,
                     schema.clone(),
                 )?
-                .with_nulls_matching(*nulls_match),
+                .with_nulls_matching(*nulls_match)
+                .with_bounds(bounds.clone())?,
             ),
             StreamNode::SemiJoin {
                 left,

@@ -22,7 +22,6 @@ use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
-use std::ops::Bound;
 
 use crate::state::table::KeyRange;
 use crate::stream::watermark::through_expr;
@@ -385,15 +384,7 @@ impl HashAgg {
         } else {
             w.cast_to(&t)?
         };
-        let bound = conv
-            .convert_columns(&[w.to_array()?])?
-            .row(0)
-            .data()
-            .to_vec();
-        let below = KeyRange {
-            lower: Bound::Unbounded,
-            upper: Bound::Excluded(bound),
-        };
+        let below = KeyRange::below(conv, &w)?;
         let closed = self.groups.snapshot().scan(&below, None)?;
         let g = self.group_exprs.len();
         let mut out = Vec::new();

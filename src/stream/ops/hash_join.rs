@@ -5,14 +5,18 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, UInt32Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::row::RowConverter;
+use arrow::row::{RowConverter, SortField};
+use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::common::ChangeBatch;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
-use crate::state::table::{batch_from_columns, row_converter};
-use crate::stream::{EpochContext, Operator, StateVisitor, input_path, state_name};
+use crate::state::table::{KeyRange, batch_from_columns, row_converter};
+use crate::stream::watermark::through_expr;
+use crate::stream::{
+    EpochContext, Operator, StateVisitor, Watermarks, input_path, state_name, watermark_of,
+};
 
 /// Which rows an equi-join keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +29,71 @@ pub enum JoinKind {
     Right,
     /// Both paddings.
     Full,
+}
+
+/// One input of a join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinSide {
+    /// The left input.
+    Left,
+    /// The right input.
+    Right,
+}
+
+impl JoinSide {
+    fn other(self) -> JoinSide {
+        match self {
+            JoinSide::Left => JoinSide::Right,
+            JoinSide::Right => JoinSide::Left,
+        }
+    }
+
+    fn at(self) -> usize {
+        match self {
+            JoinSide::Left => 0,
+            JoinSide::Right => 1,
+        }
+    }
+}
+
+/// A lower bound that every joined row satisfies: `side.column >= other(row of the other
+/// side)`, `other` an expression non-decreasing in one column of the other side (a column,
+/// `± interval`, `date_trunc`; see [`crate::stream::watermark`]). An equi-key of two plain
+/// columns gives one bound per side (`l.k >= r.k` and `r.k >= l.k`); an interval condition
+/// `l.ts BETWEEN r.ts - INTERVAL '5' SECOND AND r.ts + INTERVAL '5' SECOND` gives
+/// `l.ts >= r.ts - 5 s` and `r.ts >= l.ts - 5 s`.
+///
+/// With watermarks a bound does two things, as Flink's interval join and RisingWave's
+/// window and interval joins use them:
+/// - **state cleaning**: a stored row of `side` whose `column` is below `other` evaluated at
+///   the other side's watermark can match no row still to come, so it is deleted;
+/// - **output watermarks** (inner joins): every output row still to come has
+///   `column >= min(side's watermark, other(other side's watermark))`.
+#[derive(Clone)]
+pub struct JoinBound {
+    /// The side whose column is bounded.
+    pub side: JoinSide,
+    /// The bounded column, an index into that side's schema.
+    pub column: usize,
+    /// The bound, over the other side's schema.
+    pub other: Arc<dyn PhysicalExpr>,
+    /// Whether this bound orders the side's expiry index (at most one bound per side).
+    pub expires: bool,
+    /// Whether a row expires only once it is also below the side's own watermark in
+    /// `column`: the side may retract rows, and a retraction still to come must find its
+    /// row in state.
+    pub own_watermark: bool,
+}
+
+/// A side's expiry index: its stored rows ordered by the bounded column first, so that the
+/// rows a watermark expires are one key range. Columns: the bounded column's value, then
+/// the side's state columns.
+struct Expiry {
+    /// Index into the join's bounds.
+    bound: usize,
+    index: StateTable,
+    /// Encodes a threshold of the bounded column's type the way the index's first column is.
+    converter: RowConverter,
 }
 
 /// An output row under construction: left row bytes, right row bytes (None = NULL padding).
@@ -60,11 +129,23 @@ pub struct HashJoin {
     nulls_match: bool,
     schema: SchemaRef,
     key_converter: RowConverter,
+    /// The number of join key columns (the leading columns of each side's state table).
+    key_count: usize,
     left_rows: RowConverter,
     right_rows: RowConverter,
     /// Each side's rows keyed by (join key, row); see the type's docs.
     left_state: StateTable,
     right_state: StateTable,
+    /// Bounds between the sides' columns that watermarks turn into state cleaning and output
+    /// watermarks (see [`JoinBound`]).
+    bounds: Vec<JoinBound>,
+    /// Per side (left, right): its expiry index, when a bound of the side expires rows.
+    expiry: [Option<Expiry>; 2],
+    /// Rows deleted from state by watermarks so far (both sides); not checkpointed.
+    expired_rows: u64,
+    /// The latest watermarks seen of each input (left, right): an epoch may advance one
+    /// side only. Not checkpointed: after a restart they are known again once they advance.
+    marks: [Watermarks; 2],
 }
 
 /// The schema of a side's state table: the join key columns, then the side's columns (all
@@ -81,12 +162,6 @@ pub(crate) fn side_schema(key_types: &[DataType], side: &SchemaRef) -> SchemaRef
             .map(|f| f.as_ref().clone().with_nullable(true)),
     );
     Arc::new(Schema::new(fields))
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Left,
-    Right,
 }
 
 impl HashJoin {
@@ -124,11 +199,139 @@ impl HashJoin {
             nulls_match: false,
             schema,
             key_converter,
+            key_count: key_types.len(),
             left_rows,
             right_rows,
             left_state,
             right_state,
+            bounds: Vec::new(),
+            expiry: [None, None],
+            expired_rows: 0,
+            marks: [Watermarks::new(), Watermarks::new()],
         })
+    }
+
+    /// Adds the bounds between the sides' columns (see [`JoinBound`]); the one bound per side
+    /// marked `expires` gets an expiry index. Only an inner join uses them: an outer join's
+    /// padding counts every row of a key, so its rows never expire.
+    ///
+    /// # Errors
+    /// Arrow errors when the bounded column's type has no row encoding.
+    pub fn with_bounds(mut self, bounds: Vec<JoinBound>) -> Result<Self> {
+        if self.kind != JoinKind::Inner {
+            return Ok(self);
+        }
+        for (i, b) in bounds.iter().enumerate() {
+            if !b.expires || self.expiry[b.side.at()].is_some() {
+                continue;
+            }
+            let state = match b.side {
+                JoinSide::Left => &self.left_state,
+                JoinSide::Right => &self.right_state,
+            };
+            let side_schema = match b.side {
+                JoinSide::Left => self.left.schema(),
+                JoinSide::Right => self.right.schema(),
+            };
+            let t = side_schema.field(b.column).data_type().clone();
+            let mut fields = vec![Field::new("__expire_at", t.clone(), true)];
+            fields.extend(state.schema().fields().iter().map(|f| f.as_ref().clone()));
+            self.expiry[b.side.at()] = Some(Expiry {
+                bound: i,
+                index: StateTable::new(Arc::new(Schema::new(fields)))?,
+                converter: RowConverter::new(vec![SortField::new(t)])?,
+            });
+        }
+        self.bounds = bounds;
+        Ok(self)
+    }
+
+    /// Rows deleted from the join's state by watermarks since the operator was built.
+    pub fn expired_rows(&self) -> u64 {
+        self.expired_rows
+    }
+
+    /// Takes in the inputs' watermarks as of the end of `ctx`: each column's latest.
+    fn note_watermarks(&mut self, ctx: &EpochContext) {
+        let inputs = [self.left.watermarks(ctx), self.right.watermarks(ctx)];
+        for (marks, input) in self.marks.iter_mut().zip(inputs) {
+            for (column, value) in input {
+                match marks.iter_mut().find(|(c, _)| *c == column) {
+                    Some((_, old)) if *old < value => *old = value,
+                    Some(_) => {}
+                    None => marks.push((column, value)),
+                }
+            }
+        }
+    }
+
+    /// What bound `b` says of its column given the inputs' watermarks: `other` at the other
+    /// side's watermark, in the column's type.
+    fn bound_at(&self, b: &JoinBound, w: &[Watermarks; 2]) -> Option<ScalarValue> {
+        let other_schema = match b.side {
+            JoinSide::Left => self.right.schema(),
+            JoinSide::Right => self.left.schema(),
+        };
+        let v = through_expr(&b.other, &other_schema, &w[b.side.other().at()])?;
+        let own_schema = match b.side {
+            JoinSide::Left => self.left.schema(),
+            JoinSide::Right => self.right.schema(),
+        };
+        let t = own_schema.field(b.column).data_type();
+        if v.data_type() == *t {
+            Some(v)
+        } else {
+            v.cast_to(t).ok()
+        }
+    }
+
+    /// Deletes the stored rows the watermarks of `w` expire: per side with an expiry index,
+    /// the rows whose bounded column is below the bound at the other side's watermark (and
+    /// below the side's own watermark when it may retract). O(log n + rows expired).
+    fn expire(&mut self, w: &[Watermarks; 2]) -> Result<()> {
+        for side in [JoinSide::Left, JoinSide::Right] {
+            let Some(e) = &self.expiry[side.at()] else {
+                continue;
+            };
+            let b = &self.bounds[e.bound];
+            let Some(mut threshold) = self.bound_at(b, w) else {
+                continue;
+            };
+            if b.own_watermark {
+                let Some(own) = watermark_of(&w[side.at()], b.column) else {
+                    continue;
+                };
+                let own = if own.data_type() == threshold.data_type() {
+                    own.clone()
+                } else {
+                    own.cast_to(&threshold.data_type())?
+                };
+                if own < threshold {
+                    threshold = own;
+                }
+            }
+            let below = KeyRange::below(&e.converter, &threshold)?;
+            let expired = e.index.snapshot().scan(&below, None)?;
+            let e = self.expiry[side.at()].as_mut().expect("checked above");
+            let state = match side {
+                JoinSide::Left => &mut self.left_state,
+                JoinSide::Right => &mut self.right_state,
+            };
+            for batch in expired {
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+                self.expired_rows += batch.num_rows() as u64;
+                let rows = batch_from_columns(
+                    state.schema(),
+                    batch.columns()[1..].to_vec(),
+                    batch.num_rows(),
+                )?;
+                state.apply(&ChangeBatch::deletes(rows))?;
+                e.index.apply(&ChangeBatch::deletes(batch))?;
+            }
+        }
+        Ok(())
     }
 
     /// Makes NULL keys match each other, as `a.k IS NOT DISTINCT FROM b.k` asks (the row
@@ -138,18 +341,18 @@ impl HashJoin {
         self
     }
 
-    fn preserves(&self, side: Side) -> bool {
+    fn preserves(&self, side: JoinSide) -> bool {
         match side {
-            Side::Left => matches!(self.kind, JoinKind::Left | JoinKind::Full),
-            Side::Right => matches!(self.kind, JoinKind::Right | JoinKind::Full),
+            JoinSide::Left => matches!(self.kind, JoinKind::Left | JoinKind::Full),
+            JoinSide::Right => matches!(self.kind, JoinKind::Right | JoinKind::Full),
         }
     }
 
     /// Joins one change of `side` against the other side's state (appending the output rows
     /// to `out`), then applies it to this side's state.
-    fn apply(&mut self, side: Side, change: &ChangeBatch, out: &mut Vec<OutRow>) -> Result<()> {
+    fn apply(&mut self, side: JoinSide, change: &ChangeBatch, out: &mut Vec<OutRow>) -> Result<()> {
         let n = change.len();
-        let exprs = if side == Side::Left {
+        let exprs = if side == JoinSide::Left {
             &self.left_keys
         } else {
             &self.right_keys
@@ -159,28 +362,28 @@ impl HashJoin {
             .map(|e| Ok(e.evaluate(&change.batch)?.into_array(n)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let keys = self.key_converter.convert_columns(&key_cols)?;
-        let conv = if side == Side::Left {
+        let conv = if side == JoinSide::Left {
             &self.left_rows
         } else {
             &self.right_rows
         };
         let rows = conv.convert_columns(change.batch.columns())?;
         let this_preserved = self.preserves(side);
-        let other_preserved = self.preserves(if side == Side::Left {
-            Side::Right
+        let other_preserved = self.preserves(if side == JoinSide::Left {
+            JoinSide::Right
         } else {
-            Side::Left
+            JoinSide::Left
         });
         let (this, other) = match side {
-            Side::Left => (&self.left_state, &self.right_state),
-            Side::Right => (&self.right_state, &self.left_state),
+            JoinSide::Left => (&self.left_state, &self.right_state),
+            JoinSide::Right => (&self.right_state, &self.left_state),
         };
         let pair = |mine: &[u8], theirs: Option<&[u8]>, w: i64| -> OutRow {
             let mine = Some(Box::from(mine));
             let theirs = theirs.map(Box::from);
             match side {
-                Side::Left => (mine, theirs, w),
-                Side::Right => (theirs, mine, w),
+                JoinSide::Left => (mine, theirs, w),
+                JoinSide::Right => (theirs, mine, w),
             }
         };
         let has_null_key = |i: usize| !self.nulls_match && key_cols.iter().any(|c| c.is_null(i));
@@ -260,8 +463,8 @@ impl HashJoin {
                 if sign != 0 {
                     for (orow, c) in &state.other {
                         let padded = match side {
-                            Side::Left => (None, Some(orow.clone()), sign * c),
-                            Side::Right => (Some(orow.clone()), None, sign * c),
+                            JoinSide::Left => (None, Some(orow.clone()), sign * c),
+                            JoinSide::Right => (Some(orow.clone()), None, sign * c),
                         };
                         out.push(padded);
                     }
@@ -270,8 +473,8 @@ impl HashJoin {
         }
         drop(states);
         let state = match side {
-            Side::Left => &mut self.left_state,
-            Side::Right => &mut self.right_state,
+            JoinSide::Left => &mut self.left_state,
+            JoinSide::Right => &mut self.right_state,
         };
         let mut columns = key_cols;
         columns.extend(change.batch.columns().iter().cloned());
@@ -279,11 +482,24 @@ impl HashJoin {
             batch_from_columns(state.schema(), columns, n)?,
             change.weights.clone(),
         )?;
-        if kept.iter().all(|k| *k) {
-            state.apply(&stored)
+        let stored = if kept.iter().all(|k| *k) {
+            stored
         } else {
-            state.apply(&stored.filter(&BooleanArray::from(kept))?)
+            stored.filter(&BooleanArray::from(kept))?
+        };
+        state.apply(&stored)?;
+        if let Some(e) = &mut self.expiry[side.at()] {
+            // The bounded column sits after the join key columns.
+            let at = self.key_count + self.bounds[e.bound].column;
+            let mut columns = vec![Arc::clone(stored.batch.column(at))];
+            columns.extend(stored.batch.columns().iter().cloned());
+            let rows = stored.len();
+            e.index.apply(&ChangeBatch::new(
+                batch_from_columns(e.index.schema(), columns, rows)?,
+                stored.weights.clone(),
+            )?)?;
         }
+        Ok(())
     }
 
     fn build(&self, out: Vec<OutRow>) -> Result<ChangeBatch> {
@@ -339,15 +555,51 @@ impl Operator for HashJoin {
         let right = self.right.process(input)?;
         let mut out = Vec::new();
         for c in left.iter().filter(|c| !c.is_empty()) {
-            self.apply(Side::Left, c, &mut out)?;
+            self.apply(JoinSide::Left, c, &mut out)?;
         }
         for c in right.iter().filter(|c| !c.is_empty()) {
-            self.apply(Side::Right, c, &mut out)?;
+            self.apply(JoinSide::Right, c, &mut out)?;
+        }
+        if !self.bounds.is_empty() && !input.watermarks.is_empty() {
+            self.note_watermarks(input);
+            let marks = std::mem::take(&mut self.marks);
+            let expired = self.expire(&marks);
+            self.marks = marks;
+            expired?;
         }
         if out.is_empty() {
             return Ok(vec![]);
         }
         Ok(vec![self.build(out)?])
+    }
+
+    /// An inner join's output column bounded by a [`JoinBound`] keeps the lesser of its
+    /// side's watermark and the bound at the other side's watermark (the largest such value
+    /// when several bounds hold); an outer join's padded rows have none. The inputs'
+    /// watermarks are the latest ones [`Operator::process`] took in.
+    fn watermarks(&self, _ctx: &EpochContext) -> Watermarks {
+        if self.kind != JoinKind::Inner || self.bounds.is_empty() {
+            return Watermarks::new();
+        }
+        let w = &self.marks;
+        let width = self.left.schema().fields().len();
+        let mut out = Watermarks::new();
+        for b in &self.bounds {
+            let Some(own) = watermark_of(&w[b.side.at()], b.column) else {
+                continue;
+            };
+            let Some(other) = self.bound_at(b, w) else {
+                continue;
+            };
+            let least = if *own < other { own.clone() } else { other };
+            let column = b.column + if b.side == JoinSide::Right { width } else { 0 };
+            match out.iter_mut().find(|(c, _)| *c == column) {
+                Some((_, v)) if *v < least => *v = least,
+                Some(_) => {}
+                None => out.push((column, least)),
+            }
+        }
+        out
     }
 
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
@@ -363,6 +615,23 @@ impl Operator for HashJoin {
             self.kind,
             on.join(", ")
         ));
+        for e in self.expiry.iter().flatten() {
+            let b = &self.bounds[e.bound];
+            let (side, schema) = match b.side {
+                JoinSide::Left => ("left", self.left.schema()),
+                JoinSide::Right => ("right", self.right.schema()),
+            };
+            out.push(format!(
+                "{}  state cleaning: {side} rows expire when {} < {} at the {} watermark",
+                "  ".repeat(depth),
+                schema.field(b.column).name(),
+                b.other,
+                match b.side {
+                    JoinSide::Left => "right input's",
+                    JoinSide::Right => "left input's",
+                }
+            ));
+        }
         self.left.explain(depth + 1, out);
         self.right.explain(depth + 1, out);
     }
@@ -370,6 +639,12 @@ impl Operator for HashJoin {
     fn visit_state(&mut self, path: &str, f: &mut StateVisitor<'_>) -> Result<()> {
         f(&state_name(path, "hash_join.left"), &mut self.left_state)?;
         f(&state_name(path, "hash_join.right"), &mut self.right_state)?;
+        if let Some(e) = &mut self.expiry[0] {
+            f(&state_name(path, "hash_join.left_expiry"), &mut e.index)?;
+        }
+        if let Some(e) = &mut self.expiry[1] {
+            f(&state_name(path, "hash_join.right_expiry"), &mut e.index)?;
+        }
         self.left.visit_state(&input_path(path, "left"), f)?;
         self.right.visit_state(&input_path(path, "right"), f)
     }
@@ -385,6 +660,7 @@ impl Operator for HashJoin {
 mod tests {
     use super::*;
     use crate::stream::testing::{Rel, epoch, expect, physical, restore_into, run, schema};
+    use datafusion::common::ScalarValue;
 
     fn sides() -> (Rel, Rel) {
         (
@@ -614,5 +890,110 @@ mod tests {
         let expected = expect("-1 | 6, 30, 'u', 30, 's'\n+1 | 6, 30, 'u', NULL, NULL");
         assert_eq!(run(&mut op, &next), expected);
         assert_eq!(run(&mut fresh, &next), expected);
+    }
+
+    /// `l JOIN r ON l.k = r.rk AND l.ts BETWEEN r.rts - 5 AND r.rts + 1` without the filter
+    /// (the join alone; the filter above it would drop unmatched pairs): the bounds
+    /// `l.ts >= r.rts - 5` and `r.rts >= l.ts - 1`, integers standing for times.
+    fn interval_join(l: &Rel, r: &Rel, own_watermark: bool) -> HashJoin {
+        HashJoin::try_new(
+            l.scan(),
+            r.scan(),
+            vec![physical("k", &l.schema)],
+            vec![physical("rk", &r.schema)],
+            vec![DataType::Int64],
+            JoinKind::Inner,
+            schema("k:i64 ts:i64 a:utf8 rk:i64 rts:i64 b:utf8"),
+        )
+        .unwrap()
+        .with_bounds(vec![
+            JoinBound {
+                side: JoinSide::Left,
+                column: 1,
+                other: physical("rts - 5", &r.schema),
+                expires: true,
+                own_watermark,
+            },
+            JoinBound {
+                side: JoinSide::Right,
+                column: 1,
+                other: physical("ts - 1", &l.schema),
+                expires: true,
+                own_watermark: false,
+            },
+        ])
+        .unwrap()
+    }
+
+    fn with_watermarks(mut ctx: EpochContext, marks: &[(&Rel, i64)]) -> EpochContext {
+        for (rel, w) in marks {
+            ctx.watermarks
+                .insert(rel.id, vec![(1, ScalarValue::Int64(Some(*w)))]);
+        }
+        ctx
+    }
+
+    #[test]
+    fn watermarks_expire_rows_no_later_row_can_match() {
+        let l = Rel::new(1, "k:i64 ts:i64 a:utf8");
+        let r = Rel::new(2, "rk:i64 rts:i64 b:utf8");
+        let mut op = interval_join(&l, &r, false);
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 1, 10, 'a10'"), (&r, "+1 | 1, 12, 'b12'")]),
+        );
+        assert_eq!(out, expect("+1 | 1, 10, 'a10', 1, 12, 'b12'"));
+        // Left watermark 18, right 17: left rows below 17 - 5 = 12 and right rows below
+        // 18 - 1 = 17 can match nothing still to come.
+        let ctx = with_watermarks(EpochContext::default(), &[(&l, 18), (&r, 17)]);
+        assert!(run(&mut op, &ctx).is_empty());
+        assert_eq!(op.expired_rows(), 2);
+        // Output watermarks: ts >= min(18, 17 - 5) = 12, rts >= min(17, 18 - 1) = 17.
+        assert_eq!(
+            op.watermarks(&ctx),
+            vec![
+                (1, ScalarValue::Int64(Some(12))),
+                (4, ScalarValue::Int64(Some(17)))
+            ]
+        );
+        // New rows join only what is left: without the expiry the join would also pair
+        // (20, 12) and (10, 19).
+        let out = run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 1, 20, 'a20'"), (&r, "+1 | 1, 19, 'b19'")]),
+        );
+        assert_eq!(out, expect("+1 | 1, 20, 'a20', 1, 19, 'b19'"));
+        // The expiry indexes are state: a restored join expires the same rows.
+        let mut fresh = interval_join(&l, &r, false);
+        restore_into(&mut op, &mut fresh).unwrap();
+        let ctx = with_watermarks(EpochContext::default(), &[(&l, 30), (&r, 30)]);
+        assert!(run(&mut fresh, &ctx).is_empty());
+        assert_eq!(fresh.expired_rows(), 2);
+        let out = run(&mut fresh, &epoch(&[(&l, "+1 | 1, 31, 'a31'")]));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_side_that_retracts_keeps_rows_until_its_own_watermark_passes() {
+        let l = Rel::new(1, "k:i64 ts:i64 a:utf8");
+        let r = Rel::new(2, "rk:i64 rts:i64 b:utf8");
+        let mut op = interval_join(&l, &r, true);
+        run(
+            &mut op,
+            &epoch(&[(&l, "+1 | 1, 10, 'a10'"), (&r, "+1 | 1, 12, 'b12'")]),
+        );
+        // The right watermark alone would expire the left row (10 < 20 - 5), but the left
+        // side may still retract it: its own watermark (8) has not passed it.
+        let ctx = with_watermarks(EpochContext::default(), &[(&l, 8), (&r, 20)]);
+        run(&mut op, &ctx);
+        assert_eq!(op.expired_rows(), 0);
+        let out = run(&mut op, &epoch(&[(&l, "-1 | 1, 10, 'a10'")]));
+        assert_eq!(out, expect("-1 | 1, 10, 'a10', 1, 12, 'b12'"));
+        run(&mut op, &epoch(&[(&l, "+1 | 1, 11, 'a11'")]));
+        let ctx = with_watermarks(EpochContext::default(), &[(&l, 12), (&r, 20)]);
+        run(&mut op, &ctx);
+        // a11 is below both 20 - 5 and its own watermark 12: it expires. b12 is not below
+        // 12 - 1: it stays.
+        assert_eq!(op.expired_rows(), 1);
     }
 }

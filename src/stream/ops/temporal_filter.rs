@@ -199,10 +199,6 @@ impl Operator for TemporalFilter {
         Ok(out.into_iter().filter(|c| !c.is_empty()).collect())
     }
 
-    fn watermarks(&self, ctx: &EpochContext) -> crate::stream::Watermarks {
-        self.input.watermarks(ctx)
-    }
-
     fn explain(&self, depth: usize, out: &mut Vec<String>) {
         let kept = match self.bound {
             TemporalBound::Lower => "the visible rows",
