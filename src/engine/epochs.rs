@@ -243,14 +243,20 @@ impl Engine {
                         .jobs
                         .get_mut(&id)
                         .ok_or_else(|| Error::Internal("job vanished".into()))?;
+                    let watermarks_before = job.watermarks.clone();
                     match job.process(&input) {
                         Ok(out) => {
                             if !job.watermarks.is_empty() {
                                 input.watermarks.insert(id, job.watermarks.clone());
                             }
+                            // A watermark that moved without output rows (a join whose
+                            // other side advanced) still runs the views reading this one:
+                            // it may close their windows.
+                            if !out.is_empty() || job.watermarks != watermarks_before {
+                                touched.insert(id);
+                            }
                             if !out.is_empty() {
                                 input.changes.insert(id, out);
-                                touched.insert(id);
                             }
                         }
                         Err(e) => {

@@ -114,6 +114,39 @@ pub fn split_statements(sql: &str) -> Vec<String> {
     out
 }
 
+/// DataFusion checks `NOT NULL` on an `INSERT ... VALUES` at the `VALUES` columns, whose
+/// names are `column1`, `column2`, ...: the error names the table's column instead, the one
+/// the insert's projection fills from that `VALUES` column, as PostgreSQL does.
+fn not_null_of_table_column(e: Error, input: &LogicalPlan, table: &str) -> Error {
+    let Error::Data {
+        code: "23502",
+        message,
+    } = &e
+    else {
+        return e;
+    };
+    let (Some(values_column), LogicalPlan::Projection(p)) = (message.split('"').nth(1), input)
+    else {
+        return e;
+    };
+    let target = p
+        .expr
+        .iter()
+        .zip(p.schema.fields())
+        .find(|(expr, _)| expr.column_refs().iter().any(|c| c.name == values_column))
+        .map(|(_, f)| f.name().clone());
+    match target {
+        Some(column) => Error::data(
+            "23502",
+            format!(
+                "null value in column \"{column}\" of relation \"{table}\" violates not-null \
+                 constraint"
+            ),
+        ),
+        None => e,
+    }
+}
+
 fn words(sql: &str) -> Vec<String> {
     sql.split_whitespace()
         .map(|w| w.to_ascii_lowercase())
@@ -259,11 +292,51 @@ impl Session {
         sql: &str,
         params: Option<ParamValues>,
     ) -> Result<Output> {
+        if self.transaction.as_ref().is_some_and(|t| t.aborted) {
+            return self.in_aborted_block(sql).await;
+        }
         // Pin one snapshot of all views for the whole statement.
         self.schema.pin(Some(self.engine.visible()));
         let result = self.dispatch(sql, params).await;
         self.schema.pin(None);
+        if result.is_err()
+            && let Some(log) = &mut self.transaction
+        {
+            log.aborted = true;
+        }
         result
+    }
+
+    /// A statement in a transaction block a failed statement aborted (PostgreSQL's rules):
+    /// `ROLLBACK` undoes the block; `ROLLBACK TO SAVEPOINT` undoes the writes after the
+    /// savepoint and resumes the block; `COMMIT` undoes the block too and says `ROLLBACK`;
+    /// anything else is `25P02`.
+    ///
+    /// # Errors
+    /// `25P02` for other statements; the errors of the undo.
+    async fn in_aborted_block(&mut self, sql: &str) -> Result<Output> {
+        let w = words(sql.trim().trim_end_matches(';'));
+        let first = w.first().map(String::as_str).unwrap_or("");
+        match first {
+            "rollback" | "abort" if w.iter().any(|x| x == "to") => {
+                let name = w.last().cloned().unwrap_or_default();
+                self.rollback_to(&name).await?;
+                if let Some(log) = &mut self.transaction {
+                    log.aborted = false;
+                }
+                Ok(Output::Command("ROLLBACK".into()))
+            }
+            "rollback" | "abort" | "commit" | "end" => {
+                if let Some(log) = self.transaction.take() {
+                    self.undo(log.writes).await?;
+                }
+                Ok(Output::TransactionEnd("ROLLBACK".into()))
+            }
+            _ => Err(Error::plan(
+                "25P02",
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )),
+        }
     }
 
     async fn dispatch(&mut self, sql: &str, params: Option<ParamValues>) -> Result<Output> {
@@ -1321,7 +1394,10 @@ impl Session {
         // The change, its command tag (before the row count) and the rows RETURNING sees.
         let (change, tag, rows) = match op {
             WriteOp::Insert(_) => {
-                let batches = self.collect(input.as_ref().clone()).await?;
+                let batches = self
+                    .collect(input.as_ref().clone())
+                    .await
+                    .map_err(|e| not_null_of_table_column(e, input.as_ref(), &name))?;
                 let batch = concat_as(&schema, &batches)?;
                 (ChangeBatch::inserts(batch.clone()), "INSERT 0", batch)
             }
@@ -1491,8 +1567,20 @@ impl Session {
     /// Returns the number of rows.
     ///
     /// # Errors
-    /// Any bad row refuses the whole COPY (nothing is written).
+    /// Any bad row refuses the whole COPY (nothing is written); inside a transaction block
+    /// the failure aborts the block.
     pub async fn copy_done(&mut self) -> Result<usize> {
+        let result = self.finish_copy().await;
+        if result.is_err()
+            && let Some(log) = &mut self.transaction
+        {
+            log.aborted = true;
+        }
+        result
+    }
+
+    /// [`Session::copy_done`] without the transaction bookkeeping.
+    async fn finish_copy(&mut self) -> Result<usize> {
         let Some(copy) = self.copy.take() else {
             return Err(Error::Internal("COPY data without COPY".into()));
         };

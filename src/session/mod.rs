@@ -67,6 +67,10 @@ pub struct UndoLog {
     pub writes: Vec<(crate::common::RelationId, crate::common::ChangeBatch)>,
     /// (savepoint name, `writes.len()` when it was set), oldest first.
     pub savepoints: Vec<(String, usize)>,
+    /// A statement of the block failed: until `ROLLBACK` (or `ROLLBACK TO` a savepoint set
+    /// before the failure) every other statement is refused with `25P02`, and `COMMIT`
+    /// rolls the block back, as in PostgreSQL.
+    pub aborted: bool,
 }
 
 impl Session {
