@@ -114,6 +114,84 @@ pub fn split_statements(sql: &str) -> Vec<String> {
     out
 }
 
+impl Session {
+    /// Applies the `set_config(name, value, is_local)` calls of `stmt` to the session's
+    /// settings before it is planned (their value is the result; `is_local` is taken as
+    /// `false`: Weir's settings are the session's).
+    ///
+    /// # Errors
+    /// `0A000` for a call whose name or value is not a string constant; the setting's own
+    /// errors (`42704`, `22023`).
+    fn apply_set_config(&mut self, stmt: &Statement) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::{
+            Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+            visit_expressions,
+        };
+        let mut calls: Vec<Option<(String, String)>> = Vec::new();
+        let _ = visit_expressions(stmt, |e| {
+            if let SqlExpr::Function(f) = e
+                && f.name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .is_some_and(|i| i.value.eq_ignore_ascii_case("set_config"))
+            {
+                let text = |a: &FunctionArg| match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(SqlExpr::Value(v))) => {
+                        match &v.value {
+                            Value::SingleQuotedString(s) => Some(s.clone()),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                let call = match &f.args {
+                    FunctionArguments::List(l) if l.args.len() == 3 => {
+                        text(&l.args[0]).zip(text(&l.args[1]))
+                    }
+                    _ => None,
+                };
+                calls.push(call);
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        for call in calls {
+            let Some((name, value)) = call else {
+                return Err(Error::not_supported(
+                    "set_config with a name or value that is not a string constant",
+                ));
+            };
+            self.vars.set(&name, &value)?;
+            self.memory.set_limit(self.vars.query_memory_limit_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// Names the unnamed output columns of an `INSERT ... SELECT` (`__weir_insert_<i>`): the
+/// insert takes them by position, and DataFusion refuses a projection with two columns of one
+/// name (`SELECT 1, 1`, `SELECT v, v`), which PostgreSQL allows.
+fn name_insert_select_columns(stmt: &mut Statement) {
+    use datafusion::sql::sqlparser::ast::{Ident, SetExpr};
+    let Statement::Insert(insert) = stmt else {
+        return;
+    };
+    let Some(source) = insert.source.as_mut() else {
+        return;
+    };
+    let SetExpr::Select(select) = source.body.as_mut() else {
+        return;
+    };
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        if let SelectItem::UnnamedExpr(e) = item {
+            *item = SelectItem::ExprWithAlias {
+                expr: e.clone(),
+                alias: Ident::new(format!("__weir_insert_{i}")),
+            };
+        }
+    }
+}
+
 /// DataFusion checks `NOT NULL` on an `INSERT ... VALUES` at the `VALUES` columns, whose
 /// names are `column1`, `column2`, ...: the error names the table's column instead, the one
 /// the insert's projection fills from that `VALUES` column, as PostgreSQL does.
@@ -362,6 +440,8 @@ impl Session {
             None => (text, None),
         };
         let stmt = parse_one(&text)?;
+        self.apply_set_config(&stmt)?;
+        self.register_settings();
         if emit
             && !matches!(&stmt, Statement::CreateView(cv) if cv.materialized)
             && !matches!(&stmt, Statement::Explain { statement, .. }
@@ -1362,6 +1442,7 @@ impl Session {
 
     async fn dml(&mut self, mut stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
         let returning = take_returning(&mut stmt);
+        name_insert_select_columns(&mut stmt);
         let plan = self.plan_statement(stmt).await?;
         let plan = bind(plan, params)?;
         let LogicalPlan::Dml(DmlStatement {
@@ -1768,6 +1849,7 @@ impl Session {
             return Ok((vec![], None));
         }
         let mut stmt = stmt;
+        name_insert_select_columns(&mut stmt);
         let returning = if is_dml {
             match take_returning(&mut stmt) {
                 Some(items) => self.returning_schema(&stmt, &items).await?,

@@ -142,7 +142,7 @@ impl Session {
         // After the pg_catalog setup, whose `session_user` and `pg_encoding_to_char` these
         // replace; the user is set by `set_user` once the connection's startup names it.
         crate::sql::functions::pg_info::register(&ctx, DEFAULT_USER);
-        Ok(Session {
+        let session = Session {
             engine,
             vars,
             ctx,
@@ -151,7 +151,22 @@ impl Session {
             memory,
             user: DEFAULT_USER.to_string(),
             transaction: None,
-        })
+        };
+        session.register_settings();
+        Ok(session)
+    }
+
+    /// Registers `current_setting` and `set_config` over the session's current settings
+    /// (again after each change: the function holds the values it reads).
+    pub(crate) fn register_settings(&self) {
+        crate::sql::functions::pg_info::register_settings(
+            &self.ctx,
+            self.vars
+                .all()
+                .into_iter()
+                .map(|(name, value, _)| (name.to_ascii_lowercase(), value))
+                .collect(),
+        );
     }
 
     /// Names the session's user (from the connection's startup message): what

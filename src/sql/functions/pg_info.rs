@@ -26,6 +26,11 @@
 //!  pg_get_serial_sequence(t, c)   text   NULL (Weir has no sequences)
 //!  to_regtype(text)               oid    the type's OID ('integer' → 23), NULL if unknown
 //!  pg_advisory_unlock_all()       void   does nothing (Weir takes no advisory locks)
+//!  current_setting(text [, bool]) text   the session's value of a setting, as SHOW prints
+//!                                        it; 42704 for an unknown name, NULL instead when
+//!                                        the second argument is true
+//!  set_config(text, text, bool)   text   sets a setting (the session applies it before the
+//!                                        query runs) and returns the new value
 //! ```
 //!
 //! `version()` starts `PostgreSQL <server_version>` because drivers parse it (SQLAlchemy reads
@@ -79,6 +84,109 @@ pub fn register(ctx: &SessionContext, user: &str) {
         ctx.register_udf(udf);
     }
     register_user(ctx, user);
+}
+
+/// Registers `current_setting` in `ctx` over the session's settings `values` ((name, value),
+/// names in lower case, as [`crate::settings::SessionVars::all`] lists them), and
+/// `set_config`, whose effect the session applies before planning (this function only
+/// returns the value set).
+pub fn register_settings(ctx: &SessionContext, values: Vec<(String, String)>) {
+    ctx.register_udf(ScalarUDF::new_from_impl(CurrentSetting {
+        values,
+        signature: Signature::one_of(
+            vec![
+                TypeSignature::Exact(vec![DataType::Utf8]),
+                TypeSignature::Exact(vec![DataType::Utf8, DataType::Boolean]),
+            ],
+            Volatility::Stable,
+        ),
+    }));
+    ctx.register_udf(ScalarUDF::new_from_impl(SetConfig {
+        signature: Signature::exact(
+            vec![DataType::Utf8, DataType::Utf8, DataType::Boolean],
+            Volatility::Volatile,
+        ),
+    }));
+}
+
+/// `current_setting(name [, missing_ok])`: the session's settings as of the statement.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CurrentSetting {
+    values: Vec<(String, String)>,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for CurrentSetting {
+    fn name(&self) -> &str {
+        "current_setting"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let names = args.args[0].to_array(n)?;
+        let names = names.as_string::<i32>();
+        let missing_ok = match args.args.get(1) {
+            Some(a) => Some(a.to_array(n)?),
+            None => None,
+        };
+        let mut out: Vec<Option<String>> = Vec::with_capacity(n);
+        for i in 0..n {
+            if names.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let name = names.value(i).trim().to_ascii_lowercase();
+            match self.values.iter().find(|(k, _)| *k == name) {
+                Some((_, v)) => out.push(Some(v.clone())),
+                None => {
+                    let ok = missing_ok
+                        .as_ref()
+                        .is_some_and(|m| m.as_boolean().is_valid(i) && m.as_boolean().value(i));
+                    if !ok {
+                        return Err(DataFusionError::External(Box::new(Error::Setting {
+                            code: "42704",
+                            message: format!("unrecognized configuration parameter \"{name}\""),
+                        })));
+                    }
+                    out.push(None);
+                }
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(StringArray::from(out))))
+    }
+}
+
+/// `set_config(name, value, is_local)`: returns `value`; the session sets the setting before
+/// the statement is planned (see [`register_settings`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SetConfig {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for SetConfig {
+    fn name(&self) -> &str {
+        "set_config"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Ok(args.args[1].clone())
+    }
 }
 
 /// Sets the user `session_user`, `current_user`, `current_role` and `user` return in `ctx`
