@@ -195,6 +195,12 @@ const SPECS: &[Spec] = &[
         description: "Name of the client application.",
     },
     Spec {
+        name: "jit",
+        kind: Kind::Enum(&["on", "off"]),
+        default: "off",
+        description: "JIT compilation of expressions (PostgreSQL compatibility: Weir compiles none; drivers turn it off).",
+    },
+    Spec {
         name: "client_encoding",
         kind: Kind::Enum(&["utf8", "unicode"]),
         default: "UTF8",
