@@ -162,7 +162,7 @@ impl Session {
                 ));
             };
             self.vars.set(&name, &value)?;
-            self.memory.set_limit(self.vars.query_memory_limit_bytes());
+            self.settings_changed();
         }
         Ok(())
     }
@@ -441,7 +441,6 @@ impl Session {
         };
         let stmt = parse_one(&text)?;
         self.apply_set_config(&stmt)?;
-        self.register_settings();
         if emit
             && !matches!(&stmt, Statement::CreateView(cv) if cv.materialized)
             && !matches!(&stmt, Statement::Explain { statement, .. }
@@ -831,7 +830,7 @@ impl Session {
             "discard" if w.len() == 2 => match w[1].as_str() {
                 "all" => {
                     self.vars.reset_all();
-                    self.memory.set_limit(self.vars.query_memory_limit_bytes());
+                    self.settings_changed();
                     Output::Command("DISCARD ALL".into())
                 }
                 "plans" | "sequences" => {
@@ -895,7 +894,7 @@ impl Session {
                 } else {
                     self.vars.set(&name, &unquote(&value))?;
                 }
-                self.memory.set_limit(self.vars.query_memory_limit_bytes());
+                self.settings_changed();
                 Output::Command("SET".into())
             }
             "reset" if w.len() == 2 => {
@@ -904,7 +903,7 @@ impl Session {
                 } else {
                     self.vars.reset(&w[1])?;
                 }
-                self.memory.set_limit(self.vars.query_memory_limit_bytes());
+                self.settings_changed();
                 Output::Command("RESET".into())
             }
             "show" if w.len() >= 2 => {

@@ -156,6 +156,13 @@ impl Session {
         Ok(session)
     }
 
+    /// Takes a change of the session's settings into what depends on them: the query
+    /// memory limit and the values `current_setting` reads.
+    pub(crate) fn settings_changed(&self) {
+        self.memory.set_limit(self.vars.query_memory_limit_bytes());
+        self.register_settings();
+    }
+
     /// Registers `current_setting` and `set_config` over the session's current settings
     /// (again after each change: the function holds the values it reads).
     pub(crate) fn register_settings(&self) {

@@ -297,16 +297,7 @@ impl Job {
     fn process_batch(&mut self, input: &EpochContext) -> Result<Vec<ChangeBatch>> {
         let out = self.root.process(input)?;
         if !input.watermarks.is_empty() {
-            for (column, value) in self.root.watermarks(input) {
-                match self.watermarks.iter_mut().find(|(c, _)| *c == column) {
-                    Some((_, old)) => {
-                        if value > *old {
-                            *old = value;
-                        }
-                    }
-                    None => self.watermarks.push((column, value)),
-                }
-            }
+            crate::stream::advance_watermarks(&mut self.watermarks, self.root.watermarks(input));
         }
         let out = out
             .into_iter()

@@ -58,6 +58,18 @@ pub fn watermark_of(w: &Watermarks, column: usize) -> Option<&ScalarValue> {
     w.iter().find(|(c, _)| *c == column).map(|(_, v)| v)
 }
 
+/// Takes `newer` into `into`: per column the larger watermark (a watermark never moves
+/// back), columns new to `into` added.
+pub fn advance_watermarks(into: &mut Watermarks, newer: Watermarks) {
+    for (column, value) in newer {
+        match into.iter_mut().find(|(c, _)| *c == column) {
+            Some((_, old)) if *old < value => *old = value,
+            Some(_) => {}
+            None => into.push((column, value)),
+        }
+    }
+}
+
 /// The wall-clock time now, in nanoseconds since the Unix epoch (UTC).
 pub fn wall_clock_ns() -> i64 {
     std::time::SystemTime::now()

@@ -15,7 +15,8 @@ use crate::state::StateTable;
 use crate::state::table::{KeyRange, batch_from_columns, row_converter};
 use crate::stream::watermark::through_expr;
 use crate::stream::{
-    EpochContext, Operator, StateVisitor, Watermarks, input_path, state_name, watermark_of,
+    EpochContext, Operator, StateVisitor, Watermarks, advance_watermarks, input_path, state_name,
+    watermark_of,
 };
 
 /// Which rows an equi-join keeps.
@@ -229,11 +230,11 @@ impl HashJoin {
                 JoinSide::Left => &self.left_state,
                 JoinSide::Right => &self.right_state,
             };
-            let side_schema = match b.side {
-                JoinSide::Left => self.left.schema(),
-                JoinSide::Right => self.right.schema(),
-            };
-            let t = side_schema.field(b.column).data_type().clone();
+            let t = self
+                .input_schema(b.side)
+                .field(b.column)
+                .data_type()
+                .clone();
             let mut fields = vec![Field::new("__expire_at", t.clone(), true)];
             fields.extend(state.schema().fields().iter().map(|f| f.as_ref().clone()));
             self.expiry[b.side.at()] = Some(Expiry {
@@ -246,6 +247,14 @@ impl HashJoin {
         Ok(self)
     }
 
+    /// The schema of `side`'s input.
+    fn input_schema(&self, side: JoinSide) -> SchemaRef {
+        match side {
+            JoinSide::Left => self.left.schema(),
+            JoinSide::Right => self.right.schema(),
+        }
+    }
+
     /// Rows deleted from the join's state by watermarks since the operator was built.
     pub fn expired_rows(&self) -> u64 {
         self.expired_rows
@@ -255,28 +264,16 @@ impl HashJoin {
     fn note_watermarks(&mut self, ctx: &EpochContext) {
         let inputs = [self.left.watermarks(ctx), self.right.watermarks(ctx)];
         for (marks, input) in self.marks.iter_mut().zip(inputs) {
-            for (column, value) in input {
-                match marks.iter_mut().find(|(c, _)| *c == column) {
-                    Some((_, old)) if *old < value => *old = value,
-                    Some(_) => {}
-                    None => marks.push((column, value)),
-                }
-            }
+            advance_watermarks(marks, input);
         }
     }
 
     /// What bound `b` says of its column given the inputs' watermarks: `other` at the other
     /// side's watermark, in the column's type.
     fn bound_at(&self, b: &JoinBound, w: &[Watermarks; 2]) -> Option<ScalarValue> {
-        let other_schema = match b.side {
-            JoinSide::Left => self.right.schema(),
-            JoinSide::Right => self.left.schema(),
-        };
-        let v = through_expr(&b.other, &other_schema, &w[b.side.other().at()])?;
-        let own_schema = match b.side {
-            JoinSide::Left => self.left.schema(),
-            JoinSide::Right => self.right.schema(),
-        };
+        let other = b.side.other();
+        let v = through_expr(&b.other, &self.input_schema(other), &w[other.at()])?;
+        let own_schema = self.input_schema(b.side);
         let t = own_schema.field(b.column).data_type();
         if v.data_type() == *t {
             Some(v)
