@@ -26,6 +26,8 @@ enum Kind {
     Bool,
     /// Free text (PostgreSQL compatibility settings).
     Text,
+    /// A time zone: an IANA name or hours east of UTC (`TimeZone`).
+    TimeZone,
 }
 
 struct Spec {
@@ -262,9 +264,9 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "timezone",
-        kind: Kind::Text,
+        kind: Kind::TimeZone,
         default: "UTC",
-        description: "Time zone for display (timestamps are stored in UTC).",
+        description: "Time zone timestamptz values are shown in (an IANA name such as Europe/Berlin, or hours east of UTC); they are stored in UTC.",
     },
     Spec {
         name: "bytea_output",
@@ -478,6 +480,20 @@ impl SessionVars {
             .saturating_mul(1024 * 1024)
     }
 
+    /// The session's time zone (`TimeZone`; UTC if it does not parse), that `timestamptz`
+    /// values are shown in and text without an offset is read in.
+    pub fn time_zone(&self) -> crate::sql::functions::datetime_input::TimeZoneSetting {
+        use crate::sql::functions::datetime_input::{TimeZoneSetting, parse_time_zone};
+        self.get("timezone")
+            .ok()
+            .and_then(|v| parse_time_zone(&v))
+            .unwrap_or_else(|| TimeZoneSetting {
+                setting: "UTC".into(),
+                arrow: "+00:00".into(),
+                zone: crate::session::utc_zone(),
+            })
+    }
+
     /// `checkpoint.interval` in ms (0 = off).
     pub fn interval_ms(&self) -> u64 {
         self.ms("checkpoint.interval")
@@ -658,6 +674,11 @@ fn normalize(s: &Spec, value: &str) -> Result<String> {
             _ => Err(bad("allowed values are: true, false".into())),
         },
         Kind::Text => Ok(v.to_string()),
+        Kind::TimeZone => crate::sql::functions::datetime_input::parse_time_zone(v)
+            .map(|z| z.setting)
+            .ok_or_else(|| {
+                bad("allowed values are time zone names of the IANA database (UTC, Europe/Berlin, America/New_York, ...) or a number of hours east of UTC (-7, 5.5)".into())
+            }),
     }
 }
 

@@ -33,6 +33,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::session::{Output, split_statements};
+use arrow::array::timezone::Tz;
 
 /// All handlers of one connection, sharing its session.
 pub struct Handlers {
@@ -233,17 +234,19 @@ fn command_tag(tag: &str) -> Tag {
     }
 }
 
-fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
+/// The wire response of `out`; `zone` is the session's `TimeZone`, that `timestamptz`
+/// text is shown in.
+fn to_response(out: Output, format: &Format, zone: &Tz) -> PgWireResult<Response> {
     Ok(match out {
         Output::Rows { schema, batches } => {
-            Response::Query(query_response(&schema, batches, format)?)
+            Response::Query(query_response(&schema, batches, format, zone)?)
         }
         Output::Returning {
             schema,
             batches,
             tag,
         } => {
-            let mut response = query_response(&schema, batches, format)?;
+            let mut response = query_response(&schema, batches, format, zone)?;
             response.set_command_tag(&tag);
             Response::Query(response)
         }
@@ -257,7 +260,7 @@ fn to_response(out: Output, format: &Format) -> PgWireResult<Response> {
             schema,
             batches,
             format,
-        } => Response::CopyOut(copy_out_response(&schema, batches, &format)?),
+        } => Response::CopyOut(copy_out_response(&schema, batches, &format, zone)?),
         Output::Empty => Response::EmptyQuery,
     })
 }
@@ -270,6 +273,7 @@ fn copy_out_response(
     schema: &SchemaRef,
     batches: Vec<arrow::array::RecordBatch>,
     format: &crate::sql::copy::CopyFormat,
+    zone: &Tz,
 ) -> PgWireResult<CopyResponse> {
     let fields = Arc::new(arrow_schema_to_pg_fields(
         schema,
@@ -278,7 +282,7 @@ fn copy_out_response(
     )?);
     let mut rows = Vec::new();
     for b in batches {
-        let b = pg_text_columns(b, &Format::UnifiedText).map_err(|e| pg_error(&e))?;
+        let b = pg_text_columns(b, &Format::UnifiedText, zone).map_err(|e| pg_error(&e))?;
         encode_rows(&fields, &b, &mut rows)?;
     }
     let mut header = format.header.then(|| {
@@ -337,13 +341,14 @@ fn query_response(
     schema: &SchemaRef,
     batches: Vec<arrow::array::RecordBatch>,
     format: &Format,
+    zone: &Tz,
 ) -> PgWireResult<QueryResponse> {
     let fields = Arc::new(arrow_schema_to_pg_fields(schema, format, None)?);
     let mut rows = Vec::new();
     let count: usize = batches.iter().map(|b| b.num_rows()).sum();
     rows.reserve(count);
     for b in batches {
-        let b = pg_text_columns(b, format).map_err(|e| pg_error(&e))?;
+        let b = pg_text_columns(b, format, zone).map_err(|e| pg_error(&e))?;
         encode_rows(&fields, &b, &mut rows)?;
     }
     Ok(QueryResponse::new(fields, futures::stream::iter(rows)))
@@ -394,11 +399,13 @@ fn encode_rows(
 
 /// Renders the text-format columns whose PostgreSQL text form differs from arrow-pg's:
 /// floating point (shortest round-trip digits, `Infinity`, `NaN`) and timestamps
-/// (`YYYY-MM-DD HH:MM:SS[.ffffff]`, `+00` for timestamptz, as PostgreSQL prints in UTC).
-/// The column keeps its PostgreSQL type; only the bytes sent change.
+/// (`YYYY-MM-DD HH:MM:SS[.ffffff]`; a timestamptz in `zone`, the session's `TimeZone`,
+/// with its UTC offset, as PostgreSQL prints it). The column keeps its PostgreSQL type;
+/// only the bytes sent change.
 fn pg_text_columns(
     batch: arrow::array::RecordBatch,
     format: &Format,
+    zone: &Tz,
 ) -> Result<arrow::array::RecordBatch> {
     use arrow::array::{Array, AsArray, StringArray};
     use arrow::datatypes::{Field, Float32Type, Float64Type, Schema, TimeUnit};
@@ -449,13 +456,13 @@ fn pg_text_columns(
                         .iter()
                         .map(|v| {
                             v.map(|us| {
-                                crate::sql::functions::datetime_input::timestamp_out(
-                                    us,
-                                    tz.is_some(),
-                                )
-                                .unwrap_or_else(|| {
-                                    if tz.is_some() { "+00" } else { "" }.to_string()
-                                })
+                                use crate::sql::functions::datetime_input as dt;
+                                let text = if tz.is_some() {
+                                    dt::timestamptz_out(us, zone)
+                                } else {
+                                    dt::timestamp_out(us, false)
+                                };
+                                text.unwrap_or_default()
                             })
                         })
                         .collect(),
@@ -565,7 +572,11 @@ impl SimpleQueryHandler for Conn {
             match session.execute(&stmt).instrument(span).await {
                 Ok(out) => {
                     let copy = matches!(out, Output::CopyIn { .. });
-                    responses.push(to_response(out, &Format::UnifiedText)?);
+                    responses.push(to_response(
+                        out,
+                        &Format::UnifiedText,
+                        &session.display_zone,
+                    )?);
                     if copy {
                         break;
                     }
@@ -712,7 +723,7 @@ impl ExtendedQueryHandler for Conn {
         };
         let mut session = self.session.lock().await;
         match session.execute_with_params(&stmt.sql, params).await {
-            Ok(out) => to_response(out, &portal.result_column_format),
+            Ok(out) => to_response(out, &portal.result_column_format, &session.display_zone),
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
         }
     }

@@ -889,7 +889,9 @@ impl Session {
                     return Err(Error::Parse(format!("syntax error in SET: {sql}")));
                 };
                 let name = unquote(&name);
-                if value.eq_ignore_ascii_case("default") {
+                let local_zone =
+                    name.eq_ignore_ascii_case("timezone") && value.eq_ignore_ascii_case("local");
+                if value.eq_ignore_ascii_case("default") || local_zone {
                     self.vars.reset(&name)?;
                 } else {
                     self.vars.set(&name, &unquote(&value))?;

@@ -53,6 +53,8 @@ pub struct Session {
     pub user: String,
     /// Inside `BEGIN` ... `COMMIT`: the block's writes so far, to undo at `ROLLBACK`.
     pub transaction: Option<UndoLog>,
+    /// The zone `timestamptz` results are shown in (the `TimeZone` setting).
+    pub display_zone: arrow::array::timezone::Tz,
 }
 
 /// The writes of a transaction block, in order: each table and the change written to it, and
@@ -86,6 +88,10 @@ impl Session {
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
         // TIMESTAMPTZ columns carry UTC; timestamps are stored and shown in UTC.
         config.options_mut().execution.time_zone = Some("+00:00".to_string());
+        config
+            .options_mut()
+            .extensions
+            .insert(crate::sql::semantics::SessionSettings::default());
         let vars = engine.default_vars();
         let memory = Arc::new(memory::QueryMemoryPool::new(
             vars.query_memory_limit_bytes(),
@@ -142,6 +148,7 @@ impl Session {
         // After the pg_catalog setup, whose `session_user` and `pg_encoding_to_char` these
         // replace; the user is set by `set_user` once the connection's startup names it.
         crate::sql::functions::pg_info::register(&ctx, DEFAULT_USER);
+        let display_zone = vars.time_zone().zone;
         let session = Session {
             engine,
             vars,
@@ -151,6 +158,7 @@ impl Session {
             memory,
             user: DEFAULT_USER.to_string(),
             transaction: None,
+            display_zone,
         };
         session.register_settings();
         Ok(session)
@@ -158,8 +166,27 @@ impl Session {
 
     /// Takes a change of the session's settings into what depends on them: the query
     /// memory limit and the values `current_setting` reads.
-    pub(crate) fn settings_changed(&self) {
+    pub(crate) fn settings_changed(&mut self) {
         self.memory.set_limit(self.vars.query_memory_limit_bytes());
+        let zone = self.vars.time_zone();
+        self.display_zone = zone.zone;
+        {
+            // Released before `register_settings`, which takes the same lock.
+            let state = self.ctx.state_ref();
+            let mut state = state.write();
+            if let Some(settings) = state
+                .config_mut()
+                .options_mut()
+                .extensions
+                .get_mut::<crate::sql::semantics::SessionSettings>()
+            {
+                settings.time_zone_arrow = if zone.setting == "UTC" {
+                    String::new()
+                } else {
+                    zone.arrow
+                };
+            }
+        }
         self.register_settings();
     }
 
@@ -198,4 +225,14 @@ impl Drop for Session {
             let _ = catalog.deregister_schema(crate::sql::system::SYSTEM_SCHEMA, true);
         }
     }
+}
+
+/// UTC as a zone to show `timestamptz` values in.
+///
+/// # Panics
+/// Never: `+00:00` is a valid offset.
+pub(crate) fn utc_zone() -> arrow::array::timezone::Tz {
+    "+00:00"
+        .parse()
+        .expect("invariant: +00:00 is a valid offset")
 }

@@ -612,13 +612,37 @@ impl AnalyzerRule for PgSemantics {
     fn analyze(
         &self,
         plan: LogicalPlan,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> datafusion::common::Result<LogicalPlan> {
-        Ok(plan.transform_up_with_subqueries(rewrite_plan)?.data)
+        let zone = config
+            .extensions
+            .get::<SessionSettings>()
+            .map(|s| s.time_zone_arrow.as_str())
+            .filter(|z| !z.is_empty());
+        Ok(plan
+            .transform_up_with_subqueries(|p| rewrite_plan(p, zone))?
+            .data)
     }
 }
 
-fn rewrite_plan(plan: LogicalPlan) -> datafusion::common::Result<Transformed<LogicalPlan>> {
+datafusion::common::extensions_options! {
+    /// The session settings Weir's analyzer rules read, carried in DataFusion's config
+    /// (`weir.*`) because a rule sees only the config.
+    pub struct SessionSettings {
+        /// The session's `TimeZone` in Arrow's form (`Europe/Berlin`, `-07:00`), that text
+        /// cast to `timestamptz` without an offset is read in; empty for UTC.
+        pub time_zone_arrow: String, default = String::new()
+    }
+}
+
+impl datafusion::common::config::ConfigExtension for SessionSettings {
+    const PREFIX: &'static str = "weir";
+}
+
+fn rewrite_plan(
+    plan: LogicalPlan,
+    zone: Option<&str>,
+) -> datafusion::common::Result<Transformed<LogicalPlan>> {
     let mut schema = merge_schema(&plan.inputs());
     if let LogicalPlan::TableScan(ts) = &plan {
         let source =
@@ -632,7 +656,7 @@ fn rewrite_plan(plan: LogicalPlan) -> datafusion::common::Result<Transformed<Log
         // ORDER BY an interval sorts by its normalised value.
         let mut changed = false;
         for s in &mut sort.expr {
-            let (e, c) = rewrite_tree(s.expr.clone(), &schema)?;
+            let (e, c) = rewrite_tree(s.expr.clone(), &schema, zone)?;
             let e = if is_interval(&e.get_type(&schema)?) {
                 interval_key(e)
             } else {
@@ -651,7 +675,7 @@ fn rewrite_plan(plan: LogicalPlan) -> datafusion::common::Result<Transformed<Log
     let preserver = NamePreserver::new(&plan);
     let transformed = plan.map_expressions(|e| {
         let saved = preserver.save(&e);
-        let (e, changed) = rewrite_tree(e, &schema)?;
+        let (e, changed) = rewrite_tree(e, &schema, zone)?;
         Ok(if changed {
             Transformed::yes(saved.restore(e))
         } else {
@@ -693,8 +717,12 @@ fn interval_key(e: Expr) -> Expr {
 }
 
 /// Rewrites one expression tree bottom-up; returns whether anything changed.
-fn rewrite_tree(e: Expr, schema: &DFSchema) -> datafusion::common::Result<(Expr, bool)> {
-    let t = e.transform_up(|e| rewrite_expr(e, schema))?;
+fn rewrite_tree(
+    e: Expr,
+    schema: &DFSchema,
+    zone: Option<&str>,
+) -> datafusion::common::Result<(Expr, bool)> {
+    let t = e.transform_up(|e| rewrite_expr(e, schema, zone))?;
     Ok((t.data, t.transformed))
 }
 
@@ -728,7 +756,13 @@ fn as_int32(e: &Expr, schema: &DFSchema) -> Option<Expr> {
     }
 }
 
-fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+/// One node of [`rewrite_tree`]; `zone` is the session's time zone (Arrow's form, `None`
+/// for UTC).
+fn rewrite_expr(
+    e: Expr,
+    schema: &DFSchema,
+    zone: Option<&str>,
+) -> datafusion::common::Result<Transformed<Expr>> {
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let lt = left.get_type(schema)?;
@@ -804,13 +838,15 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transf
             if matches!(c.field.data_type(), DataType::Utf8)
                 && matches!(c.expr.get_type(schema)?, DataType::Timestamp(..)) =>
         {
-            let udf = Arc::new(ScalarUDF::new_from_impl(TimestampOutput::default()));
+            let udf = Arc::new(ScalarUDF::new_from_impl(
+                TimestampOutput::default().in_zone(zone.map(str::to_string)),
+            ));
             Ok(Transformed::yes(Expr::ScalarFunction(
                 ScalarFunction::new_udf(udf, vec![*c.expr]),
             )))
         }
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
-        Expr::Cast(c) => datetime_text_cast(c, schema),
+        Expr::Cast(c) => datetime_text_cast(c, schema, zone),
         other => Ok(Transformed::no(other)),
     }
 }
@@ -820,6 +856,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transf
 fn datetime_text_cast(
     c: datafusion::logical_expr::Cast,
     schema: &DFSchema,
+    zone: Option<&str>,
 ) -> datafusion::common::Result<Transformed<Expr>> {
     let (target, type_name) = match c.field.data_type() {
         DataType::Interval(_) => (Target::Interval, "interval"),
@@ -843,9 +880,13 @@ fn datetime_text_cast(
     } else {
         Expr::Cast(datafusion::logical_expr::Cast::new(c.expr, DataType::Utf8))
     };
-    let udf = Arc::new(ScalarUDF::new_from_impl(DateTimeText::new(
-        target, type_name,
-    )));
+    // Text without an offset cast to `timestamptz` is read in the session's time zone.
+    let zone = matches!(c.field.data_type(), DataType::Timestamp(_, Some(_)))
+        .then(|| zone.map(str::to_string))
+        .flatten();
+    let udf = Arc::new(ScalarUDF::new_from_impl(
+        DateTimeText::new(target, type_name).in_zone(zone),
+    ));
     Ok(Transformed::yes(Expr::Cast(
         datafusion::logical_expr::Cast {
             expr: Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(

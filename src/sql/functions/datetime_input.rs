@@ -20,6 +20,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use arrow::array::timezone::Tz;
 use arrow::array::{ArrayRef, AsArray, StringArray};
 use arrow::compute::kernels::cast_utils::{parse_interval_month_day_nano, string_to_datetime};
 use arrow::datatypes::DataType;
@@ -47,6 +48,10 @@ pub struct DateTimeText {
     /// The cast's type as PostgreSQL names it in errors (`interval`, `timestamp`,
     /// `timestamp with time zone`).
     type_name: &'static str,
+    /// For a cast to `timestamptz`: the session's time zone in Arrow's form
+    /// ([`TimeZoneSetting::arrow`]), that text without an offset is read in (PostgreSQL
+    /// docs, 8.5.1.3); `None` for UTC and the other targets.
+    zone: Option<String>,
     signature: Signature,
 }
 
@@ -56,8 +61,16 @@ impl DateTimeText {
         DateTimeText {
             target,
             type_name,
+            zone: None,
             signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
         }
+    }
+
+    /// The same function reading text without an offset in `zone` (Arrow's form), for a
+    /// cast to `timestamptz`.
+    pub fn in_zone(mut self, zone: Option<String>) -> Self {
+        self.zone = zone;
+        self
     }
 
     /// The function's name for `target`.
@@ -83,7 +96,8 @@ impl ScalarUDFImpl for DateTimeText {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let convert = |v: Option<&str>| v.map(|s| self.convert(s)).transpose();
+        let zone: Option<Tz> = self.zone.as_deref().map(str::parse).transpose()?;
+        let convert = |v: Option<&str>| v.map(|s| self.convert(s, zone.as_ref())).transpose();
         match &args.args[0] {
             ColumnarValue::Scalar(ScalarValue::Utf8(v)) => Ok(ColumnarValue::Scalar(
                 ScalarValue::Utf8(convert(v.as_deref())?),
@@ -104,18 +118,22 @@ impl ScalarUDFImpl for DateTimeText {
 /// `pg_timestamp_out(timestamp)`: a timestamp as text in PostgreSQL's output form (docs,
 /// 8.5.2 "Date/Time Output", `DateStyle` ISO): `2015-07-15 00:00:09.999`, seconds always
 /// shown, a fraction only when non-zero, in microseconds without trailing zeros; a
-/// `timestamp with time zone` in UTC (Weir's session time zone) with `+00`. Arrow's cast
+/// `timestamp with time zone` in the session's time zone with its UTC offset. Arrow's cast
 /// writes an ISO 8601 `T` between date and time instead, so `CAST(ts AS text)` is rewritten
 /// to this function by [`crate::sql::semantics`]. Nanoseconds are truncated to
 /// microseconds, PostgreSQL's precision.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct TimestampOutput {
+    /// The session's time zone in Arrow's form ([`TimeZoneSetting::arrow`]) a
+    /// `timestamptz` is shown in; `None` for UTC.
+    zone: Option<String>,
     signature: Signature,
 }
 
 impl Default for TimestampOutput {
     fn default() -> Self {
         TimestampOutput {
+            zone: None,
             signature: Signature::any(1, Volatility::Immutable),
         }
     }
@@ -124,12 +142,97 @@ impl Default for TimestampOutput {
 impl TimestampOutput {
     /// The function's name.
     pub const NAME: &'static str = "pg_timestamp_out";
+
+    /// The same function showing a `timestamptz` in `zone` (Arrow's form; `None` for UTC).
+    pub fn in_zone(mut self, zone: Option<String>) -> Self {
+        self.zone = zone;
+        self
+    }
 }
 
 /// PostgreSQL's text of a timestamp `micros` microseconds from the Unix epoch (`+00` after
 /// it `with_zone`); `None` outside chrono's range. Query results sent as text use it too.
 pub fn timestamp_out(micros: i64, with_zone: bool) -> Option<String> {
     let t = chrono::DateTime::from_timestamp_micros(micros)?.naive_utc();
+    let mut text = naive_out(t, micros);
+    if with_zone {
+        text.push_str("+00");
+    }
+    Some(text)
+}
+
+/// PostgreSQL's text of a `timestamptz` `micros` microseconds from the Unix epoch, shown
+/// in `zone` (the session's `TimeZone`): local date and time, then the zone's UTC offset
+/// at that instant as `+HH`, `+HH:MM` or `+HH:MM:SS` (PostgreSQL docs, "Date/Time
+/// Output", ISO style). `None` outside chrono's range.
+pub fn timestamptz_out(micros: i64, zone: &Tz) -> Option<String> {
+    use chrono::Offset;
+    let local = chrono::DateTime::from_timestamp_micros(micros)?.with_timezone(zone);
+    let mut text = naive_out(local.naive_local(), micros);
+    text.push_str(&utc_offset_text(local.offset().fix().local_minus_utc()));
+    Some(text)
+}
+
+/// An offset east of UTC in seconds as PostgreSQL prints it: `+05`, `-03:30`, `+00:19:32`.
+fn utc_offset_text(seconds: i32) -> String {
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let s = seconds.unsigned_abs();
+    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
+    match (m, sec) {
+        (0, 0) => format!("{sign}{h:02}"),
+        (_, 0) => format!("{sign}{h:02}:{m:02}"),
+        _ => format!("{sign}{h:02}:{m:02}:{sec:02}"),
+    }
+}
+
+/// A session's time zone, parsed from its `TimeZone` setting by [`parse_time_zone`].
+#[derive(Debug, Clone)]
+pub struct TimeZoneSetting {
+    /// The value to store and show (`SHOW timezone`): the name as the IANA database spells
+    /// it, or the number of hours as written.
+    pub setting: String,
+    /// The zone in Arrow's form (`Europe/Berlin`, `-07:00`): what [`Tz`] parses.
+    pub arrow: String,
+    /// The zone.
+    pub zone: Tz,
+}
+
+/// Parses a `TimeZone` setting as PostgreSQL accepts it: a time zone name of the IANA
+/// database (case-insensitive: `Europe/Berlin`, `utc`) or a number of hours east of UTC
+/// (`-7`, `5.5`, the SQL sign convention PostgreSQL's `SET TIME ZONE` uses, at most 15).
+/// `None` for anything else, POSIX zone specifications (`+05:30`, whose sign is inverted)
+/// included.
+pub fn parse_time_zone(text: &str) -> Option<TimeZoneSetting> {
+    let text = text.trim();
+    let (setting, arrow) = if let Ok(hours) = text.parse::<f64>() {
+        if !hours.is_finite() || hours.abs() > 15.0 {
+            return None;
+        }
+        let minutes = (hours * 60.0).round() as i64;
+        let sign = if minutes < 0 { '-' } else { '+' };
+        let m = minutes.unsigned_abs();
+        (
+            text.to_string(),
+            format!("{sign}{:02}:{:02}", m / 60, m % 60),
+        )
+    } else {
+        let name = chrono_tz::TZ_VARIANTS
+            .iter()
+            .find(|z| z.name().eq_ignore_ascii_case(text))?
+            .name();
+        (name.to_string(), name.to_string())
+    };
+    let zone = arrow.parse().ok()?;
+    Some(TimeZoneSetting {
+        setting,
+        arrow,
+        zone,
+    })
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]` of `t`, trailing fractional zeros dropped; the
+/// fraction is taken from `micros`.
+fn naive_out(t: chrono::NaiveDateTime, micros: i64) -> String {
     let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
     let frac = micros.rem_euclid(1_000_000);
     if frac != 0 {
@@ -137,10 +240,7 @@ pub fn timestamp_out(micros: i64, with_zone: bool) -> Option<String> {
         text.push('.');
         text.push_str(digits.trim_end_matches('0'));
     }
-    if with_zone {
-        text.push_str("+00");
-    }
-    Some(text)
+    text
 }
 
 impl ScalarUDFImpl for TimestampOutput {
@@ -170,9 +270,18 @@ impl ScalarUDFImpl for TimestampOutput {
             &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
         )?;
         let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        let shown_in: Option<Tz> = match (zone, &self.zone) {
+            (Some(_), Some(z)) => Some(z.parse()?),
+            _ => None,
+        };
         let out: StringArray = micros
             .iter()
-            .map(|m| m.and_then(|m| timestamp_out(m, zone.is_some())))
+            .map(|m| {
+                m.and_then(|m| match &shown_in {
+                    Some(z) => timestamptz_out(m, z),
+                    None => timestamp_out(m, zone.is_some()),
+                })
+            })
             .collect();
         let out: ArrayRef = Arc::new(out);
         if matches!(args.args[0], ColumnarValue::Scalar(_)) {
@@ -189,7 +298,24 @@ impl DateTimeText {
     /// # Errors
     /// `22007` `invalid input syntax for type <type>: "<text>"` (PostgreSQL's message) when
     /// neither parses.
-    fn convert(&self, s: &str) -> Result<String> {
+    fn convert(&self, s: &str, zone: Option<&Tz>) -> Result<String> {
+        let text = self.convert_text(s)?;
+        let Some(zone) = zone else {
+            return Ok(text);
+        };
+        // Read in the session's zone (an offset in the text wins), then written with its
+        // UTC offset so that the cast to UTC needs no zone.
+        let at = string_to_datetime(zone, &text).map_err(|_| {
+            DataFusionError::External(Box::new(Error::data(
+                "22007",
+                format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
+            )))
+        })?;
+        Ok(at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+    }
+
+    /// The text rewritten to a form Arrow's cast parses (see [`DateTimeText::convert`]).
+    fn convert_text(&self, s: &str) -> Result<String> {
         let parses = |t: &str| match self.target {
             Target::Interval => parse_interval_month_day_nano(t).is_ok(),
             Target::Timestamp => string_to_datetime(&chrono::Utc, t).is_ok(),
