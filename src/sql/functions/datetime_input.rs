@@ -299,41 +299,36 @@ impl DateTimeText {
     /// `22007` `invalid input syntax for type <type>: "<text>"` (PostgreSQL's message) when
     /// neither parses.
     fn convert(&self, s: &str, zone: Option<&Tz>) -> Result<String> {
-        let text = self.convert_text(s)?;
-        let Some(zone) = zone else {
-            return Ok(text);
-        };
-        // Read in the session's zone (an offset in the text wins), then written with its
-        // UTC offset so that the cast to UTC needs no zone.
-        let at = string_to_datetime(zone, &text).map_err(|_| {
-            DataFusionError::External(Box::new(Error::data(
-                "22007",
-                format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
-            )))
-        })?;
-        Ok(at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
-    }
-
-    /// The text rewritten to a form Arrow's cast parses (see [`DateTimeText::convert`]).
-    fn convert_text(&self, s: &str) -> Result<String> {
-        let parses = |t: &str| match self.target {
-            Target::Interval => parse_interval_month_day_nano(t).is_ok(),
-            Target::Timestamp => string_to_datetime(&chrono::Utc, t).is_ok(),
+        // The text Arrow's cast reads for `t`, if it parses. Read in the session's zone (an
+        // offset in the text wins), a timestamptz is written with its UTC offset so that
+        // the cast to UTC needs no zone.
+        let parsed = |t: &str| -> Option<String> {
+            match (self.target, zone) {
+                (Target::Interval, _) => parse_interval_month_day_nano(t).ok().map(|_| t.into()),
+                (Target::Timestamp, None) => {
+                    string_to_datetime(&chrono::Utc, t).ok().map(|_| t.into())
+                }
+                (Target::Timestamp, Some(zone)) => string_to_datetime(zone, t)
+                    .ok()
+                    .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+            }
         };
         let rewritten = match self.target {
             Target::Interval => interval_text(s),
             Target::Timestamp => timestamp_text(s),
         };
-        if parses(&rewritten) {
-            return Ok(rewritten.into_owned());
-        }
-        if matches!(rewritten, Cow::Owned(_)) && parses(s) {
-            return Ok(s.to_string());
-        }
-        Err(DataFusionError::External(Box::new(Error::data(
-            "22007",
-            format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
-        ))))
+        parsed(&rewritten)
+            .or_else(|| {
+                matches!(rewritten, Cow::Owned(_))
+                    .then(|| parsed(s))
+                    .flatten()
+            })
+            .ok_or_else(|| {
+                DataFusionError::External(Box::new(Error::data(
+                    "22007",
+                    format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
+                )))
+            })
     }
 }
 
