@@ -12,6 +12,7 @@ pub(crate) mod names;
 pub mod parse;
 pub mod provider;
 pub mod semantics;
+pub mod set_ops;
 pub mod stream_plan;
 pub mod system;
 pub mod temporal;

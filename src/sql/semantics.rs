@@ -62,11 +62,15 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
 }
 
-/// The analyzer rules of a session: [`PgSumTypes`], DataFusion's, then [`PgSemantics`] on the
-/// coerced types, then the decorrelation of the scalar subqueries DataFusion cannot
-/// decorrelate ([`super::decorrelate`]).
+/// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
+/// ([`super::set_ops`]), [`PgSumTypes`], DataFusion's, then [`PgSemantics`] on the coerced
+/// types, then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
+/// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
-    let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![Arc::new(PgSumTypes)];
+    let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![
+        Arc::new(super::set_ops::SetOperationsAll),
+        Arc::new(PgSumTypes),
+    ];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
     rules.push(Arc::new(super::decorrelate::DecorrelateScalarSubqueries));

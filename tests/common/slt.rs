@@ -188,7 +188,11 @@ impl AsyncDB for Pg {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, PgError> {
-        let lower = sql.trim_start().to_ascii_lowercase();
+        // A parenthesized query (`(SELECT ...) INTERSECT ...`) is a query too.
+        let lower = sql
+            .trim_start()
+            .trim_start_matches(|c: char| c == '(' || c.is_whitespace())
+            .to_ascii_lowercase();
         let is_query = ["select", "show", "with", "values", "explain", "table"]
             .iter()
             .any(|k| lower.starts_with(k))
