@@ -466,6 +466,53 @@ async fn restart_restores_tables_and_views_and_lock_refuses_second_server() {
     server.stop().await;
 }
 
+/// A ROLLUP view and a DISTINCT ON view come back after a restart with their state and keep
+/// following changes: a retracted first row is replaced from the restored ordered state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouping_sets_and_distinct_on_views_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE t (k TEXT, v INT);
+             CREATE MATERIALIZED VIEW r AS SELECT k, sum(v)::BIGINT AS s FROM t GROUP BY ROLLUP (k);
+             CREATE MATERIALIZED VIEW d AS SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v DESC;
+             INSERT INTO t VALUES ('a', 1), ('a', 5), ('b', 2);
+             FLUSH",
+        )
+        .await
+        .unwrap();
+        drop(c);
+        server.stop().await;
+    }
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    let rollup = "SELECT k, s FROM r ORDER BY k NULLS LAST";
+    assert_eq!(
+        common::query_text(&c, rollup).await,
+        vec![vec!["a", "6"], vec!["b", "2"], vec!["NULL", "8"]]
+    );
+    let first = "SELECT k, v FROM d ORDER BY k";
+    assert_eq!(
+        common::query_text(&c, first).await,
+        vec![vec!["a", "5"], vec!["b", "2"]]
+    );
+    c.batch_execute("DELETE FROM t WHERE v = 5; INSERT INTO t VALUES ('b', 7); FLUSH")
+        .await
+        .unwrap();
+    assert_eq!(
+        common::query_text(&c, rollup).await,
+        vec![vec!["a", "1"], vec!["b", "9"], vec!["NULL", "10"]]
+    );
+    assert_eq!(
+        common::query_text(&c, first).await,
+        vec![vec!["a", "1"], vec!["b", "7"]]
+    );
+    server.stop().await;
+}
+
 /// Waits until no engine holds the data directory.
 async fn wait_for_release(dir: &std::path::Path) {
     for _ in 0..100 {

@@ -6,7 +6,8 @@
 //! (`2147483647 + 1` is 22003, never a wrapped value), chains of unary operators (`- - v`),
 //! correlated scalar subqueries (equality and other correlations) and multi-row ones (a subquery returning two rows is 21000),
 //! interval comparison and ordering (`'48 hours' > '1 day'`), `x op ANY(array)` with NULL
-//! elements, and `sum(bigint)` past 2^63. `WEIR_PG_SEEDS` sets the number of seeds (200).
+//! elements, `sum(bigint)` past 2^63, set operations with and without `ALL` (copies counted),
+//! grouping sets and `DISTINCT ON`. `WEIR_PG_SEEDS` sets the number of seeds (200).
 
 mod common;
 
@@ -234,8 +235,25 @@ fn queries(rng: &mut StdRng) -> Vec<(String, bool)> {
     let edge = ["w + 1", "w * 2", "- w - 2", "w - - w", "- - w + k"][rng.random_range(0..5)];
     q.push((format!("SELECT k, {edge} AS x FROM b"), false));
     q.push(("SELECT k, sum(w) AS s FROM b GROUP BY k".into(), false));
+    // Set operations count copies (`ALL`) or not.
+    q.push((
+        format!(
+            "SELECT k, v FROM a {} SELECT k, w FROM b",
+            SET_OPERATIONS[rng.random_range(0..SET_OPERATIONS.len())]
+        ),
+        false,
+    ));
     q
 }
+
+/// The set operations the generator picks from.
+const SET_OPERATIONS: [&str; 5] = [
+    "INTERSECT ALL",
+    "EXCEPT ALL",
+    "INTERSECT",
+    "EXCEPT",
+    "UNION",
+];
 
 /// Views, created before the data; (name, query).
 fn views(rng: &mut StdRng) -> Vec<(String, String)> {
@@ -319,6 +337,40 @@ fn views(rng: &mut StdRng) -> Vec<(String, String)> {
                 "SELECT k, v FROM a ORDER BY v DESC, k, big LIMIT {} OFFSET {}",
                 rng.random_range(0..4),
                 rng.random_range(0..3)
+            ),
+        ),
+        (
+            // Copies counted: min(m, n) or max(m - n, 0); either side may be the left.
+            "v_setop".into(),
+            if rng.random_bool(0.5) {
+                format!(
+                    "SELECT k, v FROM a {} SELECT k, w FROM b",
+                    SET_OPERATIONS[rng.random_range(0..SET_OPERATIONS.len())]
+                )
+            } else {
+                format!(
+                    "SELECT k, w FROM b {} SELECT k, v FROM a",
+                    SET_OPERATIONS[rng.random_range(0..SET_OPERATIONS.len())]
+                )
+            },
+        ),
+        (
+            "v_groupingsets".into(),
+            format!(
+                "SELECT k, v, count(*) AS n, sum(big) AS s, GROUPING(k, v) AS g FROM a GROUP BY {}",
+                [
+                    "ROLLUP (k, v)",
+                    "CUBE (k, v)",
+                    "GROUPING SETS ((k), (v), (k), ())"
+                ][rng.random_range(0..3)]
+            ),
+        ),
+        (
+            // The order is total up to equal output rows (as for v_topn).
+            "v_distinct_on".into(),
+            format!(
+                "SELECT DISTINCT ON (k) k, v, big FROM a ORDER BY k, v {} NULLS LAST, big",
+                if rng.random_bool(0.5) { "DESC" } else { "ASC" },
             ),
         ),
         (

@@ -985,11 +985,23 @@ impl Session {
         // non-equality conditions into a semi join filter the dataflow does not take
         // (Nexmark q5: `ON starttime = starttime_c AND num >= maxn`); the inner join with
         // those conditions it does take.
+        // Without `replace_distinct_aggregate` when there is a `DISTINCT ON`: it becomes an
+        // aggregate of `first_value(... ORDER BY ...)` calls, where the dataflow keeps it a
+        // Top-1 per key instead (ordered state, so a retracted first row is replaced).
+        let distinct_on = datafusion::common::tree_node::TreeNode::exists(&plan, |node| {
+            Ok(matches!(
+                node,
+                LogicalPlan::Distinct(datafusion::logical_expr::Distinct::On(_))
+            ))
+        })?;
         let state = self.ctx.state();
         let rules = state
             .optimizers()
             .iter()
-            .filter(|r| r.name() != "eliminate_join")
+            .filter(|r| {
+                r.name() != "eliminate_join"
+                    && !(distinct_on && r.name() == "replace_distinct_aggregate")
+            })
             .cloned()
             .collect();
         let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)

@@ -35,7 +35,8 @@ use crate::stream::plan::{StreamNode, StreamPlan};
 /// orders its rows by these columns first, so a filter on them narrows a read to a key range.
 fn stream_key(plan: &LogicalPlan) -> Vec<usize> {
     match plan {
-        LogicalPlan::Aggregate(a) => (0..a.group_expr.len()).collect(),
+        // With grouping sets: every grouping expression and the grouping id.
+        LogicalPlan::Aggregate(a) => (0..a.group_expr_len().unwrap_or(0)).collect(),
         LogicalPlan::Filter(f) => stream_key(&f.input),
         LogicalPlan::SubqueryAlias(a) => stream_key(&a.input),
         LogicalPlan::Sort(s) => stream_key(&s.input),
@@ -526,10 +527,14 @@ fn build_hinted(
             let in_schema = a.input.schema();
             let mut group_exprs = Vec::new();
             let mut group_types = Vec::new();
+            if let [Expr::GroupingSet(sets)] = a.group_expr.as_slice() {
+                return grouping_sets(a, sets, sources);
+            }
             for (i, g) in a.group_expr.iter().enumerate() {
                 if matches!(g, Expr::GroupingSet(_)) {
                     return Err(Error::not_supported(
-                        "GROUPING SETS, CUBE and ROLLUP in a materialized view are not supported",
+                        "GROUPING SETS, CUBE and ROLLUP beside other GROUP BY items in a \
+                         materialized view are not supported",
                     ));
                 }
                 group_exprs.push(physical(g, in_schema)?);
@@ -759,9 +764,7 @@ fn build_hinted(
         LogicalPlan::Unnest(_) => Err(Error::not_supported(
             "UNNEST in a materialized view is not supported",
         )),
-        LogicalPlan::Distinct(Distinct::On(_)) => Err(Error::not_supported(
-            "DISTINCT ON in a materialized view is not supported",
-        )),
+        LogicalPlan::Distinct(Distinct::On(d)) => distinct_on(d, sources),
         other => Err(Error::not_supported(format!(
             "{} in a materialized view is not supported",
             other
@@ -772,6 +775,167 @@ fn build_hinted(
                 .unwrap_or("this construct")
         ))),
     }
+}
+
+/// `SELECT DISTINCT ON (keys) exprs ... [ORDER BY ...]`: of each group of rows with equal
+/// `keys` (NULLs equal), the first in the `ORDER BY` order, `exprs` evaluated on it
+/// (PostgreSQL's `DISTINCT ON`, docs section 7.3.3). A Top-1 per partition: an
+/// [`StreamNode::OverWindow`] slice partitioned by the keys, then a projection. PostgreSQL
+/// leaves the row unpredictable when the order has ties (or there is no `ORDER BY`); here ties
+/// are broken by the rest of the row, so the answer is one of PostgreSQL's and deterministic.
+fn distinct_on(
+    d: &datafusion::logical_expr::DistinctOn,
+    sources: &mut BTreeSet<RelationId>,
+) -> Result<StreamNode> {
+    let in_schema = d.input.schema();
+    let input = build(&d.input, sources)?;
+    let partition = d
+        .on_expr
+        .iter()
+        .map(|e| physical(e, in_schema))
+        .collect::<Result<Vec<_>>>()?;
+    let partition_types = d
+        .on_expr
+        .iter()
+        .map(|e| Ok(e.get_type(in_schema)?))
+        .collect::<Result<Vec<_>>>()?;
+    let order = window_order(d.sort_expr.as_deref().unwrap_or_default(), in_schema)?;
+    let first = StreamNode::OverWindow {
+        input: Box::new(input),
+        partition,
+        partition_types,
+        order,
+        window: vec![],
+        output: WindowOutput::Slice {
+            skip: 0,
+            fetch: Some(1),
+        },
+        schema: nullable_schema(in_schema.as_arrow()),
+    };
+    let exprs = d
+        .select_expr
+        .iter()
+        .map(|e| physical(e, in_schema))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(StreamNode::Project {
+        input: Box::new(first),
+        exprs,
+        schema: nullable_schema(d.schema.as_arrow()),
+    })
+}
+
+/// Most grouping sets one aggregate of a view may have: each set is maintained by its own
+/// aggregate operator and state table.
+const MAX_GROUPING_SETS: usize = 64;
+
+/// `GROUP BY GROUPING SETS (...)`, `ROLLUP (...)` or `CUBE (...)` (PostgreSQL docs section
+/// 7.2.4): one hash aggregate per grouping set over its own copy of the input, each projected
+/// to the full output (the expressions outside the set NULL, then DataFusion's internal
+/// `__grouping_id`), and a union of them all.
+///
+/// The grouping id is computed as DataFusion's batch aggregate computes it, so `GROUPING(...)`
+/// (rewritten by DataFusion into bit tests of it) answers alike: bit `n - 1 - i` is set when
+/// the `i`th of the `n` distinct grouping expressions is not in the set, and a set that
+/// repeats an earlier one carries its repeat count above bit `n`, so every set's rows stay
+/// distinct (the stream key is the group columns and the id).
+///
+/// # Errors
+/// `0A000` for more than [`MAX_GROUPING_SETS`] sets; as [`build`] for the input.
+fn grouping_sets(
+    a: &datafusion::logical_expr::Aggregate,
+    sets: &datafusion::logical_expr::GroupingSet,
+    sources: &mut BTreeSet<RelationId>,
+) -> Result<StreamNode> {
+    use datafusion::logical_expr::GroupingSet;
+    use datafusion::physical_expr::expressions::{Column, Literal};
+    let distinct = sets.distinct_expr();
+    let n = distinct.len();
+    let too_many = || {
+        Error::not_supported(format!(
+            "more than {MAX_GROUPING_SETS} grouping sets in a materialized view are not supported"
+        ))
+    };
+    // `true` where the expression is left out of the set (NULL in its rows).
+    let patterns: Vec<Vec<bool>> = match sets {
+        GroupingSet::Rollup(_) => (0..=n)
+            .rev()
+            .map(|k| (0..n).map(|i| i >= k).collect())
+            .collect(),
+        GroupingSet::Cube(_) => {
+            if n >= usize::BITS as usize || (1usize << n) > MAX_GROUPING_SETS {
+                return Err(too_many());
+            }
+            (0..1usize << n)
+                .map(|mask| (0..n).map(|i| mask & (1 << i) == 0).collect())
+                .collect()
+        }
+        GroupingSet::GroupingSets(groups) => groups
+            .iter()
+            .map(|g| distinct.iter().map(|e| !g.contains(e)).collect())
+            .collect(),
+    };
+    if patterns.len() > MAX_GROUPING_SETS {
+        return Err(too_many());
+    }
+    let in_schema = a.input.schema();
+    let out_schema = nullable_schema(a.schema.as_arrow());
+    let id_type = out_schema.field(n).data_type().clone();
+    let mut repeats: std::collections::HashMap<&[bool], u64> = std::collections::HashMap::new();
+    let mut inputs = Vec::with_capacity(patterns.len());
+    for pattern in &patterns {
+        let repeat = repeats.entry(pattern.as_slice()).or_insert(0);
+        let semantic = pattern
+            .iter()
+            .fold(0u64, |acc, &null| (acc << 1) | u64::from(null));
+        let id = ScalarValue::UInt64(Some(semantic | (*repeat << n))).cast_to(&id_type)?;
+        *repeat += 1;
+        let kept: Vec<usize> = (0..n).filter(|&i| !pattern[i]).collect();
+        let mut fields: Vec<Field> = kept.iter().map(|&i| out_schema.field(i).clone()).collect();
+        let mut group_exprs = Vec::with_capacity(kept.len());
+        let mut group_types = Vec::with_capacity(kept.len());
+        for &i in &kept {
+            group_exprs.push(physical(distinct[i], in_schema)?);
+            group_types.push(out_schema.field(i).data_type().clone());
+        }
+        let mut aggs = Vec::with_capacity(a.aggr_expr.len());
+        for (j, e) in a.aggr_expr.iter().enumerate() {
+            let field = out_schema.field(n + 1 + j);
+            aggs.push(agg_call(e, in_schema, field.data_type().clone())?);
+            fields.push(field.clone());
+        }
+        let agg_schema = Arc::new(Schema::new(fields));
+        let agg = StreamNode::HashAgg {
+            input: Box::new(build(&a.input, sources)?),
+            group_exprs,
+            group_types,
+            aggs,
+            schema: Arc::clone(&agg_schema),
+            emit_on_window_close: false,
+        };
+        let mut exprs: Vec<Arc<dyn PhysicalExpr>> = Vec::with_capacity(out_schema.fields().len());
+        for i in 0..n {
+            exprs.push(match kept.iter().position(|&k| k == i) {
+                Some(p) => Arc::new(Column::new(agg_schema.field(p).name(), p)),
+                None => Arc::new(Literal::new(ScalarValue::try_from(
+                    out_schema.field(i).data_type(),
+                )?)),
+            });
+        }
+        exprs.push(Arc::new(Literal::new(id)));
+        for j in 0..a.aggr_expr.len() {
+            let p = kept.len() + j;
+            exprs.push(Arc::new(Column::new(agg_schema.field(p).name(), p)));
+        }
+        inputs.push(StreamNode::Project {
+            input: Box::new(agg),
+            exprs,
+            schema: Arc::clone(&out_schema),
+        });
+    }
+    Ok(StreamNode::Union {
+        inputs,
+        schema: out_schema,
+    })
 }
 
 /// `ORDER BY ... LIMIT fetch OFFSET skip`: a Top-N over the whole input.
