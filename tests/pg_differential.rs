@@ -7,7 +7,7 @@
 //! correlated scalar subqueries (equality and other correlations) and multi-row ones (a subquery returning two rows is 21000),
 //! interval comparison and ordering (`'48 hours' > '1 day'`), `x op ANY(array)` with NULL
 //! elements, `sum(bigint)` past 2^63, set operations with and without `ALL` (copies counted),
-//! grouping sets and `DISTINCT ON`. `WEIR_PG_SEEDS` sets the number of seeds (200).
+//! grouping sets, `DISTINCT ON` and outer joins with conditions beside the key. `WEIR_PG_SEEDS` sets the number of seeds (200).
 
 mod common;
 
@@ -353,6 +353,15 @@ fn views(rng: &mut StdRng) -> Vec<(String, String)> {
                     SET_OPERATIONS[rng.random_range(0..SET_OPERATIONS.len())]
                 )
             },
+        ),
+        (
+            // An outer join with a condition beside the key: padding follows the matches.
+            "v_outer_cond".into(),
+            format!(
+                "SELECT a.k, a.v, b.k AS bk, b.w FROM a {} JOIN b ON a.k = b.k AND b.w {} a.v",
+                ["LEFT", "RIGHT", "FULL"][rng.random_range(0..3)],
+                ["<", ">=", "<>"][rng.random_range(0..3)]
+            ),
         ),
         (
             "v_groupingsets".into(),

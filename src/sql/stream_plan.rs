@@ -614,11 +614,6 @@ fn build_hinted(
                     "NOT IN matching NULL keys in a materialized view is not supported",
                 ));
             }
-            if j.filter.is_some() && kind != JoinKind::Inner {
-                return Err(Error::not_supported(
-                    "an outer join with a non-equality condition in a materialized view is not supported",
-                ));
-            }
             let left = build(&j.left, sources)?;
             let right = build(&j.right, sources)?;
             let mut left_keys = Vec::new();
@@ -669,6 +664,12 @@ fn build_hinted(
             } else {
                 Vec::new()
             };
+            // An outer join evaluates its other conditions per pair, to know which rows to
+            // pad; an inner join filters its output (the same rows), keeping its bounds.
+            let condition = match &j.filter {
+                Some(f) if kind != JoinKind::Inner => Some(physical(f, &j.schema)?),
+                _ => None,
+            };
             let mut op = StreamNode::HashJoin {
                 left: Box::new(left),
                 right: Box::new(right),
@@ -679,8 +680,9 @@ fn build_hinted(
                 schema,
                 nulls_match,
                 bounds,
+                condition,
             };
-            if let Some(f) = &j.filter {
+            if let Some(f) = j.filter.as_ref().filter(|_| kind == JoinKind::Inner) {
                 let predicate = physical(f, &j.schema)?;
                 op = StreamNode::Filter {
                     input: Box::new(op),

@@ -123,6 +123,9 @@ pub enum StreamNode {
         /// Bounds between the sides' watermarked columns, for state cleaning and output
         /// watermarks of an inner join (see [`JoinBound`]).
         bounds: Vec<JoinBound>,
+        /// An outer join's condition beyond the key, over the output schema
+        /// ([`HashJoin::with_condition`]); an inner join's is a filter above it.
+        condition: Option<Arc<dyn PhysicalExpr>>,
     },
     /// A semi or anti join: `IN`, `EXISTS` and their negations ([`SemiJoin`]).
     SemiJoin {
@@ -362,6 +365,7 @@ impl StreamNode {
                 schema,
                 nulls_match,
                 bounds,
+                condition,
             } => Box::new(
                 HashJoin::try_new(
                     left.build()?,
@@ -373,6 +377,7 @@ impl StreamNode {
                     schema.clone(),
                 )?
                 .with_nulls_matching(*nulls_match)
+                .with_condition(condition.clone())
                 .with_bounds(bounds.clone())?,
             ),
             StreamNode::SemiJoin {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
@@ -101,12 +101,18 @@ struct Expiry {
 type OutRow = (Option<Box<[u8]>>, Option<Box<[u8]>>, i64);
 
 /// What a change needs to know of one join key: the other side's rows with it (row bytes,
-/// count) and their total, and this side's total before the change's rows so far.
+/// count) and their total, and this side's total before the change's rows so far. With a
+/// join condition, `degree[j]` is instead the number of this side's rows (so far) that match
+/// the other side's `j`th row under it.
 struct KeyState {
     other: Vec<(Box<[u8]>, i64)>,
     other_total: i64,
     this_total: i64,
+    degree: Vec<i64>,
 }
+
+/// Pairs evaluated under a join condition at once (bounds the batch built for it).
+const CONDITION_CHUNK: usize = 8192;
 
 /// Incremental equi-join (Δ(L⋈R) = ΔL⋈R + L'⋈ΔR).
 ///
@@ -120,6 +126,15 @@ struct KeyState {
 /// [`HashJoin::with_nulls_matching`] (`IS NOT DISTINCT FROM`). For outer joins a preserved
 /// row with no match is emitted padded with NULLs; when the first match arrives the padded
 /// row is retracted, and when the last match leaves it is emitted again.
+///
+/// An outer join may have a condition beyond the key ([`HashJoin::with_condition`], the
+/// `ON` clause's other conjuncts, PostgreSQL's join semantics): a pair matches when its keys
+/// are equal and the condition is true, and a preserved row is padded while it has no
+/// match. Each change then evaluates the condition on its rows paired with the other side's
+/// rows of their key and, where the other side is preserved, finds each of those rows'
+/// matches (its degree) among this side's rows of the key: O(rows of the key on both sides)
+/// state read and O(their product) condition evaluations per changed key; no more state is
+/// kept.
 pub struct HashJoin {
     left: Box<dyn Operator>,
     right: Box<dyn Operator>,
@@ -128,6 +143,8 @@ pub struct HashJoin {
     kind: JoinKind,
     /// Whether NULL keys match each other (`IS NOT DISTINCT FROM`) instead of nothing (`=`).
     nulls_match: bool,
+    /// The condition a pair of rows with equal keys must also meet, over the output schema.
+    condition: Option<Arc<dyn PhysicalExpr>>,
     schema: SchemaRef,
     key_converter: RowConverter,
     /// The number of join key columns (the leading columns of each side's state table).
@@ -198,6 +215,7 @@ impl HashJoin {
             right_keys,
             kind,
             nulls_match: false,
+            condition: None,
             schema,
             key_converter,
             key_count: key_types.len(),
@@ -338,6 +356,42 @@ impl HashJoin {
         self
     }
 
+    /// Adds a condition beyond the key (an expression over the output schema, NULL counting
+    /// as false) that a pair must meet to match: an outer join's `ON a.k = b.k AND <condition>`.
+    /// (An inner join filters its output instead, which is the same and keeps its bounds.)
+    pub fn with_condition(mut self, condition: Option<Arc<dyn PhysicalExpr>>) -> Self {
+        self.condition = condition;
+        self
+    }
+
+    /// Whether the join condition holds for each (left row, right row) pair of row bytes;
+    /// all true without one.
+    ///
+    /// # Errors
+    /// Errors evaluating the condition (as PostgreSQL's for its expression).
+    fn condition_holds(&self, pairs: &[(&[u8], &[u8])]) -> Result<Vec<bool>> {
+        let Some(condition) = &self.condition else {
+            return Ok(vec![true; pairs.len()]);
+        };
+        let mut out = Vec::with_capacity(pairs.len());
+        for chunk in pairs.chunks(CONDITION_CHUNK) {
+            let n = chunk.len();
+            let mut columns = side_columns(&self.left_rows, chunk.iter().map(|p| Some(p.0)), n)?;
+            columns.extend(side_columns(
+                &self.right_rows,
+                chunk.iter().map(|p| Some(p.1)),
+                n,
+            )?);
+            let batch = batch_from_columns(&self.schema, columns, n)?;
+            let values = condition.evaluate(&batch)?.into_array(n)?;
+            let values = values
+                .as_boolean_opt()
+                .ok_or_else(|| Error::Internal("join condition is not boolean".into()))?;
+            out.extend((0..n).map(|i| values.is_valid(i) && values.value(i)));
+        }
+        Ok(out)
+    }
+
     fn preserves(&self, side: JoinSide) -> bool {
         match side {
             JoinSide::Left => matches!(self.kind, JoinKind::Left | JoinKind::Full),
@@ -404,6 +458,7 @@ impl HashJoin {
                 other: Vec::new(),
                 other_total: 0,
                 this_total: 0,
+                degree: Vec::new(),
             })
             .collect();
         other.scan_prefixes_while(&distinct, &mut |j, k, c| {
@@ -414,15 +469,68 @@ impl HashJoin {
             Ok(true)
         })?;
         if other_preserved {
-            // This side's count matters only to pad the other side's rows.
+            // This side's rows matter only to pad the other side's rows.
             let padded: Vec<usize> = (0..distinct.len())
                 .filter(|j| states[*j].other_total > 0)
                 .collect();
-            let counts = this.count_prefixes(padded.iter().map(|j| distinct[*j]))?;
-            for (j, c) in padded.into_iter().zip(counts) {
-                states[j].this_total = c;
+            if self.condition.is_none() {
+                let counts = this.count_prefixes(padded.iter().map(|j| distinct[*j]))?;
+                for (j, c) in padded.into_iter().zip(counts) {
+                    states[j].this_total = c;
+                }
+            } else {
+                // Each other row's degree: the matches among this side's rows of the key.
+                let prefixes: Vec<&[u8]> = padded.iter().map(|j| distinct[*j]).collect();
+                let mut mine: Vec<Vec<(Box<[u8]>, i64)>> = vec![Vec::new(); padded.len()];
+                this.scan_prefixes_while(&prefixes, &mut |p, k, c| {
+                    mine[p].push((Box::from(&k[prefixes[p].len()..]), c));
+                    Ok(true)
+                })?;
+                for (p, j) in padded.iter().enumerate() {
+                    let state = &states[*j];
+                    let mut pairs = Vec::with_capacity(mine[p].len() * state.other.len());
+                    for (t, _) in &mine[p] {
+                        for (o, _) in &state.other {
+                            pairs.push(match side {
+                                JoinSide::Left => (t.as_ref(), o.as_ref()),
+                                JoinSide::Right => (o.as_ref(), t.as_ref()),
+                            });
+                        }
+                    }
+                    let holds = self.condition_holds(&pairs)?;
+                    let mut degree = vec![0i64; state.other.len()];
+                    let width = state.other.len();
+                    for (ti, (_, count)) in mine[p].iter().enumerate() {
+                        for (oj, d) in degree.iter_mut().enumerate() {
+                            if holds[ti * width + oj] {
+                                *d += count;
+                            }
+                        }
+                    }
+                    states[*j].degree = degree;
+                }
             }
         }
+        // With a condition: which of the other side's rows of its key each change row matches.
+        let change_matches: Option<Vec<bool>> = if self.condition.is_some() {
+            let mut pairs = Vec::new();
+            for i in 0..n {
+                if has_null_key(i) {
+                    continue;
+                }
+                let row: &[u8] = rows.row(i).data();
+                for (o, _) in &states[slot[keys.row(i).data()]].other {
+                    pairs.push(match side {
+                        JoinSide::Left => (row, o.as_ref()),
+                        JoinSide::Right => (o.as_ref(), row),
+                    });
+                }
+            }
+            Some(self.condition_holds(&pairs)?)
+        } else {
+            None
+        };
+        let mut next_match = 0usize;
         let mut kept = Vec::with_capacity(n);
         for (i, w) in change.weights.values().iter().copied().enumerate() {
             let row: &[u8] = rows.row(i).data();
@@ -438,6 +546,42 @@ impl HashJoin {
             }
             let key: &[u8] = keys.row(i).data();
             let state = &mut states[slot[key]];
+            if let Some(matches) = &change_matches {
+                let holds = &matches[next_match..next_match + state.other.len()];
+                next_match += state.other.len();
+                let mut matched = false;
+                for (j, (orow, c)) in state.other.iter().enumerate() {
+                    if !holds[j] {
+                        continue;
+                    }
+                    matched = true;
+                    out.push(pair(row, Some(orow), w * c));
+                    if other_preserved {
+                        let before = state.degree[j];
+                        state.degree[j] += w;
+                        let after = state.degree[j];
+                        if after < 0 {
+                            return Err(Error::Internal("join row degree below zero".into()));
+                        }
+                        // The other row was padded while it had no match.
+                        let sign = match (before == 0, after == 0) {
+                            (true, false) => -1,
+                            (false, true) => 1,
+                            _ => 0,
+                        };
+                        if sign != 0 {
+                            out.push(match side {
+                                JoinSide::Left => (None, Some(orow.clone()), sign * c),
+                                JoinSide::Right => (Some(orow.clone()), None, sign * c),
+                            });
+                        }
+                    }
+                }
+                if this_preserved && !matched {
+                    out.push(pair(row, None, w));
+                }
+                continue;
+            }
             for (orow, c) in &state.other {
                 out.push(pair(row, Some(orow), w * c));
             }
@@ -606,8 +750,13 @@ impl Operator for HashJoin {
             .zip(&self.right_keys)
             .map(|(l, r)| format!("{l} = {r}"))
             .collect();
+        let condition = self
+            .condition
+            .as_ref()
+            .map(|c| format!(" condition={c}"))
+            .unwrap_or_default();
         out.push(format!(
-            "{}StreamHashJoin: {:?} on [{}] (state tables: left and right rows keyed by the join key)",
+            "{}StreamHashJoin: {:?} on [{}]{condition} (state tables: left and right rows keyed by the join key)",
             "  ".repeat(depth),
             self.kind,
             on.join(", ")
