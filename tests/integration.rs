@@ -179,6 +179,43 @@ async fn implied_parameter_types() {
     server.stop().await;
 }
 
+/// A parameter whose type the Parse message declares has that type, as in PostgreSQL: a
+/// `float8` 1.5 compared with an integer column matches nothing (it is not cut to 1), added to
+/// an integer gives 2.5, and stored in an integer column is rounded (7.5 to 8, ties to even).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_parameter_types_are_honoured() {
+    use tokio_postgres::types::Type;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE d (i INT); INSERT INTO d VALUES (1), (2)")
+        .await
+        .unwrap();
+    let deleted = c
+        .query_typed("DELETE FROM d WHERE i = $1", &[(&1.5f64, Type::FLOAT8)])
+        .await
+        .unwrap();
+    assert!(deleted.is_empty());
+    c.query_typed("INSERT INTO d VALUES ($1)", &[(&7.5f64, Type::FLOAT8)])
+        .await
+        .unwrap();
+    let rows = c
+        .query_typed("SELECT $1 + 1 AS s", &[(&1.5f64, Type::FLOAT8)])
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, f64>(0), 2.5);
+    let rows = c
+        .query_typed(
+            "SELECT i FROM d WHERE i > $1 ORDER BY i",
+            &[(&1i16, Type::INT2)],
+        )
+        .await
+        .unwrap();
+    let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, vec![2, 8]);
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extended_protocol_parameters() {
     let dir = tempfile::tempdir().unwrap();

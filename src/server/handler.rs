@@ -595,6 +595,28 @@ impl SimpleQueryHandler for Conn {
     }
 }
 
+/// The name a declared parameter type is cast to, for the types whose values have one
+/// meaning. Text types (`text`, `varchar`: pgjdbc's `setString` declares `varchar` for any
+/// value) and unknown ones are left to the type the parameter's use implies.
+fn declared_type_name(t: &Type) -> Option<&'static str> {
+    Some(match *t {
+        Type::BOOL => "bool",
+        Type::INT2 => "int2",
+        Type::INT4 => "int4",
+        Type::INT8 => "int8",
+        Type::FLOAT4 => "float4",
+        Type::FLOAT8 => "float8",
+        Type::NUMERIC => "numeric",
+        Type::DATE => "date",
+        Type::TIME => "time",
+        Type::TIMESTAMP => "timestamp",
+        Type::TIMESTAMPTZ => "timestamptz",
+        Type::INTERVAL => "interval",
+        Type::BYTEA => "bytea",
+        _ => return None,
+    })
+}
+
 fn truncate(s: &str) -> String {
     let s = s.trim();
     if s.len() > 200 {
@@ -612,11 +634,14 @@ fn truncate(s: &str) -> String {
 impl QueryParser for Parser {
     type Statement = Prepared;
 
+    /// Plans a statement of a Parse message. A parameter whose type the client declared is
+    /// read as that type ([`crate::sql::parse::declare_parameter_types`]); the others get the
+    /// types their use implies.
     async fn parse_sql<C>(
         &self,
         _client: &C,
         sql: &str,
-        _types: &[Option<Type>],
+        types: &[Option<Type>],
     ) -> PgWireResult<Option<Prepared>>
     where
         C: ClientInfo + Unpin + Send + Sync,
@@ -625,10 +650,15 @@ impl QueryParser for Parser {
             .session
             .upgrade()
             .ok_or_else(|| pg_error(&Error::Internal("session closed".into())))?;
+        let declared: Vec<Option<&str>> = types
+            .iter()
+            .map(|t| t.as_ref().and_then(declared_type_name))
+            .collect();
+        let sql = crate::sql::parse::declare_parameter_types(sql, &declared);
         let mut session = conn.session.lock().await;
-        let (params, schema) = session.describe(sql).await.map_err(|e| pg_error(&e))?;
+        let (params, schema) = session.describe(&sql).await.map_err(|e| pg_error(&e))?;
         Ok(Some(Prepared {
-            sql: sql.to_string(),
+            sql,
             params,
             schema,
         }))

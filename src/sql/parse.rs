@@ -142,6 +142,38 @@ pub fn parse_one_compat(sql: &str) -> Result<Statement> {
     exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)
 }
 
+/// The statement text with each parameter `$n` whose type the client declared (a non-zero
+/// type in the Parse message, `declared[n - 1]`, given as a PostgreSQL type name) read as that
+/// type: `$n` becomes `($n::type)`. PostgreSQL types a declared parameter so (protocol docs
+/// 55.2.3, "Extended Query"): `WHERE int_col = $1` with `$1` declared `numeric` compares as
+/// numeric, so `1.5` matches no integer, where reading it as the inferred `integer` would cut
+/// it to `1`. The text is rewritten token by token, so literals, comments and identifiers
+/// stay as written; text that does not tokenize is returned unchanged (its parse error comes
+/// later).
+pub fn declare_parameter_types(sql: &str, declared: &[Option<&str>]) -> String {
+    if declared.iter().all(Option::is_none) {
+        return sql.to_string();
+    }
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+        return sql.to_string();
+    };
+    let mut out = String::with_capacity(sql.len() + 16 * declared.len());
+    for t in &tokens {
+        let typed = match t {
+            Token::Placeholder(p) => p
+                .strip_prefix('$')
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| declared.get(n.checked_sub(1)?).copied().flatten()),
+            _ => None,
+        };
+        match typed {
+            Some(type_name) => out.push_str(&format!("({t}::{type_name})")),
+            None => out.push_str(&t.to_string()),
+        }
+    }
+    out
+}
+
 /// A table's `WITH (...)` options: (key, value) pairs in the order written.
 pub type TableOptions = Vec<(String, String)>;
 
@@ -833,6 +865,16 @@ impl VisitorMut for AnyOpVisitor {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn declared_parameter_types_wrap_placeholders_only() {
+        let sql = "SELECT '$1', $1 + $2 -- $1\nFROM t WHERE \"$2\" = $2 AND $3 > 0";
+        assert_eq!(
+            super::declare_parameter_types(sql, &[Some("numeric"), None, Some("int8")]),
+            "SELECT '$1', ($1::numeric) + $2 -- $1\nFROM t WHERE \"$2\" = $2 AND ($3::int8) > 0"
+        );
+        assert_eq!(super::declare_parameter_types(sql, &[None, None]), sql);
+    }
+
     use super::*;
 
     #[test]
