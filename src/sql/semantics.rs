@@ -386,6 +386,93 @@ impl ScalarUDFImpl for IntervalCmpKey {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rounding before a cast to an integer type
+
+/// `weir_rint(float)`: the nearest integral value, ties to even, in the argument's type: what
+/// PostgreSQL's float-to-integer casts round by (`rint`, `float8` to `int4` in its
+/// `int.c`/`float.c`), where Arrow's cast truncates (`2.7::float8::int` is 3, `2.5` is 2,
+/// `-2.5` is -2).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RoundTiesEven {
+    signature: Signature,
+}
+
+impl RoundTiesEven {
+    fn new() -> Self {
+        RoundTiesEven {
+            signature: Signature::uniform(
+                1,
+                vec![DataType::Float32, DataType::Float64],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for RoundTiesEven {
+    fn name(&self) -> &str {
+        "weir_rint"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        use arrow::datatypes::{Float32Type, Float64Type};
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out: ArrayRef = match arrays[0].data_type() {
+            DataType::Float32 => Arc::new(
+                arrays[0]
+                    .as_primitive::<Float32Type>()
+                    .unary::<_, Float32Type>(f32::round_ties_even),
+            ),
+            _ => Arc::new(
+                arrays[0]
+                    .as_primitive::<Float64Type>()
+                    .unary::<_, Float64Type>(f64::round_ties_even),
+            ),
+        };
+        shape_result(&args.args, out)
+    }
+}
+
+/// A cast of a float or a numeric to an integer type, rounding first as PostgreSQL's casts
+/// do (floats to nearest, ties to even; numerics half away from zero, `numeric_int4` in its
+/// `numeric.c`), where Arrow's cast truncates. Other casts: `None`.
+fn rounding_int_cast(
+    c: &datafusion::logical_expr::Cast,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Option<Expr>> {
+    let rounded_already = matches!(c.expr.as_ref(), Expr::ScalarFunction(f)
+        if matches!(f.func.name(), "weir_rint" | "round"));
+    if !c.field.data_type().is_integer() || rounded_already {
+        return Ok(None);
+    }
+    let rounded = match c.expr.get_type(schema)? {
+        DataType::Float32 | DataType::Float64 => Expr::ScalarFunction(ScalarFunction::new_udf(
+            Arc::new(ScalarUDF::new_from_impl(RoundTiesEven::new())),
+            vec![c.expr.as_ref().clone()],
+        )),
+        DataType::Decimal128(_, scale) if scale > 0 => {
+            datafusion::functions::math::expr_fn::round(vec![c.expr.as_ref().clone()])
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Expr::Cast(datafusion::logical_expr::Cast {
+        expr: Box::new(rounded),
+        field: Arc::clone(&c.field),
+    })))
+}
+
+// ---------------------------------------------------------------------------------------------
 // x op ANY(array)
 
 /// `weir_any_op(x, array, op)`: `x op ANY(array)` by PostgreSQL's rule (docs 9.24.3): NULL for
@@ -850,7 +937,10 @@ fn rewrite_expr(
             )))
         }
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
-        Expr::Cast(c) => datetime_text_cast(c, schema, zone),
+        Expr::Cast(c) => match rounding_int_cast(&c, schema)? {
+            Some(rounded) => Ok(Transformed::yes(rounded)),
+            None => datetime_text_cast(c, schema, zone),
+        },
         other => Ok(Transformed::no(other)),
     }
 }
