@@ -63,13 +63,14 @@ pub fn register(ctx: &SessionContext) {
 }
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
-/// ([`super::set_ops`]), [`PgSumTypes`], DataFusion's, then [`PgSemantics`] on the coerced
+/// ([`super::set_ops`]), [`PgSumTypes`], [`PgDateIntervalTypes`], DataFusion's, then [`PgSemantics`] on the coerced
 /// types, then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
 /// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![
         Arc::new(super::set_ops::SetOperationsAll),
         Arc::new(PgSumTypes),
+        Arc::new(PgDateIntervalTypes),
     ];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
@@ -603,6 +604,81 @@ impl ScalarUDFImpl for AnyOp {
         }
         shape_result(&args.args[..2], Arc::new(BooleanArray::from(out)))
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// date ± interval
+
+/// The analyzer rule that types `date ± interval` as PostgreSQL does (`date_pl_interval`,
+/// docs 9.9 "Date/Time Functions and Operators"): a `timestamp`, the date at midnight plus the
+/// interval, its time part kept (`date '2024-03-10' + interval '36 hours'` is
+/// `2024-03-11 12:00:00`), where DataFusion stays a `date` and drops the time. It runs before
+/// DataFusion's type coercion, so `date + integer` (days, a `date`) is left alone.
+#[derive(Debug)]
+pub struct PgDateIntervalTypes;
+
+impl AnalyzerRule for PgDateIntervalTypes {
+    fn name(&self) -> &str {
+        "weir_pg_date_interval_types"
+    }
+
+    fn analyze(
+        &self,
+        plan: LogicalPlan,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        Ok(plan
+            .transform_up_with_subqueries(|plan| {
+                let schema = merge_schema(&plan.inputs());
+                let preserver = NamePreserver::new(&plan);
+                plan.map_expressions(|e| {
+                    let saved = preserver.save(&e);
+                    let t = e.transform_up(|e| date_interval_arith(e, &schema))?;
+                    Ok(t.update_data(|e| saved.restore(e)))
+                })
+            })?
+            .data)
+    }
+}
+
+/// `date ± interval` (or `interval + date`) with the date cast to a timestamp; other
+/// expressions unchanged (also those whose operand types are not known yet).
+fn date_interval_arith(
+    e: Expr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        return Ok(Transformed::no(e));
+    };
+    let date = |t: &Option<DataType>| matches!(t, Some(DataType::Date32 | DataType::Date64));
+    let interval = |t: &Option<DataType>| matches!(t, Some(DataType::Interval(_)));
+    let (lt, rt) = (left.get_type(schema).ok(), right.get_type(schema).ok());
+    let applies = match op {
+        Operator::Plus => (date(&lt) && interval(&rt)) || (interval(&lt) && date(&rt)),
+        Operator::Minus => date(&lt) && interval(&rt),
+        _ => false,
+    };
+    if !applies {
+        return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+            left,
+            op,
+            right,
+        })));
+    }
+    let timestamp = DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, None);
+    let at_midnight =
+        |e: Box<Expr>, t: &Option<DataType>| -> datafusion::common::Result<Box<Expr>> {
+            Ok(if date(t) {
+                Box::new(e.cast_to(&timestamp, schema)?)
+            } else {
+                e
+            })
+        };
+    Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+        left: at_midnight(left, &lt)?,
+        op,
+        right: at_midnight(right, &rt)?,
+    })))
 }
 
 // ---------------------------------------------------------------------------------------------
