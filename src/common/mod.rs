@@ -2,6 +2,7 @@
 //! batches, schema helpers). It depends on nothing in the crate but [`crate::error`].
 
 pub mod change;
+pub mod exact_sum;
 pub mod schema;
 
 pub use change::ChangeBatch;

@@ -63,14 +63,14 @@ pub fn register(ctx: &SessionContext) {
 }
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
-/// ([`super::set_ops`]), [`PgSumTypes`], [`PgDateIntervalTypes`], DataFusion's, then [`PgSemantics`] on the coerced
+/// ([`super::set_ops`]), [`PgSumTypes`], [`PgOperandTypes`], DataFusion's, then [`PgSemantics`] on the coerced
 /// types, then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
 /// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![
         Arc::new(super::set_ops::SetOperationsAll),
         Arc::new(PgSumTypes),
-        Arc::new(PgDateIntervalTypes),
+        Arc::new(PgOperandTypes),
     ];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
@@ -607,19 +607,25 @@ impl ScalarUDFImpl for AnyOp {
 }
 
 // ---------------------------------------------------------------------------------------------
-// date ± interval
+// Operand types: date ± interval, numeric meeting float
 
-/// The analyzer rule that types `date ± interval` as PostgreSQL does (`date_pl_interval`,
-/// docs 9.9 "Date/Time Functions and Operators"): a `timestamp`, the date at midnight plus the
-/// interval, its time part kept (`date '2024-03-10' + interval '36 hours'` is
-/// `2024-03-11 12:00:00`), where DataFusion stays a `date` and drops the time. It runs before
-/// DataFusion's type coercion, so `date + integer` (days, a `date`) is left alone.
+/// The analyzer rule that types two kinds of mixed operands as PostgreSQL does, before
+/// DataFusion's type coercion (which would type them otherwise):
+/// - `date ± interval` (`date_pl_interval`, docs 9.9 "Date/Time Functions and Operators") is
+///   a `timestamp`, the date at midnight plus the interval, its time part kept
+///   (`date '2024-03-10' + interval '36 hours'` is `2024-03-11 12:00:00`), where DataFusion
+///   stays a `date` and drops the time; `date + integer` (days, a `date`) is left alone;
+/// - a `numeric` meeting a `double precision`/`real` in a comparison, `BETWEEN`, `IN`,
+///   arithmetic, `CASE` results or `COALESCE`/`NULLIF`/`GREATEST`/`LEAST` is read as
+///   `double precision` (PostgreSQL's implicit cast numeric to float8), where DataFusion casts
+///   the float to a decimal (failing on `1e20` and on `'Infinity'`). Decimal literals are
+///   numeric, so `float_col = 2.5` is the common case.
 #[derive(Debug)]
-pub struct PgDateIntervalTypes;
+pub struct PgOperandTypes;
 
-impl AnalyzerRule for PgDateIntervalTypes {
+impl AnalyzerRule for PgOperandTypes {
     fn name(&self) -> &str {
-        "weir_pg_date_interval_types"
+        "weir_pg_operand_types"
     }
 
     fn analyze(
@@ -633,7 +639,10 @@ impl AnalyzerRule for PgDateIntervalTypes {
                 let preserver = NamePreserver::new(&plan);
                 plan.map_expressions(|e| {
                     let saved = preserver.save(&e);
-                    let t = e.transform_up(|e| date_interval_arith(e, &schema))?;
+                    let t = e.transform_up(|e| {
+                        date_interval_arith(e, &schema)?
+                            .transform_data(|e| float_meets_numeric(e, &schema))
+                    })?;
                     Ok(t.update_data(|e| saved.restore(e)))
                 })
             })?
@@ -679,6 +688,141 @@ fn date_interval_arith(
         op,
         right: at_midnight(right, &rt)?,
     })))
+}
+
+/// Whether `t` is a floating-point type.
+fn is_float_type(t: &Option<DataType>) -> bool {
+    matches!(
+        t,
+        Some(DataType::Float16 | DataType::Float32 | DataType::Float64)
+    )
+}
+
+/// Whether `t` is a decimal (`numeric`) type.
+fn is_decimal_type(t: &Option<DataType>) -> bool {
+    matches!(t, Some(DataType::Decimal128(..) | DataType::Decimal256(..)))
+}
+
+/// The operands of `exprs` that are `numeric` cast to `double precision`, when another is a
+/// float; `None` when they do not mix.
+fn floats_for_numerics(
+    exprs: &[&Expr],
+    schema: &DFSchema,
+) -> datafusion::common::Result<Option<Vec<Expr>>> {
+    let types: Vec<Option<DataType>> = exprs.iter().map(|e| e.get_type(schema).ok()).collect();
+    if !(types.iter().any(is_float_type) && types.iter().any(is_decimal_type)) {
+        return Ok(None);
+    }
+    exprs
+        .iter()
+        .zip(&types)
+        .map(|(e, t)| {
+            Ok(if is_decimal_type(t) {
+                (*e).clone().cast_to(&DataType::Float64, schema)?
+            } else {
+                (*e).clone()
+            })
+        })
+        .collect::<datafusion::common::Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// One node of [`PgOperandTypes`]' numeric-meets-float rule.
+fn float_meets_numeric(
+    e: Expr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    use datafusion::logical_expr::expr::{Between, Case, InList};
+    Ok(match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            match floats_for_numerics(&[&left, &right], schema)? {
+                Some(mut v) => {
+                    let right = v.pop().expect("invariant: two operands");
+                    let left = v.pop().expect("invariant: two operands");
+                    Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(left),
+                        op,
+                        Box::new(right),
+                    )))
+                }
+                None => Transformed::no(Expr::BinaryExpr(BinaryExpr { left, op, right })),
+            }
+        }
+        Expr::Between(b) => match floats_for_numerics(&[&b.expr, &b.low, &b.high], schema)? {
+            Some(v) => {
+                let mut v = v.into_iter();
+                let (expr, low, high) = (
+                    v.next().expect("invariant: three operands"),
+                    v.next().expect("invariant: three operands"),
+                    v.next().expect("invariant: three operands"),
+                );
+                Transformed::yes(Expr::Between(Between::new(
+                    Box::new(expr),
+                    b.negated,
+                    Box::new(low),
+                    Box::new(high),
+                )))
+            }
+            None => Transformed::no(Expr::Between(b)),
+        },
+        Expr::InList(l) => {
+            let mut all: Vec<&Expr> = vec![&l.expr];
+            all.extend(l.list.iter());
+            match floats_for_numerics(&all, schema)? {
+                Some(v) => {
+                    let mut v = v.into_iter();
+                    let expr = v.next().expect("invariant: the tested expression");
+                    Transformed::yes(Expr::InList(InList::new(
+                        Box::new(expr),
+                        v.collect(),
+                        l.negated,
+                    )))
+                }
+                None => Transformed::no(Expr::InList(l)),
+            }
+        }
+        Expr::Case(c) => {
+            let mut results: Vec<&Expr> =
+                c.when_then_expr.iter().map(|(_, t)| t.as_ref()).collect();
+            if let Some(e) = &c.else_expr {
+                results.push(e);
+            }
+            match floats_for_numerics(&results, schema)? {
+                Some(v) => {
+                    let mut v = v.into_iter();
+                    let when_then = c
+                        .when_then_expr
+                        .iter()
+                        .map(|(w, _)| {
+                            (
+                                w.clone(),
+                                Box::new(v.next().expect("invariant: one per branch")),
+                            )
+                        })
+                        .collect();
+                    let else_expr = c
+                        .else_expr
+                        .as_ref()
+                        .map(|_| Box::new(v.next().expect("invariant: the ELSE result")));
+                    Transformed::yes(Expr::Case(Case::new(c.expr.clone(), when_then, else_expr)))
+                }
+                None => Transformed::no(Expr::Case(c)),
+            }
+        }
+        Expr::ScalarFunction(f)
+            if matches!(f.func.name(), "coalesce" | "nullif" | "greatest" | "least") =>
+        {
+            let args: Vec<&Expr> = f.args.iter().collect();
+            match floats_for_numerics(&args, schema)? {
+                Some(args) => Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
+                    Arc::clone(&f.func),
+                    args,
+                ))),
+                None => Transformed::no(Expr::ScalarFunction(f)),
+            }
+        }
+        other => Transformed::no(other),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -59,8 +59,14 @@ impl<'a> FromSql<'a> for Raw {
             Type::INT2 => i16::from_sql(ty, raw)?.to_string(),
             Type::INT4 => i32::from_sql(ty, raw)?.to_string(),
             Type::INT8 => i64::from_sql(ty, raw)?.to_string(),
-            Type::FLOAT4 => f32::from_sql(ty, raw)?.to_string(),
-            Type::FLOAT8 => f64::from_sql(ty, raw)?.to_string(),
+            Type::FLOAT4 => {
+                let v = f32::from_sql(ty, raw)?;
+                pg_float_text(f64::from(v), v.to_string(), format!("{v:e}"))
+            }
+            Type::FLOAT8 => {
+                let v = f64::from_sql(ty, raw)?;
+                pg_float_text(v, v.to_string(), format!("{v:e}"))
+            }
             Type::NUMERIC => decode_numeric(raw),
             Type::DATE => {
                 let days = i32::from_sql(&Type::INT4, raw)?;
@@ -264,4 +270,32 @@ impl AsyncDB for Pg {
     fn error_sql_state(err: &Self::Error) -> Option<String> {
         err.0.code().map(|c| c.code().to_string())
     }
+}
+
+/// A float as PostgreSQL's text output shows it (`float8out` with the default
+/// `extra_float_digits = 1`): the shortest digits that read back to the value (`shortest`,
+/// Rust's `Display`, which finds the same digits), in exponent form when the decimal exponent
+/// is below -4 or at least 15 (`1e+20`, `1e-05`), and `Infinity`, `-Infinity`, `NaN`.
+fn pg_float_text(x: f64, shortest: String, scientific: String) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let exponent = x.abs().log10().floor() as i32;
+    if (-4..15).contains(&exponent) {
+        return shortest;
+    }
+    // Rust's `{:e}` gives the same shortest digits: `1e20`, `1.5e-7`.
+    let (mantissa, exp) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    format!(
+        "{mantissa}e{}{:02}",
+        if exp < 0 { '-' } else { '+' },
+        exp.abs()
+    )
 }

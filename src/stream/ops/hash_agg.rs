@@ -6,8 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
-    UInt32Array,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Int64Array, UInt32Array,
 };
 use arrow::compute::SortOptions;
 use arrow::datatypes::{
@@ -19,6 +18,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::scalar::ScalarValue;
 
 use crate::common::ChangeBatch;
+use crate::common::exact_sum::ExactSum;
 use crate::error::{Error, Result};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
@@ -124,9 +124,10 @@ enum Acc {
         n: i64,
         sum: i128,
     },
+    /// Float sum: exact, so retractions leave no residue ([`ExactSum`]).
     SumFloat {
         n: i64,
-        sum: f64,
+        sum: ExactSum,
     },
     /// Decimal sum in units of the argument's scale.
     SumDecimal {
@@ -237,9 +238,10 @@ fn template_for(a: &AggCall) -> Acc {
     match a.kind {
         AggKind::Count => Acc::Count(0),
         AggKind::Sum | AggKind::Avg => match &a.arg_type {
-            DataType::Float16 | DataType::Float32 | DataType::Float64 => {
-                Acc::SumFloat { n: 0, sum: 0.0 }
-            }
+            DataType::Float16 | DataType::Float32 | DataType::Float64 => Acc::SumFloat {
+                n: 0,
+                sum: ExactSum::default(),
+            },
             DataType::Decimal128(_, _) | DataType::Decimal256(_, _) => {
                 Acc::SumDecimal { n: 0, sum: 0 }
             }
@@ -263,7 +265,7 @@ fn acc_fields(j: usize, acc: &Acc) -> Vec<Field> {
         Acc::SumInt { .. } | Acc::SumDecimal { .. } => {
             vec![f("n", DataType::Int64), f("sum", wide)]
         }
-        Acc::SumFloat { .. } => vec![f("n", DataType::Int64), f("sum", DataType::Float64)],
+        Acc::SumFloat { .. } => vec![f("n", DataType::Int64), f("sum", DataType::Binary)],
         Acc::Bits { .. } => vec![f("n", DataType::Int64), f("ones", DataType::Binary)],
         Acc::Distinct(_) => vec![f("distinct", DataType::Int64)],
         Acc::Values => vec![],
@@ -536,14 +538,30 @@ impl HashAgg {
                             Acc::SumDecimal { n, sum }
                         }
                     }
-                    Acc::SumFloat { .. } => Acc::SumFloat {
-                        n: int(col)?.value(i),
-                        sum: batch
-                            .column(col + 1)
-                            .as_primitive_opt::<Float64Type>()
-                            .ok_or_else(|| Error::Internal("sum column is not float".into()))?
-                            .value(i),
-                    },
+                    Acc::SumFloat { .. } => {
+                        let column = batch.column(col + 1);
+                        let sum = match column.as_binary_opt::<i32>() {
+                            Some(bytes) => {
+                                ExactSum::from_bytes(bytes.value(i)).ok_or_else(|| {
+                                    Error::Internal("sum column holds no exact sum".into())
+                                })?
+                            }
+                            // State written before sums were exact: a plain f64.
+                            None => {
+                                let mut sum = ExactSum::default();
+                                let old =
+                                    column.as_primitive_opt::<Float64Type>().ok_or_else(|| {
+                                        Error::Internal("sum column is not binary".into())
+                                    })?;
+                                sum.add(old.value(i), 1);
+                                sum
+                            }
+                        };
+                        Acc::SumFloat {
+                            n: int(col)?.value(i),
+                            sum,
+                        }
+                    }
                     Acc::Bits { .. } => {
                         let bytes = batch
                             .column(col + 1)
@@ -608,12 +626,13 @@ impl HashAgg {
                 }
                 Acc::SumFloat { .. } => {
                     columns.push(Arc::new(Int64Array::from_iter_values(accs().map(n_of))));
-                    columns.push(Arc::new(Float64Array::from_iter_values(accs().map(
-                        |a| match a {
-                            Acc::SumFloat { sum, .. } => *sum,
-                            _ => 0.0,
-                        },
-                    ))));
+                    let sums: Vec<Vec<u8>> = accs()
+                        .map(|a| match a {
+                            Acc::SumFloat { sum, .. } => sum.to_bytes(),
+                            _ => ExactSum::default().to_bytes(),
+                        })
+                        .collect();
+                    columns.push(Arc::new(BinaryArray::from_iter_values(sums)));
                 }
                 Acc::Bits { .. } => {
                     columns.push(Arc::new(Int64Array::from_iter_values(accs().map(n_of))));
@@ -679,7 +698,7 @@ impl HashAgg {
                 }
             }
             (AggKind::Sum, Acc::SumFloat { n, sum }) => {
-                ScalarValue::Float64(if *n == 0 { None } else { Some(*sum) })
+                ScalarValue::Float64(if *n == 0 { None } else { Some(sum.value()) })
             }
             (AggKind::Sum, Acc::SumDecimal { n, sum }) => {
                 let (p, s) = match &a.out_type {
@@ -696,7 +715,7 @@ impl HashAgg {
             (AggKind::Avg, Acc::SumFloat { n, sum }) => ScalarValue::Float64(if *n == 0 {
                 None
             } else {
-                Some(*sum / *n as f64)
+                Some(sum.value() / *n as f64)
             }),
             (AggKind::Avg, Acc::SumDecimal { n, sum }) => {
                 let scale = self.arg_scale(call);
@@ -1081,11 +1100,7 @@ impl ArgValues {
             (ArgValues::Float(a), Acc::SumFloat { n, sum }) => {
                 if a.is_valid(i) {
                     *n += w;
-                    *sum += a.as_primitive::<Float64Type>().value(i) * w as f64;
-                    if *n == 0 {
-                        // Exact reset: no value left, no rounding residue.
-                        *sum = 0.0;
-                    }
+                    sum.add(a.as_primitive::<Float64Type>().value(i), w);
                 }
             }
             (ArgValues::Decimal(a), Acc::SumDecimal { n, sum }) => {
