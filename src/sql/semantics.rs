@@ -387,6 +387,123 @@ impl ScalarUDFImpl for IntervalCmpKey {
 }
 
 // ---------------------------------------------------------------------------------------------
+// SIMILAR TO
+
+/// `x [NOT] SIMILAR TO 'pattern' [ESCAPE 'c']` as PostgreSQL matches it (docs 9.7.2): the
+/// whole string must match, `%` is any string, `_` any character, `.` `^` `$` are literal, and
+/// `|` `*` `+` `?` `{m,n}` `( )` `[...]` are regular-expression operators; a `[NOT] ~` match
+/// of the translated, anchored regular expression. DataFusion's own `SIMILAR TO` takes the
+/// pattern as an unanchored regular expression (`'abc' SIMILAR TO 'b'` was true). A pattern
+/// that is not a constant is refused (`0A000`) rather than matched that way.
+fn similar_to(
+    like: datafusion::logical_expr::expr::Like,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    let pattern = match like.pattern.as_ref() {
+        Expr::Literal(
+            ScalarValue::Utf8(p) | ScalarValue::LargeUtf8(p) | ScalarValue::Utf8View(p),
+            _,
+        ) => p.clone(),
+        Expr::Literal(ScalarValue::Null, _) => None,
+        Expr::Cast(c) if matches!(c.expr.as_ref(), Expr::Literal(v, _) if v.is_null()) => None,
+        _ => {
+            return Err(ours(Error::not_supported(
+                "SIMILAR TO with a pattern that is not a constant is not supported",
+            )));
+        }
+    };
+    let regex = pattern.map(|p| similar_to_regex(&p, like.escape_char.or(Some('\\'))));
+    let op = if like.negated {
+        Operator::RegexNotMatch
+    } else {
+        Operator::RegexMatch
+    };
+    Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+        like.expr,
+        op,
+        Box::new(Expr::Literal(ScalarValue::Utf8(regex), None)),
+    ))))
+}
+
+/// The anchored regular expression (Rust `regex` syntax) of a `SIMILAR TO` pattern, following
+/// PostgreSQL's `similar_escape`; `escape` is the escape character (`None`: `ESCAPE ''`).
+fn similar_to_regex(pattern: &str, escape: Option<char>) -> String {
+    let mut out = String::from("(?s)^(?:");
+    let mut escaped = false;
+    let mut in_bracket = false;
+    let mut bracket_start = false;
+    for c in pattern.chars() {
+        if escaped {
+            out.push_str(&regex_syntax_escape(c));
+            escaped = false;
+        } else if Some(c) == escape {
+            escaped = true;
+        } else if in_bracket {
+            // `]` first in a bracket (or after `^`) is a member, not the end.
+            if c == ']' && !bracket_start {
+                in_bracket = false;
+            }
+            bracket_start = bracket_start && c == '^';
+            if c == '\\' || (c == '[' && !bracket_start) {
+                out.push('\\');
+            }
+            out.push(c);
+        } else {
+            match c {
+                '[' => {
+                    in_bracket = true;
+                    bracket_start = true;
+                    out.push('[');
+                }
+                '%' => out.push_str(".*"),
+                '_' => out.push('.'),
+                '(' => out.push_str("(?:"),
+                '.' | '^' | '$' | '\\' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                c => out.push(c),
+            }
+        }
+    }
+    if escaped {
+        // A trailing escape character escapes nothing: PostgreSQL matches it literally.
+        if let Some(e) = escape {
+            out.push_str(&regex_syntax_escape(e));
+        }
+    }
+    out.push_str(")$");
+    out
+}
+
+/// `c` as a literal in a regular expression.
+fn regex_syntax_escape(c: char) -> String {
+    if matches!(
+        c,
+        '\\' | '.'
+            | '+'
+            | '*'
+            | '?'
+            | '('
+            | ')'
+            | '|'
+            | '['
+            | ']'
+            | '{'
+            | '}'
+            | '^'
+            | '$'
+            | '#'
+            | '&'
+            | '-'
+            | '~'
+    ) {
+        format!("\\{c}")
+    } else {
+        c.to_string()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Rounding before a cast to an integer type
 
 /// `weir_rint(float)`: the nearest integral value, ties to even, in the argument's type: what
@@ -1156,6 +1273,7 @@ fn rewrite_expr(
                 ScalarFunction::new_udf(udf, vec![*c.expr]),
             )))
         }
+        Expr::SimilarTo(like) => similar_to(like),
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
         Expr::Cast(c) => match rounding_int_cast(&c, schema)? {
             Some(rounded) => Ok(Transformed::yes(rounded)),
