@@ -7,7 +7,9 @@
 //! `sleep(ms)` pauses there, `return` or `return(message)` makes it fail, `off` clears it.
 //!
 //! Failpoints in Weir: `checkpoint::async_phase` (a checkpoint's async phase: make it slow or
-//! fail) and `job::process` (a job's epoch processing: make the job fail).
+//! fail), `job::process` (a job's epoch processing: make the job fail) and
+//! `session::statement_panic` (`return(marker)`: a statement whose text contains `marker`
+//! panics, to test that a connection survives a statement's panic).
 
 #[cfg(feature = "failpoints")]
 mod imp {

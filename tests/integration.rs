@@ -550,6 +550,48 @@ async fn grouping_sets_and_distinct_on_views_survive_a_restart() {
     server.stop().await;
 }
 
+/// A statement that panics (here by a failpoint) fails with `XX000`; the connection, an open
+/// transaction's rules and the data stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_statement_fails_alone() {
+    weir::failpoint::cfg("session::statement_panic", "return(weir_panic_marker)").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE pk (v INT); INSERT INTO pk VALUES (1)")
+        .await
+        .unwrap();
+    for extended in [false, true] {
+        let err = if extended {
+            c.query("SELECT 'weir_panic_marker'", &[])
+                .await
+                .unwrap_err()
+        } else {
+            c.simple_query("SELECT 'weir_panic_marker'")
+                .await
+                .unwrap_err()
+        };
+        assert_eq!(err.code().map(|c| c.code()), Some("XX000"), "{err}");
+        let message = err.as_db_error().map(|d| d.message().to_string());
+        assert!(
+            message.as_deref().is_some_and(|m| m.contains("panicked")),
+            "{message:?}"
+        );
+    }
+    // In a block the panic aborts it, as any failed statement does.
+    c.batch_execute("BEGIN").await.unwrap();
+    assert!(c.simple_query("SELECT 'weir_panic_marker'").await.is_err());
+    let err = c.simple_query("SELECT 1").await.unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("25P02"), "{err}");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT v FROM pk").await,
+        vec![vec!["1"]]
+    );
+    weir::failpoint::cfg("session::statement_panic", "off").unwrap();
+    server.stop().await;
+}
+
 /// Waits until no engine holds the data directory.
 async fn wait_for_release(dir: &std::path::Path) {
     for _ in 0..100 {

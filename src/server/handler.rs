@@ -569,7 +569,11 @@ impl SimpleQueryHandler for Conn {
             // await: a guard entered on one worker thread and dropped on another corrupts
             // the subscriber's span stack.
             let span = tracing::debug_span!("statement", sql = %truncate(&stmt));
-            match session.execute(&stmt).instrument(span).await {
+            let result = guarded(session.execute(&stmt).instrument(span)).await;
+            if matches!(&result, Err(Error::Internal(m)) if m.starts_with(PANIC_PREFIX)) {
+                session.after_panic();
+            }
+            match result {
                 Ok(out) => {
                     let copy = matches!(out, Output::CopyIn { .. });
                     responses.push(to_response(
@@ -592,6 +596,28 @@ impl SimpleQueryHandler for Conn {
             responses.push(Response::EmptyQuery);
         }
         Ok(responses)
+    }
+}
+
+/// How the message of a statement's panic starts ([`guarded`]).
+const PANIC_PREFIX: &str = "a statement panicked: ";
+
+/// Runs a statement's future, turning a panic inside it (a bug in Weir or in a library it
+/// calls) into an `XX000` error for that statement, logged, so the connection survives
+/// (the caller then puts the session in order with `Session::after_panic`).
+async fn guarded<T>(statement: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(statement).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_string());
+            tracing::error!(panic = %message, "a statement panicked");
+            Err(Error::Internal(format!("{PANIC_PREFIX}{message}")))
+        }
     }
 }
 
@@ -656,7 +682,11 @@ impl QueryParser for Parser {
             .collect();
         let sql = crate::sql::parse::declare_parameter_types(sql, &declared);
         let mut session = conn.session.lock().await;
-        let (params, schema) = session.describe(&sql).await.map_err(|e| pg_error(&e))?;
+        let described = guarded(session.describe(&sql)).await;
+        if matches!(&described, Err(Error::Internal(m)) if m.starts_with(PANIC_PREFIX)) {
+            session.after_panic();
+        }
+        let (params, schema) = described.map_err(|e| pg_error(&e))?;
         Ok(Some(Prepared {
             sql,
             params,
@@ -752,7 +782,11 @@ impl ExtendedQueryHandler for Conn {
             None
         };
         let mut session = self.session.lock().await;
-        match session.execute_with_params(&stmt.sql, params).await {
+        let result = guarded(session.execute_with_params(&stmt.sql, params)).await;
+        if matches!(&result, Err(Error::Internal(m)) if m.starts_with(PANIC_PREFIX)) {
+            session.after_panic();
+        }
+        match result {
             Ok(out) => to_response(out, &portal.result_column_format, &session.display_zone),
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
         }

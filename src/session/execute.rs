@@ -370,6 +370,13 @@ impl Session {
         sql: &str,
         params: Option<ParamValues>,
     ) -> Result<Output> {
+        // A statement containing the failpoint's message panics (tests of the connection's
+        // panic guard; other statements are unaffected).
+        if let Some(marker) = crate::failpoint::eval("session::statement_panic")
+            && sql.contains(marker.as_str())
+        {
+            panic!("failpoint session::statement_panic");
+        }
         if self.transaction.as_ref().is_some_and(|t| t.aborted) {
             return self.in_aborted_block(sql).await;
         }
@@ -1785,6 +1792,18 @@ impl Session {
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))?
+    }
+
+    /// Puts the session back in order after a statement panicked (a bug in Weir or in a
+    /// library it calls, caught at the connection): the statement's view snapshot is
+    /// released, a COPY in progress abandoned, and an open transaction block marked aborted
+    /// (as after any failed statement), so the connection goes on.
+    pub fn after_panic(&mut self) {
+        self.schema.pin(None);
+        self.copy = None;
+        if let Some(log) = &mut self.transaction {
+            log.aborted = true;
+        }
     }
 
     /// Abandons a COPY (the client sent CopyFail).
