@@ -564,16 +564,9 @@ impl HashJoin {
                             return Err(Error::Internal("join row degree below zero".into()));
                         }
                         // The other row was padded while it had no match.
-                        let sign = match (before == 0, after == 0) {
-                            (true, false) => -1,
-                            (false, true) => 1,
-                            _ => 0,
-                        };
+                        let sign = padding_change(before, after);
                         if sign != 0 {
-                            out.push(match side {
-                                JoinSide::Left => (None, Some(orow.clone()), sign * c),
-                                JoinSide::Right => (Some(orow.clone()), None, sign * c),
-                            });
+                            out.push(padded_other(side, orow, sign * c));
                         }
                     }
                 }
@@ -596,18 +589,10 @@ impl HashJoin {
                     return Err(Error::Internal("join side count below zero".into()));
                 }
                 // The other side's rows with this key were padded while this side had none.
-                let sign = match (before == 0, after == 0) {
-                    (true, false) => -1,
-                    (false, true) => 1,
-                    _ => 0,
-                };
+                let sign = padding_change(before, after);
                 if sign != 0 {
                     for (orow, c) in &state.other {
-                        let padded = match side {
-                            JoinSide::Left => (None, Some(orow.clone()), sign * c),
-                            JoinSide::Right => (Some(orow.clone()), None, sign * c),
-                        };
-                        out.push(padded);
+                        out.push(padded_other(side, orow, sign * c));
                     }
                 }
             }
@@ -654,6 +639,25 @@ impl HashJoin {
         let weights: Vec<i64> = out.iter().map(|r| r.2).collect();
         let batch = batch_from_columns(&self.schema, columns, n)?;
         ChangeBatch::new(batch, weights.into())
+    }
+}
+
+/// The change to a preserved row's NULL-padded copy when its matches go from `before` to
+/// `after`: -1 when the first match arrives, +1 when the last one leaves, else 0.
+fn padding_change(before: i64, after: i64) -> i64 {
+    match (before == 0, after == 0) {
+        (true, false) => -1,
+        (false, true) => 1,
+        _ => 0,
+    }
+}
+
+/// `weight` copies of the other side's row `orow` padded with NULLs for `side` (the side of
+/// the change).
+fn padded_other(side: JoinSide, orow: &[u8], weight: i64) -> OutRow {
+    match side {
+        JoinSide::Left => (None, Some(Box::from(orow)), weight),
+        JoinSide::Right => (Some(Box::from(orow)), None, weight),
     }
 }
 
