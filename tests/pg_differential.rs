@@ -364,6 +364,14 @@ fn views(rng: &mut StdRng) -> Vec<(String, String)> {
             ),
         ),
         (
+            // A USING join: the merged key is the left, right or coalesced key.
+            "v_using".into(),
+            format!(
+                "SELECT k, count(*) AS n, sum(w) AS ws FROM a {} JOIN b USING (k) GROUP BY k",
+                ["LEFT", "RIGHT", "FULL", "INNER"][rng.random_range(0..4)]
+            ),
+        ),
+        (
             "v_groupingsets".into(),
             format!(
                 "SELECT k, v, count(*) AS n, sum(big) AS s, GROUPING(k, v) AS g FROM a GROUP BY {}",

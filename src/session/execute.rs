@@ -968,8 +968,29 @@ impl Session {
         Ok(Some(out))
     }
 
-    async fn plan_statement(&self, stmt: Statement) -> Result<LogicalPlan> {
+    async fn plan_statement(&self, mut stmt: Statement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
+        // USING and NATURAL joins get PostgreSQL's merged columns: the rewrite needs the
+        // columns of the joined relations, planned here one by one.
+        let probes = crate::sql::using_joins::probes(&stmt);
+        if !probes.is_empty() {
+            let mut columns = Vec::with_capacity(probes.len());
+            for probe in probes {
+                let planned = state
+                    .statement_to_plan(DfStatement::Statement(Box::new(Statement::Query(
+                        Box::new(probe),
+                    ))))
+                    .await;
+                columns.push(planned.ok().map(|p| {
+                    p.schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .collect()
+                }));
+            }
+            crate::sql::using_joins::rewrite(&mut stmt, columns);
+        }
         let plan = state
             .statement_to_plan(DfStatement::Statement(Box::new(stmt)))
             .await?;
@@ -2045,7 +2066,12 @@ fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch>
 /// True when planning failed because two output columns have the same name.
 fn is_duplicate_name_error(e: &Error) -> bool {
     let m = e.to_string().to_ascii_lowercase();
-    m.contains("unique expression names") || m.contains("duplicate")
+    // DataFusion also refuses a qualified and an unqualified output column of one name
+    // (`SELECT a.k, 1 AS k`): "Schema contains qualified field name a.k and unqualified
+    // field name k which would be ambiguous".
+    m.contains("unique expression names")
+        || m.contains("duplicate")
+        || m.contains("would be ambiguous")
 }
 
 /// The output column names of a plan.

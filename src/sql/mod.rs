@@ -16,4 +16,5 @@ pub mod set_ops;
 pub mod stream_plan;
 pub mod system;
 pub mod temporal;
+pub mod using_joins;
 pub mod windows;
