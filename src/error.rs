@@ -67,6 +67,11 @@ pub enum Error {
     /// An operating-system I/O error.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A statement was canceled (`57014`): by a client's cancel request ("canceling statement
+    /// due to user request") or by `statement_timeout` ("canceling statement due to statement
+    /// timeout"), PostgreSQL's messages.
+    #[error("{0}")]
+    QueryCanceled(&'static str),
     /// A bug in Weir: an invariant did not hold.
     #[error("internal error: {0}. This is a bug in Weir; please report it")]
     Internal(String),
@@ -119,6 +124,7 @@ impl Error {
             | Error::Catalog { code, .. }
             | Error::Setting { code, .. } => code,
             Error::NotSupported(_) => "0A000",
+            Error::QueryCanceled(_) => "57014",
             Error::Execution { source, .. } => source.sqlstate(),
             Error::State(_) | Error::Io(_) => "58030",
             Error::Internal(_) => "XX000",

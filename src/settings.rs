@@ -246,9 +246,12 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "statement_timeout",
-        kind: Kind::Text,
+        kind: Kind::Duration {
+            min_ms: 0,
+            off_ok: true,
+        },
         default: "0",
-        description: "Accepted for compatibility.",
+        description: "A query (SELECT, SHOW, EXPLAIN, FLUSH) running longer than this is canceled with 57014; 0 waits without limit.",
     },
     Spec {
         name: "lock_timeout",
@@ -492,6 +495,11 @@ impl SessionVars {
                 arrow: "+00:00".into(),
                 zone: crate::session::utc_zone(),
             })
+    }
+
+    /// `statement_timeout` in ms (0 = no limit).
+    pub fn statement_timeout_ms(&self) -> u64 {
+        self.ms("statement_timeout")
     }
 
     /// `checkpoint.interval` in ms (0 = off).

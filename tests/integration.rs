@@ -762,3 +762,79 @@ async fn check_backfilled(c: &tokio_postgres::Client, n: i64, low: i64) {
     assert_eq!(common::query_text(c, "SELECT n, s FROM semi").await, semi);
     assert_eq!(common::query_text(c, "SELECT n, hi FROM top").await, top);
 }
+
+/// `statement_timeout` and a client's cancel request stop a running query with `57014`
+/// (PostgreSQL's messages), for `pg_sleep` and for a long DataFusion query, in both
+/// protocols; the connection, an open block's rules and the data stay as they were, and a
+/// cancel request while nothing runs does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_and_cancel_requests_stop_queries() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE kept (v INT); INSERT INTO kept VALUES (1)")
+        .await
+        .unwrap();
+    let long_query = "SELECT count(*) FROM generate_series(1, 4000000000) g";
+    let expect_canceled = |err: tokio_postgres::Error, why: &str, started: Instant| {
+        assert_eq!(err.code().map(|c| c.code()), Some("57014"), "{err}");
+        let message = err.as_db_error().map(|d| d.message().to_string());
+        assert_eq!(
+            message.as_deref(),
+            Some(format!("canceling statement due to {why}").as_str())
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "stopped late");
+    };
+
+    c.batch_execute("SET statement_timeout = '300ms'")
+        .await
+        .unwrap();
+    for sql in ["SELECT pg_sleep(60)", long_query] {
+        let started = Instant::now();
+        let err = c.simple_query(sql).await.unwrap_err();
+        expect_canceled(err, "statement timeout", started);
+        let started = Instant::now();
+        let err = c.query(sql, &[]).await.unwrap_err();
+        expect_canceled(err, "statement timeout", started);
+    }
+    c.batch_execute("SET statement_timeout = 0").await.unwrap();
+
+    // Nothing runs: the request is ignored and the next statement runs normally.
+    c.cancel_token()
+        .cancel_query(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    assert_eq!(common::query_text(&c, "SELECT 1").await, vec![vec!["1"]]);
+
+    for sql in ["SELECT pg_sleep(60)", long_query] {
+        // Sent again every 300 ms (one that comes before the statement starts is ignored),
+        // until the statement ends.
+        let token = c.cancel_token();
+        let canceler = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                token.cancel_query(tokio_postgres::NoTls).await.unwrap();
+            }
+        });
+        let started = Instant::now();
+        let err = c.simple_query(sql).await.unwrap_err();
+        canceler.abort();
+        expect_canceled(err, "user request", started);
+    }
+
+    // In a block the canceled statement aborts it, as any failed statement does.
+    c.batch_execute("BEGIN").await.unwrap();
+    c.batch_execute("SET statement_timeout = '200ms'")
+        .await
+        .unwrap();
+    assert!(c.simple_query("SELECT pg_sleep(60)").await.is_err());
+    let err = c.simple_query("SELECT 1").await.unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("25P02"), "{err}");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT v FROM kept").await,
+        vec![vec!["1"]]
+    );
+    server.stop().await;
+}

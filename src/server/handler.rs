@@ -12,6 +12,7 @@ use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::send_describe_response;
@@ -22,6 +23,7 @@ use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::data::{NoData, ParameterDescription};
 use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
@@ -32,12 +34,66 @@ use super::auth;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::Session;
+use crate::session::interrupt::Interrupt;
 use crate::session::{Output, split_statements};
 use arrow::array::timezone::Tz;
 
 /// All handlers of one connection, sharing its session.
 pub struct Handlers {
     inner: Arc<Conn>,
+}
+
+/// The server's running sessions by their cancel key (the process ID and secret key each
+/// connection gets in `BackendKeyData`), for cancel requests, which come on a connection of
+/// their own (PostgreSQL protocol, 55.2.7 "Canceling Requests in Progress").
+#[derive(Debug, Default)]
+pub struct CancelKeys {
+    sessions: std::sync::Mutex<std::collections::HashMap<CancelKey, std::sync::Weak<Interrupt>>>,
+}
+
+/// A connection's process ID and secret key (bytes: 4 in protocol 3.0, 32 in 3.2).
+type CancelKey = (i32, Vec<u8>);
+
+impl CancelKeys {
+    fn insert(&self, key: CancelKey, interrupt: &Arc<Interrupt>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|_, i| i.strong_count() > 0);
+        sessions.insert(key, Arc::downgrade(interrupt));
+    }
+
+    fn remove(&self, key: &CancelKey) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+/// Answers a cancel request: cancels the running statement of the session with that key;
+/// an unknown key is ignored, as PostgreSQL does (the requester gets no reply either way).
+pub struct CancelRequests {
+    keys: Arc<CancelKeys>,
+}
+
+#[async_trait]
+impl CancelHandler for CancelRequests {
+    async fn on_cancel_request(&self, request: CancelRequest) {
+        let key = (request.pid, request.secret_key.to_bytes().to_vec());
+        let interrupt = self
+            .keys
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .and_then(std::sync::Weak::upgrade);
+        match interrupt {
+            Some(i) => {
+                tracing::debug!(pid = request.pid, "cancel request");
+                i.cancel();
+            }
+            None => tracing::debug!(pid = request.pid, "cancel request for no session"),
+        }
+    }
 }
 
 /// One connection's session behind an async lock (pgwire calls handlers sequentially).
@@ -48,6 +104,24 @@ pub struct Conn {
     /// Set once the first SASL message arrived (the initial response; later ones are
     /// continuations).
     sasl_started: std::sync::atomic::AtomicBool,
+    /// The server's cancel keys, and this connection's once its startup is done.
+    cancel_keys: Arc<CancelKeys>,
+    cancel_key: std::sync::Mutex<Option<CancelKey>>,
+    /// The session's cancel state (also reachable without the session's lock).
+    interrupt: Arc<Interrupt>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(key) = self
+            .cancel_key
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            self.cancel_keys.remove(&key);
+        }
+    }
 }
 
 /// How this connection authenticates.
@@ -75,7 +149,11 @@ impl Handlers {
     ///
     /// # Errors
     /// Session setup errors.
-    pub fn new(engine: Arc<Engine>, method: auth::AuthMethod) -> Result<Self> {
+    pub fn new(
+        engine: Arc<Engine>,
+        method: auth::AuthMethod,
+        cancel_keys: Arc<CancelKeys>,
+    ) -> Result<Self> {
         let auth = match method {
             auth::AuthMethod::Trust => Authentication::Trust,
             auth::AuthMethod::ScramSha256 => {
@@ -92,6 +170,7 @@ impl Handlers {
             }
         };
         let session = Session::new(engine)?;
+        let interrupt = Arc::clone(&session.interrupt);
         let inner = Arc::new_cyclic(|weak| Conn {
             session: Mutex::new(session),
             parser: Arc::new(Parser {
@@ -99,6 +178,9 @@ impl Handlers {
             }),
             auth,
             sasl_started: std::sync::atomic::AtomicBool::new(false),
+            cancel_keys,
+            cancel_key: std::sync::Mutex::new(None),
+            interrupt,
         });
         Ok(Handlers { inner })
     }
@@ -119,6 +201,12 @@ impl PgWireServerHandlers for Handlers {
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.inner.clone()
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::new(CancelRequests {
+            keys: Arc::clone(&self.inner.cancel_keys),
+        })
     }
 }
 
@@ -172,7 +260,7 @@ impl StartupHandler for Conn {
             }
             session.set_user(user);
         }
-        match &self.auth {
+        let result = match &self.auth {
             Authentication::Trust => Trust.on_startup(client, message).await,
             Authentication::Scram(scram) => {
                 if let pgwire::messages::PgWireFrontendMessage::PasswordMessageFamily(
@@ -191,7 +279,24 @@ impl StartupHandler for Conn {
                 let result = scram.on_startup(client, message).await;
                 scram_result(client, result)
             }
+        };
+        // Once the connection is ready, its BackendKeyData was sent: cancel requests may
+        // name it from now on.
+        if result.is_ok()
+            && matches!(
+                client.state(),
+                pgwire::api::PgWireConnectionState::ReadyForQuery
+            )
+        {
+            let mut own = self.cancel_key.lock().unwrap_or_else(|p| p.into_inner());
+            if own.is_none() {
+                let (pid, secret) = client.pid_and_secret_key();
+                let key = (pid, secret.to_bytes().to_vec());
+                self.cancel_keys.insert(key.clone(), &self.interrupt);
+                *own = Some(key);
+            }
         }
+        result
     }
 }
 
@@ -569,8 +674,16 @@ impl SimpleQueryHandler for Conn {
             // await: a guard entered on one worker thread and dropped on another corrupts
             // the subscriber's span stack.
             let span = tracing::debug_span!("statement", sql = %truncate(&stmt));
-            let result = guarded(session.execute(&stmt).instrument(span)).await;
-            if matches!(&result, Err(Error::Internal(m)) if m.starts_with(PANIC_PREFIX)) {
+            let interrupt = Arc::clone(&session.interrupt);
+            let timeout = session.statement_timeout();
+            let result = interruptible(
+                &interrupt,
+                cancellable(&stmt),
+                timeout,
+                session.execute(&stmt).instrument(span),
+            )
+            .await;
+            if interrupted(&result) {
                 session.after_panic();
             }
             match result {
@@ -618,6 +731,56 @@ async fn guarded<T>(statement: impl std::future::Future<Output = Result<T>>) -> 
             tracing::error!(panic = %message, "a statement panicked");
             Err(Error::Internal(format!("{PANIC_PREFIX}{message}")))
         }
+    }
+}
+
+/// Runs a statement ([`guarded`]) under the session's cancel state: it starts with the
+/// `statement_timeout` deadline, and a query (see [`cancellable`]) is abandoned, its future
+/// dropped, with `57014` once a cancel request or the deadline comes. Other statements run
+/// to their end (their writes are not undone half way); `pg_sleep` checks the cancel state
+/// itself.
+async fn interruptible<T>(
+    interrupt: &Interrupt,
+    cancellable: bool,
+    timeout: Option<std::time::Duration>,
+    statement: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    interrupt.start(timeout);
+    let result = if cancellable {
+        tokio::select! {
+            result = guarded(statement) => result,
+            e = interrupt.interrupted() => Err(e),
+        }
+    } else {
+        guarded(statement).await
+    };
+    interrupt.finish();
+    result
+}
+
+/// Whether a statement was stopped half way (a panic or a cancel): the session is then put
+/// in order with `Session::after_panic`.
+fn interrupted<T>(result: &Result<T>) -> bool {
+    match result {
+        Err(Error::Internal(m)) => m.starts_with(PANIC_PREFIX),
+        Err(Error::QueryCanceled(_)) => true,
+        _ => false,
+    }
+}
+
+/// Whether a statement only reads, so that dropping it half way loses nothing: `SELECT`,
+/// `VALUES`, `TABLE`, `WITH`, `SHOW`, `EXPLAIN` (not `EXPLAIN ANALYZE`) and `FLUSH` (a wait).
+fn cancellable(sql: &str) -> bool {
+    let mut words = sql
+        .trim_start()
+        .trim_start_matches('(')
+        .split(|c: char| c.is_whitespace() || c == '(')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase);
+    match words.next().as_deref() {
+        Some("select" | "values" | "table" | "with" | "show" | "flush") => true,
+        Some("explain") => words.next().as_deref() != Some("analyze"),
+        _ => false,
     }
 }
 
@@ -782,8 +945,16 @@ impl ExtendedQueryHandler for Conn {
             None
         };
         let mut session = self.session.lock().await;
-        let result = guarded(session.execute_with_params(&stmt.sql, params)).await;
-        if matches!(&result, Err(Error::Internal(m)) if m.starts_with(PANIC_PREFIX)) {
+        let interrupt = Arc::clone(&session.interrupt);
+        let timeout = session.statement_timeout();
+        let result = interruptible(
+            &interrupt,
+            cancellable(&stmt.sql),
+            timeout,
+            session.execute_with_params(&stmt.sql, params),
+        )
+        .await;
+        if interrupted(&result) {
             session.after_panic();
         }
         match result {

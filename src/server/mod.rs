@@ -57,6 +57,7 @@ pub async fn run_with(
     let addr = listener.local_addr()?;
     info!(%addr, local_auth = ?config.local_auth, host_auth = ?config.host_auth, tls = config.tls.is_some(), "listening");
     let mut connections = tokio::task::JoinSet::new();
+    let cancel_keys = Arc::new(handler::CancelKeys::default());
     let (closing, closed) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -73,7 +74,7 @@ pub async fn run_with(
                 let _ = socket.set_nodelay(true);
                 let engine = Arc::clone(&engine);
                 let method = config.method_for(&peer);
-                connections.spawn(serve(socket, peer, engine, method, config.tls.clone(), closed.clone()));
+                connections.spawn(serve(socket, peer, engine, method, config.tls.clone(), Arc::clone(&cancel_keys), closed.clone()));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
@@ -152,9 +153,10 @@ async fn serve(
     engine: Arc<Engine>,
     method: AuthMethod,
     tls: Option<pgwire::tokio::TlsAcceptor>,
+    cancel_keys: Arc<handler::CancelKeys>,
     mut closing: tokio::sync::watch::Receiver<bool>,
 ) {
-    let handlers = match handler::Handlers::new(engine, method) {
+    let handlers = match handler::Handlers::new(engine, method, cancel_keys) {
         Ok(h) => Arc::new(h),
         Err(e) => {
             warn!(%peer, error = %e, "cannot create session");

@@ -1,6 +1,7 @@
 //! One connection's state: its variables, its DataFusion context and an open COPY.
 
 pub mod execute;
+pub mod interrupt;
 pub mod memory;
 mod roles;
 
@@ -55,6 +56,8 @@ pub struct Session {
     pub transaction: Option<UndoLog>,
     /// The zone `timestamptz` results are shown in (the `TimeZone` setting).
     pub display_zone: arrow::array::timezone::Tz,
+    /// The running statement's cancel state (cancel requests, `statement_timeout`).
+    pub interrupt: Arc<interrupt::Interrupt>,
 }
 
 /// The writes of a transaction block, in order: each table and the change written to it, and
@@ -147,7 +150,8 @@ impl Session {
         }
         // After the pg_catalog setup, whose `session_user` and `pg_encoding_to_char` these
         // replace; the user is set by `set_user` once the connection's startup names it.
-        crate::sql::functions::pg_info::register(&ctx, DEFAULT_USER);
+        let interrupt = Arc::new(interrupt::Interrupt::default());
+        crate::sql::functions::pg_info::register(&ctx, DEFAULT_USER, Arc::clone(&interrupt));
         let display_zone = vars.time_zone().zone;
         let session = Session {
             engine,
@@ -159,6 +163,7 @@ impl Session {
             user: DEFAULT_USER.to_string(),
             transaction: None,
             display_zone,
+            interrupt,
         };
         session.register_settings();
         Ok(session)
@@ -201,6 +206,14 @@ impl Session {
                 .map(|(name, value, _)| (name.to_ascii_lowercase(), value))
                 .collect(),
         );
+    }
+
+    /// `statement_timeout`, `None` when it is 0 (no limit).
+    pub fn statement_timeout(&self) -> Option<std::time::Duration> {
+        match self.vars.statement_timeout_ms() {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms)),
+        }
     }
 
     /// Names the session's user (from the connection's startup message): what

@@ -254,6 +254,43 @@ def server_side_cursor():
     eq(ids, [1, 2, 3], "ids through a server-side cursor")
 
 
+def cancel_and_timeout():
+    # conn.cancel() sends a CancelRequest on a new connection (as psql's Ctrl-C does);
+    # statement_timeout cancels on its own. Both are 57014 (QueryCanceled).
+    import threading
+    import time
+
+    with conn.cursor() as cur:
+        done = threading.Event()
+
+        def cancel_until_done():
+            while not done.wait(0.3):
+                conn.cancel()
+
+        threading.Thread(target=cancel_until_done, daemon=True).start()
+        started = time.monotonic()
+        try:
+            cur.execute("SELECT pg_sleep(60)")
+            raise AssertionError("pg_sleep(60) was not canceled")
+        except psycopg.errors.QueryCanceled as e:
+            assert "user request" in str(e), str(e)
+        finally:
+            done.set()
+        conn.rollback()
+        cur.execute("SET statement_timeout = '300ms'")
+        try:
+            cur.execute("SELECT count(*) FROM generate_series(1, 4000000000) g")
+            raise AssertionError("the long query was not canceled")
+        except psycopg.errors.QueryCanceled as e:
+            assert "statement timeout" in str(e), str(e)
+        conn.rollback()
+        cur.execute("SET statement_timeout = 0")
+        assert time.monotonic() - started < 20, "canceled late"
+        cur.execute("SELECT 1")
+        eq(cur.fetchone()[0], 1, "the connection goes on")
+    conn.commit()
+
+
 for name, fn in [
     ("connect", connect),
     ("select_int4_literal", select_int4_literal),
@@ -277,6 +314,7 @@ for name, fn in [
     ("copy_from_binary", copy_from_binary),
     ("copy_to_stdout", copy_to_stdout),
     ("server_side_cursor", server_side_cursor),
+    ("cancel_and_timeout", cancel_and_timeout),
 ]:
     checks.run(name, fn)
 conn.close()

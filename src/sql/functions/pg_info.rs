@@ -52,7 +52,11 @@ use crate::error::Error;
 
 /// Registers the functions of this module in `ctx` (after the `pg_catalog` setup, whose
 /// `session_user` and `pg_encoding_to_char` they replace), for a connection of `user`.
-pub fn register(ctx: &SessionContext, user: &str) {
+pub fn register(
+    ctx: &SessionContext,
+    user: &str,
+    interrupt: Arc<crate::session::interrupt::Interrupt>,
+) {
     ctx.deregister_udf("version");
     let udfs: Vec<ScalarUDF> = vec![
         ScalarUDF::new_from_impl(Constant::new("version", version_text())),
@@ -77,7 +81,7 @@ pub fn register(ctx: &SessionContext, user: &str) {
         ScalarUDF::new_from_impl(AlwaysNull::size("pg_database_size")),
         ScalarUDF::new_from_impl(AlwaysNull::text("pg_get_serial_sequence", &[2])),
         ScalarUDF::new_from_impl(ToRegtype::new()),
-        ScalarUDF::new_from_impl(PgSleep::new()),
+        ScalarUDF::new_from_impl(PgSleep::new(interrupt)),
         ScalarUDF::new_from_impl(Constant::void("pg_advisory_unlock_all")),
     ];
     for udf in udfs {
@@ -696,17 +700,36 @@ impl ScalarUDFImpl for ToRegtype {
 /// `pg_sleep(seconds)`: blocks the statement for that many seconds (a fraction allowed; NULL,
 /// zero or negative: no wait), once per row, then returns NULL (PostgreSQL's `void` prints
 /// as an empty value). Runs on a tokio worker: the wait is moved off the worker's task queue
-/// with `block_in_place` where the runtime allows it.
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// with `block_in_place` where the runtime allows it. A cancel request or the session's
+/// `statement_timeout` ends the wait with `57014`, as in PostgreSQL.
+#[derive(Debug)]
 struct PgSleep {
     signature: Signature,
+    /// The session's cancel state.
+    interrupt: Arc<crate::session::interrupt::Interrupt>,
 }
 
 impl PgSleep {
-    fn new() -> Self {
+    fn new(interrupt: Arc<crate::session::interrupt::Interrupt>) -> Self {
         PgSleep {
             signature: Signature::user_defined(Volatility::Volatile),
+            interrupt,
         }
+    }
+}
+
+// One `pg_sleep` per session; its identity is its name and signature.
+impl PartialEq for PgSleep {
+    fn eq(&self, other: &Self) -> bool {
+        self.signature == other.signature
+    }
+}
+
+impl Eq for PgSleep {}
+
+impl std::hash::Hash for PgSleep {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.signature.hash(state);
     }
 }
 
@@ -746,11 +769,12 @@ impl ScalarUDFImpl for PgSleep {
             let wait = Duration::from_secs_f64(total.min(u32::MAX as f64));
             let in_multi_thread_runtime = tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-            if in_multi_thread_runtime {
-                tokio::task::block_in_place(|| std::thread::sleep(wait));
+            let slept = if in_multi_thread_runtime {
+                tokio::task::block_in_place(|| self.interrupt.sleep(wait))
             } else {
-                std::thread::sleep(wait);
-            }
+                self.interrupt.sleep(wait)
+            };
+            slept.map_err(|e| DataFusionError::External(Box::new(e)))?;
         }
         let out: ArrayRef = Arc::new(StringArray::new_null(seconds.len()));
         crate::sql::semantics::shape_result(&args.args, out)
@@ -784,7 +808,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn information_functions_answer_as_postgresql() {
         let ctx = SessionContext::new();
-        register(&ctx, "alice");
+        register(&ctx, "alice", Arc::default());
         let v = one(&ctx, "SELECT version()").await.unwrap();
         assert!(v.starts_with("PostgreSQL 16.6 (Weir "), "{v}");
         assert_eq!(
