@@ -36,7 +36,7 @@ use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, Volatility, WindowFunctionDefinition,
+    ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility, WindowFunctionDefinition,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
@@ -58,6 +58,7 @@ pub fn register(ctx: &SessionContext) {
     }
     ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul)));
     ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div)));
+    ctx.register_udf(ScalarUDF::new_from_impl(FloatDiv::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
 }
@@ -170,6 +171,104 @@ impl ScalarUDFImpl for CheckedInt {
             ArrowError::ArithmeticOverflow(_) => out_of_range(&t),
             other => DataFusionError::ArrowError(Box::new(other), None),
         })?;
+        shape_result(&args.args, out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// float division
+
+/// `float_div(a, b)` over two `float8` (or two `real`): PostgreSQL's `float8div`/`float4div`
+/// (`float.h`): a zero divisor is 22012 `division by zero` unless the dividend is NaN; a
+/// finite quotient of finite operands that overflows to infinity is 22003 `value out of range:
+/// overflow`, one that underflows to zero from a non-zero dividend 22003 `value out of range:
+/// underflow`. Arrow's division gives Infinity or NaN instead.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FloatDiv {
+    signature: Signature,
+}
+
+impl FloatDiv {
+    fn new() -> Self {
+        FloatDiv {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![DataType::Float64, DataType::Float64]),
+                    TypeSignature::Exact(vec![DataType::Float32, DataType::Float32]),
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+/// PostgreSQL's checks of one float quotient (see [`FloatDiv`]).
+fn float_quotient(a: f64, b: f64, q: f64) -> datafusion::common::Result<()> {
+    if b == 0.0 && !a.is_nan() {
+        return Err(ours(Error::data("22012", "division by zero")));
+    }
+    if q.is_infinite() && a.is_finite() && b.is_finite() {
+        return Err(ours(Error::data("22003", "value out of range: overflow")));
+    }
+    if q == 0.0 && a != 0.0 && b.is_finite() {
+        return Err(ours(Error::data("22003", "value out of range: underflow")));
+    }
+    Ok(())
+}
+
+impl ScalarUDFImpl for FloatDiv {
+    fn name(&self) -> &str {
+        "float_div"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        use arrow::datatypes::{Float32Type, Float64Type};
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out: ArrayRef = match arrays[0].data_type() {
+            DataType::Float32 => {
+                let (a, b) = (
+                    arrays[0].as_primitive::<Float32Type>(),
+                    arrays[1].as_primitive::<Float32Type>(),
+                );
+                let q: arrow::array::Float32Array =
+                    arrow::compute::binary(a, b, |x: f32, y: f32| x / y)?;
+                for i in 0..q.len() {
+                    if q.is_valid(i) {
+                        float_quotient(
+                            f64::from(a.value(i)),
+                            f64::from(b.value(i)),
+                            f64::from(q.value(i)),
+                        )?;
+                    }
+                }
+                Arc::new(q)
+            }
+            _ => {
+                let (a, b) = (
+                    arrays[0].as_primitive::<Float64Type>(),
+                    arrays[1].as_primitive::<Float64Type>(),
+                );
+                let q: arrow::array::Float64Array =
+                    arrow::compute::binary(a, b, |x: f64, y: f64| x / y)?;
+                for i in 0..q.len() {
+                    if q.is_valid(i) {
+                        float_quotient(a.value(i), b.value(i), q.value(i))?;
+                    }
+                }
+                Arc::new(q)
+            }
+        };
         shape_result(&args.args, out)
     }
 }
@@ -1132,6 +1231,7 @@ fn call(name: &str, args: Vec<Expr>) -> Expr {
         "int_mul" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Mul))),
         "int_neg" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Neg))),
         "numeric_mul" => Arc::new(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul))),
+        "float_div" => Arc::new(ScalarUDF::new_from_impl(FloatDiv::new())),
         _ => Arc::new(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div))),
     };
     Expr::ScalarFunction(ScalarFunction::new_udf(udf, args))
@@ -1216,6 +1316,8 @@ fn rewrite_expr(
                 },
                 Operator::Divide => match (&lt, &rt) {
                     (DataType::Decimal128(..), DataType::Decimal128(..)) => Some("numeric_div"),
+                    (DataType::Float64, DataType::Float64)
+                    | (DataType::Float32, DataType::Float32) => Some("float_div"),
                     _ => None,
                 },
                 Operator::Eq
