@@ -494,6 +494,10 @@ fn encode_rows(
                     })?;
                     Encoder::encode_field(&mut encoder, &value, &fields[c])?;
                 }
+                // arrow-pg encodes an interval's slot without looking at its null bit.
+                DataType::Interval(_) if col.is_null(r) => {
+                    Encoder::encode_field(&mut encoder, &None::<i64>, &fields[c])?;
+                }
                 _ => arrow_pg::encoder::encode_value(&mut encoder, col, r, field, &fields[c])?,
             }
         }
@@ -503,7 +507,8 @@ fn encode_rows(
 }
 
 /// Renders the text-format columns whose PostgreSQL text form differs from arrow-pg's:
-/// floating point (shortest round-trip digits, `Infinity`, `NaN`) and timestamps
+/// floating point (shortest round-trip digits, `Infinity`, `NaN`), intervals
+/// ([`interval_out`](crate::sql::functions::datetime_input::interval_out)) and timestamps
 /// (`YYYY-MM-DD HH:MM:SS[.ffffff]`; a timestamptz in `zone`, the session's `TimeZone`,
 /// with its UTC offset, as PostgreSQL prints it). The column keeps its PostgreSQL type;
 /// only the bytes sent change.
@@ -531,6 +536,9 @@ fn pg_text_columns(
             continue;
         }
         let text: Option<StringArray> = match col.data_type() {
+            DataType::Interval(_) => Some(
+                crate::sql::functions::datetime_input::interval_text_array(col.as_ref())?,
+            ),
             DataType::Float64 => Some(
                 col.as_primitive::<Float64Type>()
                     .iter()

@@ -59,6 +59,17 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul)));
     ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div)));
     ctx.register_udf(ScalarUDF::new_from_impl(FloatDiv::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(false)));
+    ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(true)));
+    ctx.register_udf(ScalarUDF::new_from_impl(IntervalOutput::new()));
+    {
+        use datafusion::execution::FunctionRegistry;
+        let state = ctx.state_ref();
+        // Registering a planner cannot fail (SessionState's registry only pushes it).
+        let _ = state
+            .write()
+            .register_expr_planner(Arc::new(IntervalTimesNumber));
+    }
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
 }
@@ -270,6 +281,163 @@ impl ScalarUDFImpl for FloatDiv {
             }
         };
         shape_result(&args.args, out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// interval times or divided by a number
+
+/// `interval_mul(interval, float8)` and `interval_div(interval, float8)`: PostgreSQL's
+/// `interval_mul`/`interval_div` (`timestamp.c`). Months and days are scaled and truncated;
+/// their fractions cascade down (a month as 30 days, a day as 86,400 s, rounded to the
+/// microsecond), never up; the time part is scaled and rounded to the microsecond
+/// (`interval '1 month' * 1.5` is `1 mon 15 days`, `interval '1 day' / 4` is `06:00:00`).
+/// A result out of range is 22008 `interval out of range`; division by zero 22012.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct IntervalScale {
+    divide: bool,
+    signature: Signature,
+}
+
+impl IntervalScale {
+    fn new(divide: bool) -> Self {
+        IntervalScale {
+            divide,
+            signature: Signature::exact(
+                vec![
+                    DataType::Interval(IntervalUnit::MonthDayNano),
+                    DataType::Float64,
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+/// One interval scaled as PostgreSQL's `interval_mul` (`divide` false) or `interval_div`.
+fn scale_interval(
+    v: arrow::datatypes::IntervalMonthDayNano,
+    factor: f64,
+    divide: bool,
+) -> datafusion::common::Result<arrow::datatypes::IntervalMonthDayNano> {
+    const DAYS_PER_MONTH: f64 = 30.0;
+    const SECS_PER_DAY: f64 = 86_400.0;
+    let out_of_range = || ours(Error::data("22008", "interval out of range"));
+    // TSROUND: to the microsecond.
+    let ts_round = |x: f64| (x * 1e6).round_ties_even() / 1e6;
+    if divide && factor == 0.0 {
+        return Err(ours(Error::data("22012", "division by zero")));
+    }
+    let scale = |x: f64| if divide { x / factor } else { x * factor };
+    let whole_i32 = |x: f64| {
+        if x.is_nan() || x > f64::from(i32::MAX) || x < f64::from(i32::MIN) {
+            Err(out_of_range())
+        } else {
+            Ok(x as i32)
+        }
+    };
+    let months_scaled = scale(f64::from(v.months));
+    let days_scaled = scale(f64::from(v.days));
+    let months = whole_i32(months_scaled)?;
+    let mut days = whole_i32(days_scaled)?;
+    let month_remainder_days = ts_round((months_scaled - f64::from(months)) * DAYS_PER_MONTH);
+    let mut sec_remainder = ts_round(
+        (days_scaled - f64::from(days) + month_remainder_days - month_remainder_days.trunc())
+            * SECS_PER_DAY,
+    );
+    if sec_remainder.abs() >= SECS_PER_DAY {
+        let whole_days = (sec_remainder / SECS_PER_DAY).trunc();
+        days = days.saturating_add(whole_i32(whole_days)?);
+        sec_remainder -= whole_days * SECS_PER_DAY;
+    }
+    days = days.saturating_add(whole_i32(month_remainder_days.trunc())?);
+    let micros = (scale(v.nanoseconds as f64 / 1e3) + sec_remainder * 1e6).round_ties_even();
+    if micros.is_nan() || micros.abs() >= 9.2e15 {
+        return Err(out_of_range());
+    }
+    Ok(arrow::datatypes::IntervalMonthDayNano::new(
+        months,
+        days,
+        micros as i64 * 1000,
+    ))
+}
+
+impl ScalarUDFImpl for IntervalScale {
+    fn name(&self) -> &str {
+        if self.divide {
+            "interval_div"
+        } else {
+            "interval_mul"
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Interval(IntervalUnit::MonthDayNano))
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        use arrow::datatypes::Float64Type;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let spans = arrays[0].as_primitive::<IntervalMonthDayNanoType>();
+        let factors = arrays[1].as_primitive::<Float64Type>();
+        let out: arrow::array::IntervalMonthDayNanoArray = spans
+            .iter()
+            .zip(factors.iter())
+            .map(|(span, factor)| match (span, factor) {
+                (Some(s), Some(f)) => scale_interval(s, f, self.divide).map(Some),
+                _ => Ok(None),
+            })
+            .collect::<datafusion::common::Result<_>>()?;
+        shape_result(&args.args, Arc::new(out))
+    }
+}
+
+/// `interval_text(interval)`: PostgreSQL's text of an interval
+/// ([`interval_out`](crate::sql::functions::datetime_input::interval_out)), what
+/// `interval::text` gives (Arrow's cast prints `0 years 0 mons 1 days ...`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct IntervalOutput {
+    signature: Signature,
+}
+
+impl IntervalOutput {
+    fn new() -> Self {
+        IntervalOutput {
+            signature: Signature::exact(
+                vec![DataType::Interval(IntervalUnit::MonthDayNano)],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for IntervalOutput {
+    fn name(&self) -> &str {
+        "interval_text"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out = crate::sql::functions::datetime_input::interval_text_array(&arrays[0])?;
+        shape_result(&args.args, Arc::new(out))
     }
 }
 
@@ -906,6 +1074,57 @@ fn date_interval_arith(
     })))
 }
 
+/// Plans `interval * number`, `number * interval` and `interval / number` as
+/// [`IntervalScale`] (the number as `double precision`, PostgreSQL's
+/// `interval_mul(interval, float8)`). DataFusion has no such operators and fails while
+/// planning the expression, before any analyzer rule could rewrite it, so this is an
+/// [`ExprPlanner`](datafusion::logical_expr::planner::ExprPlanner) for binary operators.
+#[derive(Debug)]
+struct IntervalTimesNumber;
+
+impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
+    fn plan_binary_op(
+        &self,
+        expr: datafusion::logical_expr::planner::RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> datafusion::common::Result<
+        datafusion::logical_expr::planner::PlannerResult<
+            datafusion::logical_expr::planner::RawBinaryExpr,
+        >,
+    > {
+        use datafusion::logical_expr::planner::PlannerResult;
+        use datafusion::sql::sqlparser::ast::BinaryOperator;
+        let interval = |t: &Option<DataType>| matches!(t, Some(DataType::Interval(_)));
+        let number = |t: &Option<DataType>| t.as_ref().is_some_and(DataType::is_numeric);
+        let (lt, rt) = (
+            expr.left.get_type(schema).ok(),
+            expr.right.get_type(schema).ok(),
+        );
+        let (span, factor, divide) = match expr.op {
+            BinaryOperator::Multiply if interval(&lt) && number(&rt) => {
+                (&expr.left, &expr.right, false)
+            }
+            BinaryOperator::Multiply if number(&lt) && interval(&rt) => {
+                (&expr.right, &expr.left, false)
+            }
+            BinaryOperator::Divide if interval(&lt) && number(&rt) => {
+                (&expr.left, &expr.right, true)
+            }
+            _ => return Ok(PlannerResult::Original(expr)),
+        };
+        let span = span
+            .clone()
+            .cast_to(&DataType::Interval(IntervalUnit::MonthDayNano), schema)?;
+        let factor = factor.clone().cast_to(&DataType::Float64, schema)?;
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            ScalarFunction::new_udf(
+                Arc::new(ScalarUDF::new_from_impl(IntervalScale::new(divide))),
+                vec![span, factor],
+            ),
+        )))
+    }
+}
+
 /// Whether `t` is a floating-point type.
 fn is_float_type(t: &Option<DataType>) -> bool {
     matches!(
@@ -1373,6 +1592,21 @@ fn rewrite_expr(
             ));
             Ok(Transformed::yes(Expr::ScalarFunction(
                 ScalarFunction::new_udf(udf, vec![*c.expr]),
+            )))
+        }
+        // So does an interval cast to text.
+        Expr::Cast(c)
+            if matches!(c.field.data_type(), DataType::Utf8)
+                && matches!(c.expr.get_type(schema)?, DataType::Interval(_)) =>
+        {
+            let interval = c
+                .expr
+                .cast_to(&DataType::Interval(IntervalUnit::MonthDayNano), schema)?;
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(IntervalOutput::new())),
+                    vec![interval],
+                ),
             )))
         }
         Expr::SimilarTo(like) => similar_to(like),

@@ -104,7 +104,8 @@ impl<'a> FromSql<'a> for Raw {
 }
 
 /// An interval in PostgreSQL's output style `postgres` (its `EncodeInterval`): years, months
-/// and days each with its sign and `s` unless exactly 1, then the time as `[+-]HH:MM:SS[.f]`
+/// and days each with its sign (`+` when an earlier part was negative) and `s` unless
+/// exactly 1, then the time as `[+-]HH:MM:SS[.f]`
 /// (`+` when an earlier part was negative), `00:00:00` when all are zero.
 fn interval_text(months: i32, days: i32, micros: i64) -> String {
     let mut parts: Vec<String> = Vec::new();
@@ -112,7 +113,12 @@ fn interval_text(months: i32, days: i32, micros: i64) -> String {
     for (value, unit) in [(months / 12, "year"), (months % 12, "mon"), (days, "day")] {
         if value != 0 {
             let plural = if value == 1 { "" } else { "s" };
-            parts.push(format!("{value} {unit}{plural}"));
+            let plus = if negative_before && value > 0 {
+                "+"
+            } else {
+                ""
+            };
+            parts.push(format!("{plus}{value} {unit}{plural}"));
             negative_before = value < 0;
         }
     }

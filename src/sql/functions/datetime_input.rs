@@ -150,6 +150,81 @@ impl TimestampOutput {
     }
 }
 
+/// PostgreSQL's text of an interval of `months`, `days` and `micros` microseconds, in its
+/// default `IntervalStyle` `postgres` (`EncodeInterval` in its `datetime.c`): years, `mons`
+/// and days, each only when not zero, in the plural unless 1; then the time as
+/// `[-]HH:MM:SS[.ffffff]` (fractional zeros trimmed) when it is not zero or nothing else was
+/// printed. A part after a negative one carries an explicit `+` when positive
+/// (`-1 days +02:00:00`).
+pub fn interval_out(months: i32, days: i32, micros: i64) -> String {
+    let mut out = String::new();
+    let mut is_zero = true;
+    let mut is_before = false;
+    let mut part = |value: i64, unit: &str, out: &mut String| {
+        if value == 0 {
+            return;
+        }
+        if !is_zero {
+            out.push(' ');
+        }
+        if is_before && value > 0 {
+            out.push('+');
+        }
+        out.push_str(&format!(
+            "{value} {unit}{}",
+            if value != 1 { "s" } else { "" }
+        ));
+        is_before = value < 0;
+        is_zero = false;
+    };
+    part(i64::from(months / 12), "year", &mut out);
+    part(i64::from(months % 12), "mon", &mut out);
+    part(i64::from(days), "day", &mut out);
+    if is_zero || micros != 0 {
+        let minus = micros < 0;
+        let abs = micros.unsigned_abs();
+        let (hours, rest) = (abs / 3_600_000_000, abs % 3_600_000_000);
+        let (minutes, rest) = (rest / 60_000_000, rest % 60_000_000);
+        let (seconds, fraction) = (rest / 1_000_000, rest % 1_000_000);
+        if !is_zero {
+            out.push(' ');
+        }
+        out.push_str(if minus {
+            "-"
+        } else if is_before {
+            "+"
+        } else {
+            ""
+        });
+        out.push_str(&format!("{hours:02}:{minutes:02}:{seconds:02}"));
+        if fraction != 0 {
+            let digits = format!("{fraction:06}");
+            out.push('.');
+            out.push_str(digits.trim_end_matches('0'));
+        }
+    }
+    out
+}
+
+/// [`interval_out`] of each interval of `array` (any interval unit); NULL stays NULL.
+///
+/// # Errors
+/// Arrow's cast errors, for an array that is not of an interval type.
+pub fn interval_text_array(
+    array: &dyn arrow::array::Array,
+) -> std::result::Result<arrow::array::StringArray, arrow::error::ArrowError> {
+    use arrow::array::AsArray;
+    let mdn = arrow::compute::cast(
+        array,
+        &arrow::datatypes::DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
+    )?;
+    Ok(mdn
+        .as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>()
+        .iter()
+        .map(|v| v.map(|v| interval_out(v.months, v.days, v.nanoseconds / 1000)))
+        .collect())
+}
+
 /// PostgreSQL's text of a timestamp `micros` microseconds from the Unix epoch (`+00` after
 /// it `with_zone`); `None` outside chrono's range. Query results sent as text use it too.
 pub fn timestamp_out(micros: i64, with_zone: bool) -> Option<String> {
@@ -467,6 +542,34 @@ pub fn timestamp_text(s: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn intervals_print_as_postgresql() {
+        // PostgreSQL 15's output for the same values.
+        let h = 3_600_000_000i64;
+        for (months, days, micros, text) in [
+            (0, 0, 1_500_000, "00:00:01.5"),
+            (0, -1, 2 * h, "-1 days +02:00:00"),
+            (0, 1, -2 * h, "1 day -02:00:00"),
+            (-14, 0, 0, "-1 years -2 mons"),
+            (11, 0, 0, "11 mons"),
+            (0, 0, 36 * h, "36:00:00"),
+            (0, 0, -1_250_000, "-00:00:01.25"),
+            (0, 0, 0, "00:00:00"),
+            (
+                1,
+                -3,
+                4 * h + 5 * 60_000_000 + 6_000_007,
+                "1 mon -3 days +04:05:06.000007",
+            ),
+            (-1, 1, -500_000, "-1 mons +1 day -00:00:00.5"),
+            (0, 1, 0, "1 day"),
+            (1203, 0, h, "100 years 3 mons 01:00:00"),
+            (0, 2, 100_000, "2 days 00:00:00.1"),
+        ] {
+            assert_eq!(interval_out(months, days, micros), text);
+        }
+    }
+
     use super::*;
 
     #[test]
