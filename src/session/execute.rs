@@ -1058,7 +1058,32 @@ impl Session {
         let mut rows = Vec::with_capacity(scans.len());
         for scan in &scans {
             let df = self.ctx.execute_logical_plan(scan.clone()).await?;
-            let batches = df.collect().await?;
+            // The rows become literal expressions (about `size_of::<Expr>()` bytes a value):
+            // counted against the session's query memory limit as they stream in, so that
+            // `generate_series(1, 3000000000)` fails the statement instead of the server.
+            let limit = self.vars.query_memory_limit_bytes();
+            let mut held = 0usize;
+            let mut batches = Vec::new();
+            let mut stream = df.execute_stream().await?;
+            while let Some(batch) = futures::StreamExt::next(&mut stream).await {
+                let batch = batch?;
+                held = held
+                    .saturating_add(batch.get_array_memory_size())
+                    .saturating_add(
+                        batch.num_rows() * batch.num_columns().max(1) * std::mem::size_of::<Expr>(),
+                    );
+                if held > limit {
+                    return Err(Error::data(
+                        "53200",
+                        format!(
+                            "out of memory: the rows of a table function in a materialized view \
+                             exceed query.memory_limit_mb ({} MiB)",
+                            limit / (1024 * 1024)
+                        ),
+                    ));
+                }
+                batches.push(batch);
+            }
             let mut values = Vec::new();
             for b in &batches {
                 for r in 0..b.num_rows() {

@@ -77,6 +77,8 @@ impl Parser {
                 Arc::new(RankingTypeRule),
                 // `a IS DISTINCT FROM b AND c` is `(a IS DISTINCT FROM b) AND c`.
                 Arc::new(DistinctFromPrecedence),
+                // `x::varchar(n)` keeps the first n characters.
+                Arc::new(VarcharLengthRule),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -423,20 +425,7 @@ impl VisitorMut for CurrentSchemaVisitor {
                 .iter()
                 .any(|n| ident.value.eq_ignore_ascii_case(n))
         {
-            *expr = Expr::Function(Function {
-                name: ObjectName::from(vec![Ident::new(ident.value.to_ascii_lowercase())]),
-                uses_odbc_syntax: false,
-                parameters: FunctionArguments::None,
-                args: FunctionArguments::List(FunctionArgumentList {
-                    duplicate_treatment: None,
-                    args: vec![],
-                    clauses: vec![],
-                }),
-                filter: None,
-                null_treatment: None,
-                over: None,
-                within_group: vec![],
-            });
+            *expr = function_call(&ident.value.to_ascii_lowercase(), vec![]);
         }
         ControlFlow::Continue(())
     }
@@ -743,6 +732,86 @@ impl VisitorMut for DistinctFromVisitor {
     }
 }
 
+/// `CAST(x AS varchar(n))` (also `character varying(n)`) as `varchar(CAST(x AS varchar), n)`
+/// (`left` under the name PostgreSQL gives the cast's column, registered by
+/// [`crate::sql::semantics::register`]):
+/// PostgreSQL's explicit cast to a length-limited string truncates to `n` characters (docs,
+/// 8.3 "Character Types"), where DataFusion's `varchar` drops the length and keeps the whole
+/// text.
+#[derive(Debug)]
+struct VarcharLengthRule;
+
+impl SqlStatementRewriteRule for VarcharLengthRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut VarcharLengthVisitor);
+        s
+    }
+}
+
+struct VarcharLengthVisitor;
+
+impl VisitorMut for VarcharLengthVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::CharacterLength;
+        if let Expr::Cast {
+            data_type:
+                data_type @ (SqlDataType::Varchar(Some(CharacterLength::IntegerLength { .. }))
+                | SqlDataType::CharacterVarying(Some(CharacterLength::IntegerLength {
+                    ..
+                }))
+                | SqlDataType::CharVarying(Some(CharacterLength::IntegerLength { .. }))),
+            ..
+        } = expr
+        {
+            let length = match data_type {
+                SqlDataType::Varchar(Some(CharacterLength::IntegerLength { length, .. }))
+                | SqlDataType::CharacterVarying(Some(CharacterLength::IntegerLength {
+                    length,
+                    ..
+                }))
+                | SqlDataType::CharVarying(Some(CharacterLength::IntegerLength {
+                    length, ..
+                })) => *length,
+                _ => return ControlFlow::Continue(()),
+            };
+            if length == 0 {
+                // PostgreSQL refuses a length of 0 (22023); DataFusion's error stands.
+                return ControlFlow::Continue(());
+            }
+            *data_type = SqlDataType::Varchar(None);
+            let cast = std::mem::replace(expr, Expr::value(Value::Null));
+            *expr = function_call(
+                "varchar",
+                vec![cast, Expr::value(Value::Number(length.to_string(), false))],
+            );
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// A call `name(args...)` of a plain function.
+pub(crate) fn function_call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
 /// Rewrites the text of `INTERVAL '...'` literals (without a unit qualifier) from
 /// PostgreSQL's input forms into ones DataFusion's interval parser takes (see
 /// [`crate::sql::functions::datetime_input::interval_text`]).
@@ -762,6 +831,17 @@ impl VisitorMut for IntervalLiteralVisitor {
     type Break = ();
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        // `-INTERVAL '1 day 1 sec'` negates the whole interval; DataFusion's planner would
+        // put the minus in front of the text instead (`'-1 day 1 sec'`: -1 day +1 s).
+        if let Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr: inner,
+        } = expr
+            && matches!(inner.as_ref(), Expr::Interval(_))
+        {
+            let interval = std::mem::replace(inner.as_mut(), Expr::value(Value::Null));
+            **inner = Expr::Nested(Box::new(interval));
+        }
         if let Expr::Interval(interval) = expr
             && interval.leading_field.is_none()
             && let Expr::Value(ValueWithSpan {

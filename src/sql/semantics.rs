@@ -62,6 +62,14 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(false)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(true)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalOutput::new()));
+    // `x::varchar(n)` is `varchar(x::varchar, n)` (`crate::sql::parse`): `left` by the name
+    // PostgreSQL shows for the cast's column.
+    ctx.register_udf(
+        datafusion::functions::unicode::left()
+            .as_ref()
+            .clone()
+            .with_aliases(["varchar"]),
+    );
     {
         use datafusion::execution::FunctionRegistry;
         let state = ctx.state_ref();

@@ -29,10 +29,9 @@ use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Cte, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
-    GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, OrderByKind,
-    Query, Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, VisitMut,
-    VisitorMut, With,
+    BinaryOperator, Cte, Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectNamePart,
+    OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins,
+    VisitMut, VisitorMut, With,
 };
 
 /// The probe queries of a statement: `[WITH <ctes in scope>] SELECT * FROM <relation>` for
@@ -155,9 +154,12 @@ impl Walker {
         let mut by_leaf = columns.into_iter();
         let mut all = Vec::new();
         let mut merged_names = Vec::new();
-        for twj in &select.from {
+        // On a copy: a FROM whose columns cannot all be worked out is left as it was.
+        let mut from = select.from.clone();
+        for twj in &mut from {
             all.extend(from_item(twj, &mut by_leaf, &mut merged_names)?);
         }
+        select.from = from;
         // A merged column's name that another column of the FROM also has is ambiguous
         // (PostgreSQL: 42702); DataFusion reports it, so it is left alone here.
         let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -325,14 +327,24 @@ enum Kind {
 /// The columns of a `FROM` item in PostgreSQL's order; `None` when a relation's columns are
 /// unknown or cannot be referred to, or the join kind is not PostgreSQL's. Names of merged
 /// columns are added to `merged`.
+///
+/// A USING or NATURAL join with a join on either side is turned into `ON` equalities of the
+/// sides' merged columns: DataFusion would compare the first side's own column instead
+/// (`a FULL JOIN b USING (k) FULL JOIN c USING (k)` must match `c.k` with
+/// `COALESCE(a.k, b.k)`). Its references and `*` are rewritten anyway, so the USING form's
+/// own meaning is no longer needed.
 fn from_item(
-    twj: &TableWithJoins,
+    twj: &mut TableWithJoins,
     leaves: &mut impl Iterator<Item = Option<Vec<String>>>,
     merged: &mut Vec<String>,
 ) -> Option<Vec<Column>> {
-    let mut columns = factor_columns(&twj.relation, leaves, merged)?;
-    for join in &twj.joins {
-        let right = factor_columns(&join.relation, leaves, merged)?;
+    let mut left_is_join = is_open_join(&twj.relation);
+    let mut columns = factor_columns(&mut twj.relation, leaves, merged)?;
+    for join in &mut twj.joins {
+        let right_is_join = is_open_join(&join.relation);
+        let right = factor_columns(&mut join.relation, leaves, merged)?;
+        let on_equalities = left_is_join || right_is_join;
+        left_is_join = true;
         let (kind, constraint) = constraint(&join.join_operator)?;
         let names: Vec<String> = match constraint {
             JoinConstraint::Using(names) => names
@@ -359,11 +371,25 @@ fn from_item(
         let mut used_left = HashSet::new();
         let mut used_right = HashSet::new();
         let mut out = Vec::with_capacity(columns.len() + right.len());
+        let mut on: Option<Expr> = None;
         for name in &names {
             let l = columns.iter().position(|c| &c.name == name)?;
             let r = right.iter().position(|c| &c.name == name)?;
             used_left.insert(l);
             used_right.insert(r);
+            let equal = Expr::BinaryOp {
+                left: Box::new(Expr::Nested(Box::new(columns[l].expr.clone()))),
+                op: BinaryOperator::Eq,
+                right: Box::new(Expr::Nested(Box::new(right[r].expr.clone()))),
+            };
+            on = Some(match on {
+                None => equal,
+                Some(e) => Expr::BinaryOp {
+                    left: Box::new(e),
+                    op: BinaryOperator::And,
+                    right: Box::new(equal),
+                },
+            });
             let expr = match kind {
                 Kind::Inner | Kind::Left => columns[l].expr.clone(),
                 Kind::Right => right[r].expr.clone(),
@@ -385,14 +411,37 @@ fn from_item(
             .filter(|(i, _)| !used_right.contains(i));
         out.extend(rest_left.chain(rest_right).map(|(_, c)| c));
         columns = out;
+        if on_equalities && let Some(on) = on {
+            *constraint_mut(&mut join.join_operator)? = JoinConstraint::On(on);
+        }
     }
     Some(columns)
+}
+
+/// Whether a relation is a parenthesized join without an alias (its columns are a join's).
+fn is_open_join(factor: &TableFactor) -> bool {
+    matches!(factor, TableFactor::NestedJoin { alias: None, .. })
+}
+
+/// The constraint of a join kind [`constraint`] takes.
+fn constraint_mut(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::CrossJoin(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c) => Some(c),
+        _ => None,
+    }
 }
 
 /// The columns of one relation: an unaliased parenthesized join is opened; any other relation
 /// takes its probe's column names, referred to through its alias or table name.
 fn factor_columns(
-    factor: &TableFactor,
+    factor: &mut TableFactor,
     leaves: &mut impl Iterator<Item = Option<Vec<String>>>,
     merged: &mut Vec<String>,
 ) -> Option<Vec<Column>> {
@@ -436,21 +485,7 @@ fn factor_columns(
 }
 
 fn coalesce(left: Expr, right: Expr) -> Expr {
-    let arg = |e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e));
-    Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new("coalesce")]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: vec![arg(left), arg(right)],
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
+    crate::sql::parse::function_call("coalesce", vec![left, right])
 }
 
 /// A `*` without `EXCLUDE`, `EXCEPT`, `REPLACE`, `RENAME`, `ILIKE` or an alias.
@@ -553,13 +588,14 @@ mod tests {
 
     #[test]
     fn natural_join_finds_common_columns_and_nesting_composes() {
+        // The second join's left side is a join: it matches on the merged column, as ON.
         let sql = rewritten(
             "SELECT k FROM a NATURAL JOIN b FULL JOIN c USING (k)",
             &[&["k", "x"], &["k", "y"], &["k"]],
         );
         assert_eq!(
             sql,
-            r#"SELECT coalesce(a."k", c."k") AS k FROM a NATURAL JOIN b FULL JOIN c USING(k)"#
+            r#"SELECT coalesce(a."k", c."k") AS k FROM a NATURAL JOIN b FULL JOIN c ON (a."k") = (c."k")"#
         );
     }
 
