@@ -58,7 +58,9 @@ pub fn register(ctx: &SessionContext) {
     }
     ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul)));
     ctx.register_udf(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div)));
-    ctx.register_udf(ScalarUDF::new_from_impl(FloatDiv::new()));
+    for op in [FloatOp::Add, FloatOp::Sub, FloatOp::Mul, FloatOp::Div] {
+        ctx.register_udf(ScalarUDF::new_from_impl(FloatArith::new(op)));
+    }
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(false)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(true)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalOutput::new()));
@@ -195,21 +197,85 @@ impl ScalarUDFImpl for CheckedInt {
 }
 
 // ---------------------------------------------------------------------------------------------
-// float division
+// float arithmetic
 
-/// `float_div(a, b)` over two `float8` (or two `real`): PostgreSQL's `float8div`/`float4div`
-/// (`float.h`): a zero divisor is 22012 `division by zero` unless the dividend is NaN; a
-/// finite quotient of finite operands that overflows to infinity is 22003 `value out of range:
-/// overflow`, one that underflows to zero from a non-zero dividend 22003 `value out of range:
-/// underflow`. Arrow's division gives Infinity or NaN instead.
+/// A float operator whose overflow, underflow or zero divisor is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum FloatOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl FloatOp {
+    fn name(self) -> &'static str {
+        match self {
+            FloatOp::Add => "float_add",
+            FloatOp::Sub => "float_sub",
+            FloatOp::Mul => "float_mul",
+            FloatOp::Div => "float_div",
+        }
+    }
+
+    fn apply64(self, a: f64, b: f64) -> f64 {
+        match self {
+            FloatOp::Add => a + b,
+            FloatOp::Sub => a - b,
+            FloatOp::Mul => a * b,
+            FloatOp::Div => a / b,
+        }
+    }
+
+    fn apply32(self, a: f32, b: f32) -> f32 {
+        match self {
+            FloatOp::Add => a + b,
+            FloatOp::Sub => a - b,
+            FloatOp::Mul => a * b,
+            FloatOp::Div => a / b,
+        }
+    }
+
+    /// PostgreSQL's checks of one result `r = a op b` (`float.h`: `float8_pl`, `float8_mi`,
+    /// `float8_mul`, `float8_div` and their `float4` twins): an infinite result of finite
+    /// operands is 22003 `value out of range: overflow`; a zero product of non-zero operands,
+    /// or a zero quotient of a non-zero dividend and a finite divisor, is 22003 `value out of
+    /// range: underflow`; a zero divisor is 22012 `division by zero` unless the dividend is
+    /// NaN.
+    fn check(self, a: f64, b: f64, r: f64) -> datafusion::common::Result<()> {
+        if self == FloatOp::Div && b == 0.0 && !a.is_nan() {
+            return Err(ours(Error::data("22012", "division by zero")));
+        }
+        if r.is_infinite() && a.is_finite() && b.is_finite() {
+            return Err(ours(Error::data("22003", "value out of range: overflow")));
+        }
+        let underflow = r == 0.0
+            && a != 0.0
+            && match self {
+                FloatOp::Mul => b != 0.0,
+                FloatOp::Div => b.is_finite(),
+                FloatOp::Add | FloatOp::Sub => false,
+            };
+        if underflow {
+            return Err(ours(Error::data("22003", "value out of range: underflow")));
+        }
+        Ok(())
+    }
+}
+
+/// `float_add(a, b)`, `float_sub`, `float_mul`, `float_div` over two `float8` (or two
+/// `real`): PostgreSQL's float operators, whose result is checked as [`FloatOp::check`]
+/// says. Arrow's arithmetic gives Infinity, zero or NaN instead.
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct FloatDiv {
+struct FloatArith {
+    op: FloatOp,
     signature: Signature,
 }
 
-impl FloatDiv {
-    fn new() -> Self {
-        FloatDiv {
+impl FloatArith {
+    fn new(op: FloatOp) -> Self {
+        FloatArith {
+            op,
             signature: Signature::one_of(
                 vec![
                     TypeSignature::Exact(vec![DataType::Float64, DataType::Float64]),
@@ -221,23 +287,9 @@ impl FloatDiv {
     }
 }
 
-/// PostgreSQL's checks of one float quotient (see [`FloatDiv`]).
-fn float_quotient(a: f64, b: f64, q: f64) -> datafusion::common::Result<()> {
-    if b == 0.0 && !a.is_nan() {
-        return Err(ours(Error::data("22012", "division by zero")));
-    }
-    if q.is_infinite() && a.is_finite() && b.is_finite() {
-        return Err(ours(Error::data("22003", "value out of range: overflow")));
-    }
-    if q == 0.0 && a != 0.0 && b.is_finite() {
-        return Err(ours(Error::data("22003", "value out of range: underflow")));
-    }
-    Ok(())
-}
-
-impl ScalarUDFImpl for FloatDiv {
+impl ScalarUDFImpl for FloatArith {
     fn name(&self) -> &str {
-        "float_div"
+        self.op.name()
     }
 
     fn signature(&self) -> &Signature {
@@ -253,6 +305,7 @@ impl ScalarUDFImpl for FloatDiv {
         args: ScalarFunctionArgs,
     ) -> datafusion::common::Result<ColumnarValue> {
         use arrow::datatypes::{Float32Type, Float64Type};
+        let op = self.op;
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let out: ArrayRef = match arrays[0].data_type() {
             DataType::Float32 => {
@@ -260,32 +313,32 @@ impl ScalarUDFImpl for FloatDiv {
                     arrays[0].as_primitive::<Float32Type>(),
                     arrays[1].as_primitive::<Float32Type>(),
                 );
-                let q: arrow::array::Float32Array =
-                    arrow::compute::binary(a, b, |x: f32, y: f32| x / y)?;
-                for i in 0..q.len() {
-                    if q.is_valid(i) {
-                        float_quotient(
+                let r: arrow::array::Float32Array =
+                    arrow::compute::binary(a, b, |x: f32, y: f32| op.apply32(x, y))?;
+                for i in 0..r.len() {
+                    if r.is_valid(i) {
+                        op.check(
                             f64::from(a.value(i)),
                             f64::from(b.value(i)),
-                            f64::from(q.value(i)),
+                            f64::from(r.value(i)),
                         )?;
                     }
                 }
-                Arc::new(q)
+                Arc::new(r)
             }
             _ => {
                 let (a, b) = (
                     arrays[0].as_primitive::<Float64Type>(),
                     arrays[1].as_primitive::<Float64Type>(),
                 );
-                let q: arrow::array::Float64Array =
-                    arrow::compute::binary(a, b, |x: f64, y: f64| x / y)?;
-                for i in 0..q.len() {
-                    if q.is_valid(i) {
-                        float_quotient(a.value(i), b.value(i), q.value(i))?;
+                let r: arrow::array::Float64Array =
+                    arrow::compute::binary(a, b, |x: f64, y: f64| op.apply64(x, y))?;
+                for i in 0..r.len() {
+                    if r.is_valid(i) {
+                        op.check(a.value(i), b.value(i), r.value(i))?;
                     }
                 }
-                Arc::new(q)
+                Arc::new(r)
             }
         };
         shape_result(&args.args, out)
@@ -999,7 +1052,7 @@ impl ScalarUDFImpl for AnyOp {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Operand types: date ± interval, numeric meeting float
+// Operand types: date ± interval, numeric or integer meeting float
 
 /// The analyzer rule that types two kinds of mixed operands as PostgreSQL does, before
 /// DataFusion's type coercion (which would type them otherwise):
@@ -1011,7 +1064,9 @@ impl ScalarUDFImpl for AnyOp {
 ///   arithmetic, `CASE` results or `COALESCE`/`NULLIF`/`GREATEST`/`LEAST` is read as
 ///   `double precision` (PostgreSQL's implicit cast numeric to float8), where DataFusion casts
 ///   the float to a decimal (failing on `1e20` and on `'Infinity'`). Decimal literals are
-///   numeric, so `float_col = 2.5` is the common case.
+///   numeric, so `float_col = 2.5` is the common case;
+/// - a `real` meeting an integer in arithmetic or a comparison is computed in `double
+///   precision` (see [`real_meets_integer`]).
 #[derive(Debug)]
 pub struct PgOperandTypes;
 
@@ -1170,6 +1225,23 @@ fn floats_for_numerics(
         .map(Some)
 }
 
+/// Whether `left op right` is arithmetic or a comparison of a `real` and an integer, which
+/// PostgreSQL computes in `double precision` (its operators `float48pl`, `float48eq`, ...
+/// win over `float4pl` because `float8` is the preferred numeric type: docs 10.2 "Operators").
+/// DataFusion computes them in `real` (`2::real / 3` is `0.6666667`, PostgreSQL's
+/// `0.6666666666666666`).
+fn real_meets_integer(left: &Expr, right: &Expr, op: Operator, schema: &DFSchema) -> bool {
+    let (Ok(lt), Ok(rt)) = (left.get_type(schema), right.get_type(schema)) else {
+        return false;
+    };
+    let real = |t: &DataType| matches!(t, DataType::Float32);
+    let integer = |t: &DataType| t.is_integer();
+    let mixed = (real(&lt) && integer(&rt)) || (integer(&lt) && real(&rt));
+    // The operators that negate are the comparisons (and LIKE and regex matches, which take
+    // no numbers).
+    mixed && (op.is_numerical_operators() || op.negate().is_some())
+}
+
 /// One node of [`PgOperandTypes`]' numeric-meets-float rule.
 fn float_meets_numeric(
     e: Expr,
@@ -1177,6 +1249,15 @@ fn float_meets_numeric(
 ) -> datafusion::common::Result<Transformed<Expr>> {
     use datafusion::logical_expr::expr::{Between, Case, InList};
     Ok(match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if real_meets_integer(&left, &right, op, schema) =>
+        {
+            Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(left.cast_to(&DataType::Float64, schema)?),
+                op,
+                Box::new(right.cast_to(&DataType::Float64, schema)?),
+            )))
+        }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             match floats_for_numerics(&[&left, &right], schema)? {
                 Some(mut v) => {
@@ -1447,6 +1528,10 @@ fn is_interval(t: &DataType) -> bool {
     matches!(t, DataType::Interval(_))
 }
 
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float32 | DataType::Float64)
+}
+
 fn is_int(t: &DataType) -> bool {
     matches!(t, DataType::Int16 | DataType::Int32 | DataType::Int64)
 }
@@ -1458,7 +1543,10 @@ fn call(name: &str, args: Vec<Expr>) -> Expr {
         "int_mul" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Mul))),
         "int_neg" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Neg))),
         "numeric_mul" => Arc::new(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul))),
-        "float_div" => Arc::new(ScalarUDF::new_from_impl(FloatDiv::new())),
+        "float_add" => Arc::new(ScalarUDF::new_from_impl(FloatArith::new(FloatOp::Add))),
+        "float_sub" => Arc::new(ScalarUDF::new_from_impl(FloatArith::new(FloatOp::Sub))),
+        "float_mul" => Arc::new(ScalarUDF::new_from_impl(FloatArith::new(FloatOp::Mul))),
+        "float_div" => Arc::new(ScalarUDF::new_from_impl(FloatArith::new(FloatOp::Div))),
         _ => Arc::new(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Div))),
     };
     Expr::ScalarFunction(ScalarFunction::new_udf(udf, args))
@@ -1530,6 +1618,15 @@ fn rewrite_expr(
                         Operator::Plus => "int_add",
                         Operator::Minus => "int_sub",
                         _ => "int_mul",
+                    })
+                }
+                Operator::Plus | Operator::Minus | Operator::Multiply
+                    if is_float(&lt) && lt == rt =>
+                {
+                    Some(match op {
+                        Operator::Plus => "float_add",
+                        Operator::Minus => "float_sub",
+                        _ => "float_mul",
                     })
                 }
                 Operator::Multiply => match (&lt, &rt) {
