@@ -51,6 +51,69 @@ pub struct RelationDef {
     /// before event time existed, and for views).
     #[serde(default)]
     pub time: TableTime,
+    /// The type modifiers of a table's columns as declared, by column index (lengths of
+    /// `varchar(n)` and `char(n)`, which Arrow keeps as `Utf8`; `numeric(p, s)`); columns past
+    /// the end have none (empty in catalogs written before they were kept, and for views).
+    #[serde(default)]
+    pub type_modifiers: Vec<TypeModifier>,
+}
+
+/// A column's declared PostgreSQL type modifier (docs 8.1.2 "Arbitrary Precision Numbers",
+/// 8.3 "Character Types").
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum TypeModifier {
+    /// None (`text`, `numeric`, `integer`, ...).
+    #[default]
+    None,
+    /// `varchar(n)` / `character varying(n)`; `None`: no limit.
+    Varchar(Option<u32>),
+    /// `char(n)` / `character(n)` (`char` alone is `char(1)`).
+    Char(u32),
+    /// `numeric(precision, scale)`.
+    Numeric(u8, i8),
+}
+
+impl TypeModifier {
+    /// The most characters a value may have, if limited.
+    pub fn limit(self) -> Option<u32> {
+        match self {
+            TypeModifier::Varchar(Some(n)) | TypeModifier::Char(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The column's PostgreSQL type OID when its Arrow type does not give it: 1043
+    /// `varchar`, 1042 `bpchar`.
+    pub fn type_oid(self) -> Option<i32> {
+        match self {
+            TypeModifier::Varchar(_) => Some(1043),
+            TypeModifier::Char(_) => Some(1042),
+            _ => None,
+        }
+    }
+
+    /// PostgreSQL's `atttypmod`: a length plus 4 (`VARHDRSZ`), `((precision << 16) | scale)
+    /// + 4` for `numeric`, -1 without a modifier.
+    pub fn typmod(self) -> i32 {
+        match self {
+            TypeModifier::Numeric(p, s) => ((i32::from(p) << 16) | (i32::from(s) & 0x7ff)) + 4,
+            _ => self
+                .limit()
+                .and_then(|n| i32::try_from(n).ok())
+                .map_or(-1, |n| n.saturating_add(4)),
+        }
+    }
+
+    /// The type's name in PostgreSQL's messages (`character varying(3)`, `character(4)`).
+    pub fn sql_name(self) -> String {
+        match self {
+            TypeModifier::Varchar(None) => "character varying".into(),
+            TypeModifier::Varchar(Some(n)) => format!("character varying({n})"),
+            TypeModifier::Char(n) => format!("character({n})"),
+            TypeModifier::Numeric(p, s) => format!("numeric({p},{s})"),
+            TypeModifier::None => "text".into(),
+        }
+    }
 }
 
 /// A table's event-time declarations (`CREATE TABLE ... (..., WATERMARK FOR ts AS ts -
@@ -116,6 +179,11 @@ impl RelationDef {
     /// The schema as a shared reference.
     pub fn schema_ref(&self) -> SchemaRef {
         std::sync::Arc::new(self.schema.clone())
+    }
+
+    /// The declared type modifier of column `column`.
+    pub fn type_modifier(&self, column: usize) -> TypeModifier {
+        self.type_modifiers.get(column).copied().unwrap_or_default()
     }
 
     /// True for tables.

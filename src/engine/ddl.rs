@@ -7,7 +7,9 @@ use std::time::Instant;
 use arrow::datatypes::SchemaRef;
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, ConnectorDef, IndexDef, RelationDef, RelationKind, TableTime};
+use crate::catalog::{
+    Catalog, ConnectorDef, IndexDef, RelationDef, RelationKind, TableTime, TypeModifier,
+};
 use crate::checkpoint::JobSettings;
 use crate::error::{Error, Result};
 use crate::settings::SessionVars;
@@ -17,25 +19,40 @@ use crate::stream::plan::StreamPlan;
 
 use super::{Engine, lock, name_free};
 
+/// What `CREATE TABLE` declares of a table.
+#[derive(Debug, Clone)]
+pub struct TableSpec {
+    /// The columns (names, Arrow types, nullability).
+    pub schema: SchemaRef,
+    /// Column indices of the primary key (empty: none).
+    pub primary_key: Vec<usize>,
+    /// The connector feeding the table, if any.
+    pub connector: Option<ConnectorDef>,
+    /// `APPEND ONLY` and the watermark.
+    pub time: TableTime,
+    /// The columns' declared type modifiers by column index (`varchar(n)` lengths that
+    /// writes are held to, `numeric(p, s)`).
+    pub type_modifiers: Vec<TypeModifier>,
+}
+
 impl Engine {
     pub(super) fn persist_catalog(&self, catalog: &Catalog) -> Result<()> {
         self.store.put_meta("catalog", &catalog.to_json()?)
     }
 
-    /// Creates a table.
+    /// Creates a table as `spec` declares it.
     ///
     /// # Errors
     /// `42P07` when the name is taken (unless `if_not_exists`); store errors; `57P01` once the
     /// engine is shutting down.
-    pub fn create_table(
-        &self,
-        name: &str,
-        schema: SchemaRef,
-        primary_key: Vec<usize>,
-        connector: Option<ConnectorDef>,
-        time: TableTime,
-        if_not_exists: bool,
-    ) -> Result<bool> {
+    pub fn create_table(&self, name: &str, spec: TableSpec, if_not_exists: bool) -> Result<bool> {
+        let TableSpec {
+            schema,
+            primary_key,
+            connector,
+            time,
+            type_modifiers,
+        } = spec;
         let _df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog);
@@ -51,6 +68,7 @@ impl Engine {
             depends_on: vec![],
             connector,
             time,
+            type_modifiers,
         };
         let data = self.tables.new_table(&def)?;
         let mut next = catalog.clone();
@@ -134,6 +152,7 @@ impl Engine {
             depends_on: job.sources.iter().copied().collect(),
             connector: None,
             time,
+            type_modifiers: Vec::new(),
         });
         self.persist_catalog(&catalog)?;
         *lock(&self.catalog) = catalog;

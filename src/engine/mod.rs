@@ -49,6 +49,7 @@ mod roles;
 mod sources;
 mod tables;
 
+pub use ddl::TableSpec;
 pub use sources::{CONNECTOR_OPTIONS, MAX_CHUNK_EVENTS, SourceInfo, connector_def, nexmark_table};
 pub use tables::WatermarkInfo;
 

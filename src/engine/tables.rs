@@ -13,7 +13,7 @@ use arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use tracing::{debug, warn};
 
-use crate::catalog::{Catalog, RelationDef, RelationKind};
+use crate::catalog::{Catalog, RelationDef, RelationKind, TypeModifier};
 use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::connectors::Source;
 use crate::connectors::changelog::{ChangelogOffset, ChangelogSource};
@@ -64,6 +64,8 @@ pub(super) struct TableData {
     pub(super) epoch_seqs: VecDeque<(Epoch, u64)>,
     /// The watermark and late rows of a table with `WATERMARK FOR`.
     pub(super) event_time: Option<EventTime>,
+    /// The text columns with a declared length (`varchar(n)`, `char(n)`) and their types.
+    pub(super) char_limits: Vec<(usize, TypeModifier)>,
 }
 
 /// One row of `weir_catalog.watermarks`: a relation's column that carries a watermark.
@@ -209,7 +211,65 @@ impl TableData {
                 watermark: None,
                 late_rows: 0,
             }),
+            char_limits: (0..def.schema.fields().len())
+                .map(|c| (c, def.type_modifier(c)))
+                .filter(|(_, t)| t.limit().is_some())
+                .collect(),
         })
+    }
+
+    /// `change` with its values held to their columns' declared lengths, as PostgreSQL's
+    /// `varchar`/`bpchar` input does (docs 8.3): a value longer than `n` characters is cut to
+    /// `n` when the rest is spaces. O(rows of the change) for each limited column.
+    ///
+    /// # Errors
+    /// `22001` `value too long for type character varying(n)` (or `character(n)`) when the
+    /// rest is not all spaces.
+    pub(super) fn fit_lengths(&self, change: ChangeBatch) -> Result<ChangeBatch> {
+        let mut columns: Option<Vec<arrow::array::ArrayRef>> = None;
+        for (c, declared) in &self.char_limits {
+            let Some(n) = declared.limit() else { continue };
+            let n = n as usize;
+            let Some(values) = change.batch.column(*c).as_string_opt::<i32>() else {
+                continue;
+            };
+            let mut cut = false;
+            for v in values.iter().flatten() {
+                // A value of at most n bytes has at most n characters.
+                if v.len() <= n {
+                    continue;
+                }
+                if let Some((at, _)) = v.char_indices().nth(n) {
+                    if !v[at..].bytes().all(|b| b == b' ') {
+                        return Err(Error::data(
+                            "22001",
+                            format!("value too long for type {}", declared.sql_name()),
+                        ));
+                    }
+                    cut = true;
+                }
+            }
+            if cut {
+                let fitted: arrow::array::StringArray = values
+                    .iter()
+                    .map(|v| {
+                        v.map(|v| match v.char_indices().nth(n) {
+                            Some((at, _)) => &v[..at],
+                            None => v,
+                        })
+                    })
+                    .collect();
+                columns.get_or_insert_with(|| change.batch.columns().to_vec())[*c] =
+                    Arc::new(fitted);
+            }
+        }
+        match columns {
+            None => Ok(change),
+            Some(columns) => Ok(ChangeBatch {
+                batch: arrow::record_batch::RecordBatch::try_new(change.batch.schema(), columns)?,
+                weights: change.weights,
+            }),
+        }
     }
 
     /// Checks NOT NULL and PRIMARY KEY constraints for `change` against the current contents.
@@ -612,6 +672,7 @@ impl Tables {
     ) -> Result<usize> {
         let data = self.get(table)?;
         let mut data = lock(&data);
+        let change = data.fit_lengths(change)?;
         data.validate(&change)?;
         let mut change = change.with_schema(data.schema.clone())?;
         let mut max_time = None;

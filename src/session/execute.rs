@@ -1391,6 +1391,7 @@ impl Session {
         with_options: Option<Vec<(String, String)>>,
         clauses: Option<event_time::TableTimeClauses>,
     ) -> Result<Output> {
+        let type_modifiers = declared_type_modifiers(&stmt)?;
         let plan = self.plan_statement(stmt).await?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
             return Err(Error::not_supported(
@@ -1498,7 +1499,14 @@ impl Session {
         let engine = Arc::clone(&self.engine);
         let if_not_exists = c.if_not_exists;
         tokio::task::spawn_blocking(move || {
-            engine.create_table(&name, schema, pk, connector, time, if_not_exists)?;
+            let spec = crate::engine::TableSpec {
+                schema,
+                primary_key: pk,
+                connector,
+                time,
+                type_modifiers,
+            };
+            engine.create_table(&name, spec, if_not_exists)?;
             engine.start_sources()
         })
         .await
@@ -2089,6 +2097,74 @@ fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch>
 }
 
 /// True when planning failed because two output columns have the same name.
+/// The declared type modifiers of a `CREATE TABLE`'s columns, by column index
+/// (`varchar(n)`, `char(n)`, `numeric(p, s)`; `char` alone is `char(1)` as in PostgreSQL).
+///
+/// # Errors
+/// `22023` for a length of 0 or above 10,485,760 (PostgreSQL's messages), `0A000` for
+/// `VARCHAR(MAX)` or a length in octets.
+fn declared_type_modifiers(stmt: &Statement) -> Result<Vec<crate::catalog::TypeModifier>> {
+    use crate::catalog::TypeModifier;
+    use datafusion::sql::sqlparser::ast::{
+        CharLengthUnits, CharacterLength, DataType as SqlType, ExactNumberInfo,
+    };
+    let Statement::CreateTable(ct) = stmt else {
+        return Ok(Vec::new());
+    };
+    let length = |l: &Option<CharacterLength>, name: &str| -> Result<Option<u32>> {
+        match l {
+            None => Ok(None),
+            Some(CharacterLength::IntegerLength { length, unit }) => {
+                if matches!(unit, Some(CharLengthUnits::Octets)) {
+                    return Err(Error::not_supported(format!("{name} lengths in OCTETS")));
+                }
+                match u32::try_from(*length) {
+                    Ok(0) => Err(Error::data(
+                        "22023",
+                        format!("length for type {name} must be at least 1"),
+                    )),
+                    Ok(n) if n <= 10_485_760 => Ok(Some(n)),
+                    _ => Err(Error::data(
+                        "22023",
+                        format!("length for type {name} cannot exceed 10485760"),
+                    )),
+                }
+            }
+            Some(CharacterLength::Max) => {
+                Err(Error::not_supported(format!("{name}(MAX) (use text)")))
+            }
+        }
+    };
+    ct.columns
+        .iter()
+        .map(|c| {
+            Ok(match &c.data_type {
+                SqlType::Varchar(l) | SqlType::CharacterVarying(l) | SqlType::CharVarying(l) => {
+                    TypeModifier::Varchar(length(l, "varchar")?)
+                }
+                SqlType::Char(l) | SqlType::Character(l) => {
+                    TypeModifier::Char(length(l, "char")?.unwrap_or(1))
+                }
+                SqlType::Numeric(n) | SqlType::Decimal(n) | SqlType::Dec(n) => match n {
+                    // Out-of-range precisions fail in planning (Arrow's decimal); shown
+                    // without a modifier here.
+                    ExactNumberInfo::Precision(p) => {
+                        u8::try_from(*p).map_or(TypeModifier::None, |p| TypeModifier::Numeric(p, 0))
+                    }
+                    ExactNumberInfo::PrecisionAndScale(p, s) => {
+                        match (u8::try_from(*p), i8::try_from(*s)) {
+                            (Ok(p), Ok(s)) => TypeModifier::Numeric(p, s),
+                            _ => TypeModifier::None,
+                        }
+                    }
+                    ExactNumberInfo::None => TypeModifier::None,
+                },
+                _ => TypeModifier::None,
+            })
+        })
+        .collect()
+}
+
 fn is_duplicate_name_error(e: &Error) -> bool {
     let m = e.to_string().to_ascii_lowercase();
     // DataFusion also refuses a qualified and an unqualified output column of one name

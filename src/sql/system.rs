@@ -33,6 +33,7 @@ use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use datafusion::error::Result as DfResult;
 
+use crate::catalog::TypeModifier;
 use crate::engine::Engine;
 use crate::settings::SessionVars;
 
@@ -410,6 +411,10 @@ impl SchemaProvider for WeirCatalogSchema {
 /// The schema of Weir's system tables (`jobs`, `checkpoints`, `memory`, `sources`).
 pub const SYSTEM_SCHEMA: &str = "weir_catalog";
 
+/// The OID of the primary key index of the table with catalog id `id` is this plus `id`
+/// (in `pg_class` and `pg_index`).
+pub const PRIMARY_KEY_OID_BASE: i32 = 2_000_000;
+
 /// The OID of the secondary index with catalog id `id` in `pg_class` and `pg_index`
 /// (datafusion-pg-catalog numbers tables and views from 16384 up; indexes get a range of
 /// their own).
@@ -432,36 +437,67 @@ impl PgCatalogOverlay {
         PgCatalogOverlay { inner, engine }
     }
 
-    /// One entry per secondary index.
+    /// One entry per secondary index and per table's primary key.
     fn indexes(&self) -> Vec<IndexRow> {
-        let catalog = self.engine.catalog();
-        catalog
-            .indexes()
-            .filter_map(|i| {
-                let relation = catalog.get(i.relation)?;
-                Some(IndexRow {
-                    oid: INDEX_OID_BASE + i32::try_from(i.id).ok()?,
-                    name: i.name.clone(),
-                    relation: relation.name.clone(),
-                    // attnums are 1-based
-                    keys: i.columns.iter().map(|c| c.column as i32 + 1).collect(),
-                    descending: i.columns.iter().map(|c| c.descending).collect(),
-                    unique: i.unique,
-                })
-            })
-            .collect()
+        catalog_indexes(&self.engine.catalog())
     }
 }
 
-/// A secondary index as `pg_class` and `pg_index` show it.
+/// An index as `pg_class`, `pg_index` and `pg_get_indexdef` show it: a secondary index or a
+/// table's primary key (PostgreSQL backs a primary key with a unique index named
+/// `<table>_pkey`).
 #[derive(Debug, Clone)]
 struct IndexRow {
     oid: i32,
     name: String,
     relation: String,
+    /// The indexed relation's column names.
+    column_names: Vec<String>,
+    /// attnums (1-based).
     keys: Vec<i32>,
     descending: Vec<bool>,
     unique: bool,
+    primary: bool,
+}
+
+/// Every index of `catalog`: its secondary indexes (OIDs from [`INDEX_OID_BASE`]) and its
+/// tables' primary keys (OIDs from [`PRIMARY_KEY_OID_BASE`]).
+fn catalog_indexes(catalog: &crate::catalog::Catalog) -> Vec<IndexRow> {
+    let names = |r: &crate::catalog::RelationDef| -> Vec<String> {
+        r.schema.fields().iter().map(|f| f.name().clone()).collect()
+    };
+    let secondary = catalog.indexes().filter_map(|i| {
+        let relation = catalog.get(i.relation)?;
+        Some(IndexRow {
+            oid: INDEX_OID_BASE + i32::try_from(i.id).ok()?,
+            name: i.name.clone(),
+            relation: relation.name.clone(),
+            column_names: names(relation),
+            keys: i.columns.iter().map(|c| c.column as i32 + 1).collect(),
+            descending: i.columns.iter().map(|c| c.descending).collect(),
+            unique: i.unique,
+            primary: false,
+        })
+    });
+    let primary = catalog.relations().filter_map(|r| {
+        let crate::catalog::RelationKind::Table { primary_key } = &r.kind else {
+            return None;
+        };
+        if primary_key.is_empty() {
+            return None;
+        }
+        Some(IndexRow {
+            oid: PRIMARY_KEY_OID_BASE + i32::try_from(r.id).ok()?,
+            name: format!("{}_pkey", r.name),
+            relation: r.name.clone(),
+            column_names: names(r),
+            keys: primary_key.iter().map(|c| *c as i32 + 1).collect(),
+            descending: vec![false; primary_key.len()],
+            unique: true,
+            primary: true,
+        })
+    });
+    secondary.chain(primary).collect()
 }
 
 #[async_trait]
@@ -506,6 +542,36 @@ impl SchemaProvider for PgCatalogOverlay {
                     }) as Arc<dyn TableProvider>
                 }))
             }
+            "pg_attribute" => {
+                let (Some(class), Some(namespace)) = (
+                    self.inner.table("pg_class").await?,
+                    self.inner.table("pg_namespace").await?,
+                ) else {
+                    return Ok(table);
+                };
+                let modifiers = self
+                    .engine
+                    .catalog()
+                    .relations()
+                    .filter(|r| r.is_table())
+                    .map(|r| {
+                        let columns = (0..r.schema.fields().len())
+                            .map(|c| r.type_modifier(c))
+                            .collect();
+                        (r.name.clone(), columns)
+                    })
+                    .collect();
+                Ok(table.map(|inner| {
+                    Arc::new(Overlaid {
+                        inner,
+                        with: Overlay::Attribute {
+                            class,
+                            namespace,
+                            modifiers,
+                        },
+                    }) as Arc<dyn TableProvider>
+                }))
+            }
             _ => Ok(table),
         }
     }
@@ -545,11 +611,9 @@ fn one_row(
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
-/// `relname` → (`oid`, `relnamespace`) of the relations in `pg_class` batches.
-fn class_oids(
-    batches: &[RecordBatch],
-) -> std::collections::HashMap<String, (ScalarValue, ScalarValue)> {
-    let mut out = std::collections::HashMap::new();
+/// (`oid`, `relname`, `relnamespace`) of each relation in `pg_class` batches.
+fn class_entries(batches: &[RecordBatch]) -> Vec<(ScalarValue, String, ScalarValue)> {
+    let mut out = Vec::new();
     for b in batches {
         let schema = b.schema();
         let (Ok(oid), Ok(name), Ok(ns)) = (
@@ -560,19 +624,27 @@ fn class_oids(
             continue;
         };
         for i in 0..b.num_rows() {
-            let (Ok(n), Ok(o), Ok(s)) = (
+            let (Ok(ScalarValue::Utf8(Some(n))), Ok(o), Ok(s)) = (
                 ScalarValue::try_from_array(b.column(name), i),
                 ScalarValue::try_from_array(b.column(oid), i),
                 ScalarValue::try_from_array(b.column(ns), i),
             ) else {
                 continue;
             };
-            if let ScalarValue::Utf8(Some(n)) = n {
-                out.insert(n, (o, s));
-            }
+            out.push((o, n, s));
         }
     }
     out
+}
+
+/// `relname` → (`oid`, `relnamespace`) of the relations in `pg_class` batches.
+fn class_oids(
+    batches: &[RecordBatch],
+) -> std::collections::HashMap<String, (ScalarValue, ScalarValue)> {
+    class_entries(batches)
+        .into_iter()
+        .map(|(o, n, s)| (n, (o, s)))
+        .collect()
 }
 
 fn memory_exec(
@@ -609,6 +681,17 @@ enum Overlay {
         indexes: Vec<IndexRow>,
         /// The library's `pg_namespace`, for the OID of `weir_catalog`.
         namespace: Option<Arc<dyn TableProvider>>,
+    },
+    /// `pg_attribute`: `atttypmod` of the columns of Weir's tables declared with one
+    /// (`varchar(n)`, `char(n)`, `numeric(p, s)`: psql's `\d`, JDBC's `getColumns` and
+    /// SQLAlchemy show it), and `atttypid` `varchar`/`bpchar` for the character types the
+    /// library shows as `text`.
+    Attribute {
+        /// The library's `pg_class` and `pg_namespace`, for the OIDs of the tables.
+        class: Arc<dyn TableProvider>,
+        namespace: Arc<dyn TableProvider>,
+        /// Each table's columns' modifiers, by table name (schema `public`).
+        modifiers: std::collections::HashMap<String, Vec<TypeModifier>>,
     },
     /// `pg_index`: one row per secondary index (after the library's rows).
     Index {
@@ -649,6 +732,15 @@ impl TableProvider for Overlaid {
                 };
                 class_rows(batches, &schema, views, indexes, system.as_ref())?
             }
+            Overlay::Attribute {
+                class,
+                namespace,
+                modifiers,
+            } => {
+                let public = namespace_oid(&read_all(namespace, state).await?, "public");
+                let tables = public_relations(&read_all(class, state).await?, public.as_ref());
+                attribute_rows(batches, &schema, &tables, modifiers)?
+            }
             Overlay::Index { class, indexes } => {
                 let oids = class_oids(&read_all(class, state).await?);
                 index_rows(batches, &schema, &oids, indexes)?
@@ -673,6 +765,84 @@ fn namespace_oid(batches: &[RecordBatch], name: &str) -> Option<ScalarValue> {
                 .flatten()
         })
     })
+}
+
+/// `oid` → `relname` of the relations of schema `public` (OID `public`) in `pg_class`
+/// batches.
+fn public_relations(
+    batches: &[RecordBatch],
+    public: Option<&ScalarValue>,
+) -> std::collections::HashMap<ScalarValue, String> {
+    class_entries(batches)
+        .into_iter()
+        .filter(|(_, _, ns)| Some(ns) == public)
+        .map(|(o, n, _)| (o, n))
+        .collect()
+}
+
+/// `pg_attribute`'s rows with `atttypid` and `atttypmod` set from the declared type
+/// modifiers of the tables in `tables` (OID → name).
+fn attribute_rows(
+    batches: Vec<RecordBatch>,
+    schema: &SchemaRef,
+    tables: &std::collections::HashMap<ScalarValue, String>,
+    modifiers: &std::collections::HashMap<String, Vec<TypeModifier>>,
+) -> DfResult<Vec<RecordBatch>> {
+    let (Ok(rel_idx), Ok(num_idx), Ok(typ_idx), Ok(mod_idx)) = (
+        schema.index_of("attrelid"),
+        schema.index_of("attnum"),
+        schema.index_of("atttypid"),
+        schema.index_of("atttypmod"),
+    ) else {
+        return Ok(batches);
+    };
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        if b.num_rows() == 0 {
+            out.push(b);
+            continue;
+        }
+        let mut types = Vec::with_capacity(b.num_rows());
+        let mut mods = Vec::with_capacity(b.num_rows());
+        for i in 0..b.num_rows() {
+            let old_type = ScalarValue::try_from_array(b.column(typ_idx), i)?;
+            let old_mod = ScalarValue::try_from_array(b.column(mod_idx), i)?;
+            let modifier = tables
+                .get(&ScalarValue::try_from_array(b.column(rel_idx), i)?)
+                .and_then(|name| modifiers.get(name))
+                .and_then(|columns| {
+                    let num = ScalarValue::try_from_array(b.column(num_idx), i).ok()?;
+                    let num =
+                        usize::try_from(i64::try_from(num.cast_to(&DataType::Int64).ok()?).ok()?)
+                            .ok()?;
+                    columns.get(num.checked_sub(1)?).copied()
+                })
+                .filter(|m| *m != TypeModifier::None);
+            match modifier {
+                Some(m) => {
+                    types.push(match m.type_oid() {
+                        Some(oid) => {
+                            ScalarValue::Int32(Some(oid)).cast_to(b.column(typ_idx).data_type())?
+                        }
+                        None => old_type,
+                    });
+                    mods.push(
+                        ScalarValue::Int32(Some(m.typmod()))
+                            .cast_to(b.column(mod_idx).data_type())?,
+                    );
+                }
+                None => {
+                    types.push(old_type);
+                    mods.push(old_mod);
+                }
+            }
+        }
+        let mut columns = b.columns().to_vec();
+        columns[typ_idx] = ScalarValue::iter_to_array(types)?;
+        columns[mod_idx] = ScalarValue::iter_to_array(mods)?;
+        out.push(RecordBatch::try_new(b.schema(), columns)?);
+    }
+    Ok(out)
 }
 
 /// `pg_class`'s rows with Weir's corrections and its indexes' rows; `system` is the OID of
@@ -775,6 +945,7 @@ fn index_rows(
             ("indnatts", ScalarValue::Int16(Some(n))),
             ("indnkeyatts", ScalarValue::Int16(Some(n))),
             ("indisunique", ScalarValue::Boolean(Some(index.unique))),
+            ("indisprimary", ScalarValue::Boolean(Some(index.primary))),
             ("indimmediate", ScalarValue::Boolean(Some(true))),
             ("indisvalid", ScalarValue::Boolean(Some(true))),
             ("indisready", ScalarValue::Boolean(Some(true))),
@@ -803,9 +974,10 @@ fn index_rows(
 }
 
 /// `pg_get_indexdef(index_oid [, column integer, pretty boolean])`: the `CREATE INDEX`
-/// statement of a secondary index (PostgreSQL's form: `CREATE [UNIQUE] INDEX name ON
-/// public.rel USING btree (a, b DESC)`), or with a column number `k > 0` the name of its
-/// `k`-th column; NULL for an OID that is no index. psql's `\d` reads it for `Indexes:`.
+/// statement of an index, a secondary index or a table's primary key (PostgreSQL's form:
+/// `CREATE [UNIQUE] INDEX name ON public.rel USING btree (a, b DESC)`), or with a column
+/// number `k > 0` the name of its `k`-th column; NULL for an OID that is no index. psql's
+/// `\d` reads it for `Indexes:`.
 #[derive(Debug)]
 pub struct PgGetIndexDef {
     /// Weak: a view's plan could hold the function, and the engine holds the views.
@@ -826,31 +998,32 @@ impl PgGetIndexDef {
 
     fn definition(&self, oid: i64, column: i64) -> Option<String> {
         let engine = self.engine.upgrade()?;
-        let catalog = engine.catalog();
-        let id = u64::try_from(oid - i64::from(INDEX_OID_BASE)).ok()?;
-        let index = catalog.indexes().find(|i| i.id == id)?;
-        let relation = catalog.get(index.relation)?;
-        let name = |c: usize| quote_ident(relation.schema.field(c).name());
+        let oid = i32::try_from(oid).ok()?;
+        let index = catalog_indexes(&engine.catalog())
+            .into_iter()
+            .find(|i| i.oid == oid)?;
+        let name = |attnum: i32| -> Option<String> {
+            let c = usize::try_from(attnum - 1).ok()?;
+            Some(quote_ident(index.column_names.get(c)?))
+        };
         if column > 0 {
-            let c = index.columns.get(usize::try_from(column - 1).ok()?)?;
-            return Some(name(c.column));
+            let k = usize::try_from(column - 1).ok()?;
+            return name(*index.keys.get(k)?);
         }
-        let columns: Vec<String> = index
-            .columns
+        let columns = index
+            .keys
             .iter()
-            .map(|c| {
-                if c.descending {
-                    format!("{} DESC", name(c.column))
-                } else {
-                    name(c.column)
-                }
+            .zip(&index.descending)
+            .map(|(k, d)| {
+                let n = name(*k)?;
+                Some(if *d { format!("{n} DESC") } else { n })
             })
-            .collect();
+            .collect::<Option<Vec<String>>>()?;
         Some(format!(
             "CREATE {}INDEX {} ON public.{} USING btree ({})",
             if index.unique { "UNIQUE " } else { "" },
             quote_ident(&index.name),
-            quote_ident(&relation.name),
+            quote_ident(&index.relation),
             columns.join(", ")
         ))
     }

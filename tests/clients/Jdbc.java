@@ -229,7 +229,8 @@ public class Jdbc {
                     types.put(rs.getString("TABLE_NAME"), rs.getString("TABLE_TYPE"));
                 }
             }
-            eq(types.toString(), "{" + V + "=MATERIALIZED VIEW, " + T + "=TABLE}", "tables and their types");
+            eq(types.toString(), "{" + V + "=MATERIALIZED VIEW, " + T + "=TABLE, " + T + "_pkey=INDEX}",
+                    "tables and their types (with the primary key's index, as PostgreSQL lists it)");
         });
         checks.put("get_columns", () -> {
             List<String> got = new ArrayList<>();

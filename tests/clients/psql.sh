@@ -63,8 +63,9 @@ c_list_tables() { q -c '\dt' >"$WORK/out" && expect "^public\|$T\|table\|" && ! 
 c_list_matviews() { q -c '\dm' >"$WORK/out" && expect "^public\|$V\|materialized view\|"; }
 # Weir has no plain views: \dv runs its query and finds none.
 c_list_views() { no_error q -c '\dv' && ! grep -qE "$T|$V" "$WORK/out"; }
+# Without -t: psql prints a table's footers (Indexes:) only when not in tuples-only mode.
 c_describe_table() {
-  q -c "\\d $T" >"$WORK/out" &&
+  psql -X -A -v ON_ERROR_STOP=1 -c "\\d $T" >"$WORK/out" &&
     expect '^id\|bigint\|\|not null\|' '^customer\|text\|\|not null\|' '^qty\|integer\|\|\|' \
       '^price\|numeric\(10,2\)\|' '^day\|date\|' "PRIMARY KEY, btree \(id\)"
 }
