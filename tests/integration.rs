@@ -153,6 +153,41 @@ async fn copy_to_stdout() {
     server.stop().await;
 }
 
+/// A view fails only while its inputs' contents fail it: a row that fails the view (`a / b`
+/// with `b = 0`) and is fixed by the next statement of the same query string (written in the
+/// same epoch, or in the next one when a barrier falls between them) leaves the view readable
+/// with the fixed row's value, as a PostgreSQL view over the table would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_fixed_in_the_same_epoch_does_not_fail_the_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute(
+        "CREATE TABLE vh (a INT, b INT); INSERT INTO vh VALUES (0, 1); \
+         CREATE MATERIALIZED VIEW vh_q AS SELECT a, a / b AS q FROM vh",
+    )
+    .await
+    .unwrap();
+    for a in 1..=5 {
+        c.batch_execute(&format!(
+            "INSERT INTO vh VALUES ({a}, 0); UPDATE vh SET b = 2 WHERE a = {a}; FLUSH"
+        ))
+        .await
+        .unwrap();
+        let rows = c
+            .query("SELECT a, q FROM vh_q ORDER BY a", &[])
+            .await
+            .unwrap_or_else(|e| panic!("round {a}: the view failed: {e}"));
+        let got: Vec<(i32, i32)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        // Integer division truncates: a / 2.
+        let want: Vec<(i32, i32)> = (0..=a)
+            .map(|x| (x, if x == 0 { 0 } else { x / 2 }))
+            .collect();
+        assert_eq!(got, want, "round {a}");
+    }
+    server.stop().await;
+}
+
 /// Parameters DataFusion cannot type get PostgreSQL's: `LIMIT $1`/`OFFSET $2` are bigint,
 /// a bare `SELECT $1` is text; the statements then run with those values.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

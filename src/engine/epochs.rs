@@ -262,6 +262,21 @@ impl Engine {
                         Err(e) => {
                             df.on_failure(id, &e, now);
                             touched.insert(id);
+                            // The row that failed the view may be gone by the epoch's end
+                            // (written and deleted or updated in the same epoch): a view
+                            // fails only while its inputs' current contents fail it, so it
+                            // heals at once when they compute.
+                            if matches!(df.jobs[&id].status, JobStatus::Failed { .. }) {
+                                let snapshot = self.snapshot_input(&df, &df.jobs[&id]);
+                                let job = df
+                                    .jobs
+                                    .get_mut(&id)
+                                    .ok_or_else(|| Error::Internal("job vanished".into()))?;
+                                if snapshot.and_then(|s| job.rebuild(&s)).is_ok() {
+                                    info!(view = %job.name, epoch = epoch.0, "view rebuilt");
+                                    rebuilt.insert(id);
+                                }
+                            }
                         }
                     }
                 }

@@ -1610,6 +1610,17 @@ fn rewrite_expr(
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let lt = left.get_type(schema)?;
             let rt = right.get_type(schema)?;
+            // PostgreSQL has no `%` for floats (`mod` and `%` take integers and numeric).
+            if op == Operator::Modulo && (is_float(&lt) || is_float(&rt)) {
+                return Err(ours(Error::plan(
+                    "42883",
+                    format!(
+                        "operator does not exist: {} % {}",
+                        crate::sql::functions::pg_type_name(&lt),
+                        crate::sql::functions::pg_type_name(&rt)
+                    ),
+                )));
+            }
             let name = match op {
                 Operator::Plus | Operator::Minus | Operator::Multiply
                     if is_int(&lt) && lt == rt =>

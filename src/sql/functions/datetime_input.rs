@@ -470,6 +470,16 @@ pub fn interval_text(s: &str) -> Cow<'_, str> {
             changed = true;
             continue;
         }
+        // An explicit plus sign (PostgreSQL's output writes one after a negative field:
+        // `-1 days +02:00:00`, `-1 year +2 mons`), which Arrow's parser refuses.
+        if let Some(number) = token
+            .strip_prefix('+')
+            .filter(|n| n.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
+        {
+            out.push(number.to_string());
+            changed = true;
+            continue;
+        }
         out.push(token.to_string());
     }
     if changed {
@@ -586,6 +596,8 @@ mod tests {
         assert_eq!(interval_text("@ 3 hrs 5 mins"), "3 hours 5 minutes");
         assert_eq!(interval_text("10:30"), "10 hours 30 minutes 0 seconds");
         assert_eq!(interval_text("1 mon"), "1 months");
+        assert_eq!(interval_text("-1 year +2 mons"), "-1 year 2 months");
+        assert_eq!(interval_text("+3 days"), "3 days");
         assert!(matches!(interval_text("3 days"), Cow::Borrowed(_)));
         assert!(matches!(interval_text("nonsense"), Cow::Borrowed(_)));
     }
