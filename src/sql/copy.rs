@@ -221,6 +221,11 @@ pub fn parse(
                 break;
             }
             let line = record.position().map(|p| p.line()).unwrap_or(0);
+            // The record's bytes, to tell a quoted field from an unquoted one.
+            let raw = record
+                .position()
+                .and_then(|p| data.get(p.byte() as usize..reader.position().byte() as usize))
+                .unwrap_or_default();
             if first && format.header {
                 first = false;
                 continue;
@@ -242,11 +247,20 @@ pub fn parse(
                     "extra data after last expected column".into(),
                 ));
             }
+            let mut quoted: Option<Vec<bool>> = None;
             for (j, f) in record.iter().enumerate() {
                 let s = std::str::from_utf8(f).map_err(|_| {
                     Error::data("22021", format!("invalid byte sequence for encoding \"UTF8\" (COPY {table}, line {line})"))
                 })?;
-                if s == format.null {
+                // PostgreSQL: a field is NULL when it matches the NULL string and no quote was
+                // seen in it (`,"",` is an empty string, `,,` NULL by default).
+                let is_null = s == format.null
+                    && !quoted
+                        .get_or_insert_with(|| csv_quoted_fields(raw, format))
+                        .get(j)
+                        .copied()
+                        .unwrap_or(false);
+                if is_null {
                     builders[j].append_null();
                 } else {
                     builders[j].append_value(s);
@@ -407,6 +421,39 @@ fn unescape_text(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Whether each field of one CSV record (its raw bytes) had a quote character in it, as
+/// PostgreSQL's `CopyReadAttributesCSV` tracks it (`saw_quote`): only an unquoted field can
+/// be NULL.
+fn csv_quoted_fields(raw: &[u8], format: &CopyFormat) -> Vec<bool> {
+    let mut out = Vec::new();
+    let (mut in_quotes, mut saw_quote, mut escaped) = (false, false, false);
+    for &b in raw {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        if in_quotes {
+            if b == format.escape && format.escape != format.quote {
+                escaped = true;
+            } else if b == format.quote {
+                in_quotes = false;
+            }
+            continue;
+        }
+        if b == format.quote {
+            in_quotes = true;
+            saw_quote = true;
+        } else if b == format.delimiter {
+            out.push(saw_quote);
+            saw_quote = false;
+        } else if b == b'\n' || b == b'\r' {
+            break;
+        }
+    }
+    out.push(saw_quote);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,6 +489,39 @@ mod tests {
         .unwrap();
         assert_eq!(b.num_rows(), 2);
         assert!(b.column(0).is_null(1));
+    }
+
+    /// PostgreSQL's rule: only an unquoted field matching the NULL string is NULL; a quoted
+    /// empty field is an empty string (the default CSV NULL string is empty).
+    #[test]
+    fn quoted_csv_field_is_never_null() {
+        let mut f = fmt(true);
+        f.header = false;
+        f.null = String::new();
+        let b = parse(
+            b"1,\"\"\n2,\n,\"a\"\"\"\n\"\",\"\"\r\n",
+            &f,
+            "t",
+            &schema(),
+            &[0, 1],
+        );
+        // Row 4's `""` in the integer column is an empty string, not NULL: 22P02 as in
+        // PostgreSQL.
+        assert_eq!(b.unwrap_err().sqlstate(), "22P02");
+        let b = parse(
+            b"1,\"\"\n2,\n,\"a\"\"\"\n3,\"x,\"\"\"\r\n",
+            &f,
+            "t",
+            &schema(),
+            &[0, 1],
+        )
+        .unwrap();
+        let text = arrow::array::AsArray::as_string::<i32>(b.column(1));
+        assert_eq!(b.num_rows(), 4);
+        assert!(b.column(1).is_valid(0) && text.value(0).is_empty());
+        assert!(b.column(1).is_null(1));
+        assert!(b.column(0).is_null(2) && text.value(2) == "a\"");
+        assert_eq!(text.value(3), "x,\"");
     }
 
     #[test]

@@ -732,12 +732,12 @@ impl VisitorMut for DistinctFromVisitor {
     }
 }
 
-/// `CAST(x AS varchar(n))` (also `character varying(n)`) as `varchar(CAST(x AS varchar), n)`
-/// (`left` under the name PostgreSQL gives the cast's column, registered by
-/// [`crate::sql::semantics::register`]):
-/// PostgreSQL's explicit cast to a length-limited string truncates to `n` characters (docs,
-/// 8.3 "Character Types"), where DataFusion's `varchar` drops the length and keeps the whole
-/// text.
+/// `CAST(x AS varchar(n))` (also `character varying(n)`, `char(n)`, `character(n)`; `char`
+/// alone is `char(1)`) as `varchar(CAST(x AS varchar), n)` or `bpchar(...)` (`left` under the
+/// names PostgreSQL gives the cast's column, registered by [`crate::sql::semantics::register`]): PostgreSQL's
+/// explicit cast to a length-limited string truncates to `n` characters (docs, 8.3
+/// "Character Types"), where DataFusion's `varchar` drops the length and keeps the whole
+/// text. In `CREATE TABLE`, the long spellings become `varchar(n)` and `char(n)`.
 #[derive(Debug)]
 struct VarcharLengthRule;
 
@@ -753,40 +753,58 @@ struct VarcharLengthVisitor;
 impl VisitorMut for VarcharLengthVisitor {
     type Break = ();
 
+    fn post_visit_statement(&mut self, stmt: &mut Statement) -> ControlFlow<()> {
+        // `character varying(n)` and `character(n)`, as psql's `\d` and pg_dump write them,
+        // are `varchar(n)` and `char(n)` (DataFusion plans only the short spellings).
+        if let Statement::CreateTable(ct) = stmt {
+            for c in &mut ct.columns {
+                c.data_type = match std::mem::replace(&mut c.data_type, SqlDataType::Text) {
+                    SqlDataType::CharacterVarying(l) | SqlDataType::CharVarying(l) => {
+                        SqlDataType::Varchar(l)
+                    }
+                    SqlDataType::Character(l) => SqlDataType::Char(l),
+                    other => other,
+                };
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         use datafusion::sql::sqlparser::ast::CharacterLength;
-        if let Expr::Cast {
-            data_type:
-                data_type @ (SqlDataType::Varchar(Some(CharacterLength::IntegerLength { .. }))
-                | SqlDataType::CharacterVarying(Some(CharacterLength::IntegerLength {
-                    ..
-                }))
-                | SqlDataType::CharVarying(Some(CharacterLength::IntegerLength { .. }))),
-            ..
-        } = expr
-        {
-            let length = match data_type {
-                SqlDataType::Varchar(Some(CharacterLength::IntegerLength { length, .. }))
-                | SqlDataType::CharacterVarying(Some(CharacterLength::IntegerLength {
-                    length,
-                    ..
-                }))
-                | SqlDataType::CharVarying(Some(CharacterLength::IntegerLength {
-                    length, ..
-                })) => *length,
-                _ => return ControlFlow::Continue(()),
-            };
-            if length == 0 {
-                // PostgreSQL refuses a length of 0 (22023); DataFusion's error stands.
-                return ControlFlow::Continue(());
-            }
-            *data_type = SqlDataType::Varchar(None);
-            let cast = std::mem::replace(expr, Expr::value(Value::Null));
-            *expr = function_call(
-                "varchar",
-                vec![cast, Expr::value(Value::Number(length.to_string(), false))],
-            );
-        }
+        let Expr::Cast { data_type, .. } = expr else {
+            return ControlFlow::Continue(());
+        };
+        let name = if matches!(data_type, SqlDataType::Char(_) | SqlDataType::Character(_)) {
+            "bpchar"
+        } else {
+            "varchar"
+        };
+        let length = match data_type {
+            SqlDataType::Varchar(l)
+            | SqlDataType::CharacterVarying(l)
+            | SqlDataType::CharVarying(l) => match l {
+                Some(CharacterLength::IntegerLength { length, .. }) => Some(*length),
+                _ => None,
+            },
+            // `char` alone is `char(1)`.
+            SqlDataType::Char(l) | SqlDataType::Character(l) => match l {
+                Some(CharacterLength::IntegerLength { length, .. }) => Some(*length),
+                None => Some(1),
+                Some(CharacterLength::Max) => None,
+            },
+            _ => return ControlFlow::Continue(()),
+        };
+        *data_type = SqlDataType::Varchar(None);
+        let Some(length) = length.filter(|n| *n > 0) else {
+            // No length (or PostgreSQL's refused 0): the whole text.
+            return ControlFlow::Continue(());
+        };
+        let cast = std::mem::replace(expr, Expr::value(Value::Null));
+        *expr = function_call(
+            name,
+            vec![cast, Expr::value(Value::Number(length.to_string(), false))],
+        );
         ControlFlow::Continue(())
     }
 }

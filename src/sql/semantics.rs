@@ -64,13 +64,13 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(false)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(true)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalOutput::new()));
-    // `x::varchar(n)` is `varchar(x::varchar, n)` (`crate::sql::parse`): `left` by the name
-    // PostgreSQL shows for the cast's column.
+    // `x::varchar(n)` is `varchar(x::varchar, n)`, `x::char(n)` `bpchar(x::varchar, n)`
+    // (`crate::sql::parse`): `left` by the names PostgreSQL shows for the cast's column.
     ctx.register_udf(
         datafusion::functions::unicode::left()
             .as_ref()
             .clone()
-            .with_aliases(["varchar"]),
+            .with_aliases(["varchar", "bpchar"]),
     );
     {
         use datafusion::execution::FunctionRegistry;
