@@ -150,6 +150,29 @@ impl From<rocksdb::Error> for Error {
     }
 }
 
+/// Arrow's `V is too large to store in a Decimal128 of precision P. Max is M` (a value that
+/// does not fit a `numeric(p, s)`) as PostgreSQL's `22003` `numeric field overflow`, with its
+/// DETAIL's wording in the message.
+fn numeric_field_overflow(message: &str) -> Option<Error> {
+    let rest = message
+        .split("is too large to store in a Decimal128 of precision ")
+        .nth(1)?;
+    let (precision, rest) = rest.split_once('.')?;
+    let precision: u32 = precision.trim().parse().ok()?;
+    let max = rest.split("Max is ").nth(1)?.trim();
+    let scale = max.split_once('.').map_or(0, |(_, f)| {
+        f.chars().take_while(char::is_ascii_digit).count() as u32
+    });
+    let limit = precision.saturating_sub(scale);
+    Some(Error::data(
+        "22003",
+        format!(
+            "numeric field overflow: a field with precision {precision}, scale {scale} must \
+             round to an absolute value less than 10^{limit}"
+        ),
+    ))
+}
+
 /// Maps a DataFusion error onto the nearest PostgreSQL error class.
 ///
 /// DataFusion reports most user errors as `Plan`, `Schema` or `Execution` with a message; the
@@ -185,6 +208,9 @@ fn classify_datafusion(e: DataFusionError) -> Error {
         );
     }
     if let Some(e) = no_matching_function(&message) {
+        return e;
+    }
+    if let Some(e) = numeric_field_overflow(&message) {
         return e;
     }
     let lower = message.to_ascii_lowercase();
@@ -351,6 +377,19 @@ fn strip_df_prefix(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn decimal_overflow_is_numeric_field_overflow() {
+        let e = Error::from(arrow::error::ArrowError::InvalidArgumentError(
+            "12345.60 is too large to store in a Decimal128 of precision 6. Max is 9999.99".into(),
+        ));
+        assert_eq!(e.sqlstate(), "22003");
+        assert!(
+            e.to_string()
+                .contains("numeric field overflow: a field with precision 6, scale 2 must round to an absolute value less than 10^4"),
+            "{e}"
+        );
+    }
+
     use super::*;
 
     #[test]
