@@ -56,6 +56,11 @@ pub struct RelationDef {
     /// the end have none (empty in catalogs written before they were kept, and for views).
     #[serde(default)]
     pub type_modifiers: Vec<TypeModifier>,
+    /// The name of a table's primary key index (`<table>_pkey`, or `<table>_pkey1`, ... when
+    /// that name was taken, as PostgreSQL chooses it); `None` in catalogs written before it
+    /// was kept, where it is `<table>_pkey`.
+    #[serde(default)]
+    pub primary_key_index: Option<String>,
 }
 
 /// A column's declared PostgreSQL type modifier (docs 8.1.2 "Arbitrary Precision Numbers",
@@ -186,6 +191,19 @@ impl RelationDef {
         self.type_modifiers.get(column).copied().unwrap_or_default()
     }
 
+    /// The name of the unique index behind a table's primary key, if it has one (PostgreSQL
+    /// shows a primary key as an index and reserves its name).
+    pub fn primary_key_index_name(&self) -> Option<String> {
+        match &self.kind {
+            RelationKind::Table { primary_key } if !primary_key.is_empty() => Some(
+                self.primary_key_index
+                    .clone()
+                    .unwrap_or_else(|| format!("{}_pkey", self.name)),
+            ),
+            _ => None,
+        }
+    }
+
     /// True for tables.
     pub fn is_table(&self) -> bool {
         matches!(self.kind, RelationKind::Table { .. })
@@ -298,7 +316,26 @@ impl Catalog {
 
     /// Whether `name` is taken by a relation or an index.
     pub fn name_taken(&self, name: &str) -> bool {
-        self.by_name(name).is_some() || self.index_by_name(name).is_some()
+        self.by_name(name).is_some()
+            || self.index_by_name(name).is_some()
+            || self.primary_key_owner(name).is_some()
+    }
+
+    /// The table whose primary key index is named `name`.
+    pub fn primary_key_owner(&self, name: &str) -> Option<&RelationDef> {
+        self.relations
+            .values()
+            .find(|r| r.primary_key_index_name().as_deref() == Some(name))
+    }
+
+    /// The name PostgreSQL gives the primary key index of a new table `table`: `<table>_pkey`,
+    /// or with the first number from 1 that makes it free.
+    pub fn free_primary_key_index_name(&self, table: &str) -> String {
+        let base = format!("{table}_pkey");
+        std::iter::once(base.clone())
+            .chain((1..).map(|i| format!("{base}{i}")))
+            .find(|n| n != table && !self.name_taken(n))
+            .unwrap_or(base)
     }
 
     /// Adds an index.

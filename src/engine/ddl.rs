@@ -64,10 +64,14 @@ impl Engine {
             id,
             name: name.to_string(),
             schema: schema.as_ref().clone(),
-            kind: RelationKind::Table { primary_key },
+            kind: RelationKind::Table {
+                primary_key: primary_key.clone(),
+            },
             depends_on: vec![],
             connector,
             time,
+            primary_key_index: (!primary_key.is_empty())
+                .then(|| catalog.free_primary_key_index_name(name)),
             type_modifiers,
         };
         let data = self.tables.new_table(&def)?;
@@ -153,6 +157,7 @@ impl Engine {
             connector: None,
             time,
             type_modifiers: Vec::new(),
+            primary_key_index: None,
         });
         self.persist_catalog(&catalog)?;
         *lock(&self.catalog) = catalog;
@@ -361,6 +366,16 @@ impl Engine {
         self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
         let Some(def) = catalog.index_by_name(name).cloned() else {
+            if let Some(table) = catalog.primary_key_owner(name) {
+                return Err(Error::catalog(
+                    "2BP01",
+                    format!(
+                        "cannot drop index {name} because constraint {name} on table {} \
+                         requires it",
+                        table.name
+                    ),
+                ));
+            }
             if let Some(r) = catalog.by_name(name) {
                 return Err(Error::catalog(
                     "42809",

@@ -483,12 +483,9 @@ fn catalog_indexes(catalog: &crate::catalog::Catalog) -> Vec<IndexRow> {
         let crate::catalog::RelationKind::Table { primary_key } = &r.kind else {
             return None;
         };
-        if primary_key.is_empty() {
-            return None;
-        }
         Some(IndexRow {
             oid: PRIMARY_KEY_OID_BASE + i32::try_from(r.id).ok()?,
-            name: format!("{}_pkey", r.name),
+            name: r.primary_key_index_name()?,
             relation: r.name.clone(),
             column_names: names(r),
             keys: primary_key.iter().map(|c| *c as i32 + 1).collect(),
