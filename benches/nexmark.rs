@@ -16,10 +16,11 @@
 //!   on disk plus its memtables, tables and views and operator state together).
 //!
 //! With `WEIR_NEXMARK_BENCH_SOURCE=copy` the same events are loaded instead from CSV files
-//! (written before the clock starts) through `COPY ... FROM STDIN` into plain tables. The
-//! view's dataflow runs on one core: Weir does not split operators into parallel instances
-//! yet. `WEIR_NEXMARK_BENCH_QUERIES=q0,q1` picks queries. Run: `cargo bench --features
-//! failpoints --bench nexmark`.
+//! (written before the clock starts) through `COPY ... FROM STDIN` into plain tables. Each
+//! query runs once per `streaming.parallelism` of `WEIR_NEXMARK_BENCH_PARALLELISM` (default
+//! `1,2`: its keyed operators as one instance, then as two split by key hash), side by side.
+//! `WEIR_NEXMARK_BENCH_QUERIES=q0,q1` picks queries. Run: `cargo bench --features failpoints
+//! --bench nexmark`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -121,7 +122,7 @@ async fn scalar(client: &tokio_postgres::Client, sql: &str) -> i64 {
     row.get::<_, i64>(0)
 }
 
-async fn measure(query: &str, sql: &str, events: u64, copy: bool) -> Figures {
+async fn measure(query: &str, sql: &str, events: u64, copy: bool, parallelism: u32) -> Figures {
     let dir = std::env::temp_dir().join(format!("weir-nexmark-{}-{query}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench dir");
@@ -148,6 +149,10 @@ async fn measure(query: &str, sql: &str, events: u64, copy: bool) -> Figures {
         };
         client.batch_execute(&ddl).await.expect("create table");
     }
+    client
+        .batch_execute(&format!("SET streaming.parallelism = {parallelism}"))
+        .await
+        .expect("set parallelism");
     client.batch_execute(sql).await.expect("create view");
     if copy {
         for (table, _) in &tables {
@@ -238,7 +243,7 @@ async fn copy_file(client: &tokio_postgres::Client, table: &str, path: &Path) {
     }
 }
 
-fn child(spec: &str, events: u64, copy: bool) {
+fn child(spec: &str, events: u64, copy: bool, parallelism: u32) {
     let sql = queries()
         .into_iter()
         .find(|(n, _)| n == spec)
@@ -248,16 +253,20 @@ fn child(spec: &str, events: u64, copy: bool) {
         .enable_all()
         .build()
         .expect("runtime");
-    let f = runtime.block_on(measure(spec, &sql, events, copy));
+    let f = runtime.block_on(measure(spec, &sql, events, copy, parallelism));
     println!(
         "{}\t{}\t{}\t{}\t{}\t{}",
         f.query, f.seconds, f.cpu_seconds, f.peak_mib, f.state_mib, f.view_rows
     );
 }
 
-fn run_child(query: &str) -> Figures {
+fn run_child(query: &str, parallelism: u32) -> Figures {
     let out = std::process::Command::new(std::env::current_exe().expect("bench binary"))
         .env("WEIR_NEXMARK_BENCH_CHILD", query)
+        .env(
+            "WEIR_NEXMARK_BENCH_CHILD_PARALLELISM",
+            parallelism.to_string(),
+        )
         .stderr(std::process::Stdio::inherit())
         .output()
         .expect("child run");
@@ -283,36 +292,48 @@ fn main() {
         .unwrap_or(10_000_000);
     let copy = std::env::var("WEIR_NEXMARK_BENCH_SOURCE").is_ok_and(|v| v == "copy");
     if let Ok(spec) = std::env::var("WEIR_NEXMARK_BENCH_CHILD") {
-        child(&spec, events, copy);
+        let parallelism = std::env::var("WEIR_NEXMARK_BENCH_CHILD_PARALLELISM")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(1);
+        child(&spec, events, copy, parallelism);
         return;
     }
+    let parallelisms: Vec<u32> = std::env::var("WEIR_NEXMARK_BENCH_PARALLELISM")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
     let picked: Option<Vec<String>> = std::env::var("WEIR_NEXMARK_BENCH_QUERIES")
         .ok()
         .map(|s| s.split(',').map(|q| q.trim().to_string()).collect());
     println!(
-        "{} events, {} source, parallelism 1",
+        "{} events, {} source",
         events,
         if copy { "COPY" } else { "generator" }
     );
     println!(
-        "| query | seconds | events/s | CPU s | events per CPU-second | peak RSS (MiB) | state (MiB) | view rows |"
+        "| query | parallelism | seconds | events/s | CPU s | events per CPU-second | peak RSS (MiB) | state (MiB) | view rows |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for (name, _) in queries() {
         if picked.as_ref().is_some_and(|p| !p.contains(&name)) {
             continue;
         }
-        let f = run_child(&name);
-        println!(
-            "| {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {} |",
-            f.query,
-            f.seconds,
-            events as f64 / f.seconds,
-            f.cpu_seconds,
-            events as f64 / f.cpu_seconds,
-            f.peak_mib,
-            f.state_mib,
-            f.view_rows
-        );
+        for &parallelism in &parallelisms {
+            let f = run_child(&name, parallelism);
+            println!(
+                "| {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {} |",
+                f.query,
+                parallelism,
+                f.seconds,
+                events as f64 / f.seconds,
+                f.cpu_seconds,
+                events as f64 / f.cpu_seconds,
+                f.peak_mib,
+                f.state_mib,
+                f.view_rows
+            );
+        }
     }
 }

@@ -182,6 +182,12 @@ const SPECS: &[Spec] = &[
         description: "exponential-delay: random fraction added to each pause.",
     },
     Spec {
+        name: "streaming.parallelism",
+        kind: Kind::Int { min: 0, max: 64 },
+        default: "1",
+        description: "Parallel instances of each keyed operator (aggregate, join, OVER window) of a new materialized view, split by key hash; 0 means one per CPU core.",
+    },
+    Spec {
         name: "query.memory_limit_mb",
         kind: Kind::Int {
             min: 16,
@@ -439,7 +445,7 @@ impl SessionVars {
     /// `42704` for an unknown name.
     pub fn get(&self, name: &str) -> Result<String> {
         let s = Self::key(name)?;
-        Ok(self.value(s))
+        Ok(self.effective(s))
     }
 
     fn value(&self, s: &Spec) -> String {
@@ -462,6 +468,16 @@ impl SessionVars {
             return String::new();
         }
         s.default.to_string()
+    }
+
+    /// The effective value of `s`: [`SessionVars::value`] with `streaming.parallelism` 0
+    /// resolved to the number of CPU cores.
+    fn effective(&self, s: &Spec) -> String {
+        let v = self.value(s);
+        if s.name == "streaming.parallelism" && v == "0" {
+            return default_parallelism().to_string();
+        }
+        v
     }
 
     fn ms(&self, name: &str) -> u64 {
@@ -573,7 +589,13 @@ impl SessionVars {
     pub fn all(&self) -> Vec<(String, String, String)> {
         SPECS
             .iter()
-            .map(|s| (s.name.to_string(), self.value(s), s.description.to_string()))
+            .map(|s| {
+                (
+                    s.name.to_string(),
+                    self.effective(s),
+                    s.description.to_string(),
+                )
+            })
             .collect()
     }
 
@@ -608,7 +630,7 @@ impl SessionVars {
     }
 
     /// The settings a materialized view's job captures (`checkpoint.*`, `restart.*`,
-    /// `state.backend`), with their effective values.
+    /// `state.backend`, `streaming.parallelism`), with their effective values.
     pub fn job_settings(&self) -> BTreeMap<String, String> {
         SPECS
             .iter()
@@ -616,10 +638,20 @@ impl SessionVars {
                 s.name.starts_with("checkpoint.")
                     || s.name.starts_with("restart.")
                     || s.name == "state.backend"
+                    || s.name == "streaming.parallelism"
             })
-            .map(|s| (s.name.to_string(), self.value(s)))
+            .map(|s| (s.name.to_string(), self.effective(s)))
             .collect()
     }
+}
+
+/// The default `streaming.parallelism`: the number of CPU cores the process may use (1 when
+/// unknown).
+pub fn default_parallelism() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(64)
 }
 
 fn normalize(s: &Spec, value: &str) -> Result<String> {

@@ -275,7 +275,7 @@ async fn run_ops(
     }
 }
 
-async fn crash_run(mode: &str, seed: u64) {
+async fn crash_run(mode: &str, seed: u64, parallelism: usize) {
     let kills: usize = std::env::var("WEIR_CRASH_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -294,7 +294,8 @@ async fn crash_run(mode: &str, seed: u64) {
         let c = connect(port, &mut child).await;
         let dims: Vec<String> = (0..KEYS).map(|k| format!("({k}, 'n{k}_0')")).collect();
         c.batch_execute(&format!(
-            "CREATE TABLE ev (id BIGINT, k INT, v BIGINT);
+            "SET streaming.parallelism = {parallelism};
+             CREATE TABLE ev (id BIGINT, k INT, v BIGINT);
              CREATE TABLE dim (k INT PRIMARY KEY, name TEXT);
              INSERT INTO dim VALUES {};
              CREATE MATERIALIZED VIEW v_agg AS
@@ -399,10 +400,17 @@ async fn crash_run(mode: &str, seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_exactly_once() {
-    crash_run("exactly_once", 7).await;
+    crash_run("exactly_once", 7, 1).await;
+}
+
+/// The same with every keyed operator split into two instances by key hash: each instance's
+/// state tables are checkpointed and restored under their own names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_exactly_once_parallelism_2() {
+    crash_run("exactly_once", 13, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_at_least_once() {
-    crash_run("at_least_once", 11).await;
+    crash_run("at_least_once", 11, 2).await;
 }

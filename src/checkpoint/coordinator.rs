@@ -416,13 +416,16 @@ impl CheckpointCoordinator {
     /// the async phase on its own thread. `tables` are the job's state tables (names, ids,
     /// counts), `offsets` the sources' positions.
     ///
-    /// A failure of the sync phase is recorded as a `FAILED` checkpoint.
+    /// A failure of the sync phase is recorded as a `FAILED` checkpoint. `alignment_ms` is
+    /// how long the barrier of `epoch` waited at the job's exchanges (shown as the record's
+    /// `alignment_ms`).
     pub fn trigger(
         &mut self,
         epoch: Epoch,
         source: SnapshotSource,
         tables: Vec<StateTableEntry>,
         offsets: BTreeMap<u64, u64>,
+        alignment_ms: i64,
     ) {
         let now = Instant::now();
         self.last_trigger = now;
@@ -440,7 +443,7 @@ impl CheckpointCoordinator {
                 trigger_unix_ms,
                 end_unix_ms: None,
                 duration_ms: None,
-                alignment_ms: 0,
+                alignment_ms,
                 state_bytes: None,
                 persisted_bytes: None,
                 failure_reason: None,

@@ -71,6 +71,9 @@ pub struct JobSettings {
     pub backend: StateBackendKind,
     /// `restart.*`.
     pub restart: RestartStrategy,
+    /// `streaming.parallelism`: instances of each keyed operator (1 for views created before
+    /// the setting existed, so their state tables keep their names).
+    pub parallelism: usize,
     /// The captured values as text, as `weir_catalog.jobs` and EXPLAIN show them.
     pub values: BTreeMap<String, String>,
 }
@@ -144,6 +147,7 @@ impl JobSettings {
             retained: int("checkpoint.retained", "1")?.max(1) as usize,
             backend,
             restart,
+            parallelism: int("streaming.parallelism", "1")?.clamp(1, 64) as usize,
             values: values.clone(),
         })
     }

@@ -184,6 +184,12 @@ impl Engine {
         };
         for (k, _) in changes {
             let k = k.to_ascii_lowercase();
+            if k == "streaming.parallelism" {
+                return Err(Error::not_supported(format!(
+                    "changing streaming.parallelism of materialized view \"{name}\" is not supported; \
+                     create the view again with the new setting"
+                )));
+            }
             if !(k.starts_with("checkpoint.") || k.starts_with("restart.") || k == "state.backend")
             {
                 return Err(Error::Setting {
@@ -194,7 +200,11 @@ impl Engine {
                 });
             }
         }
-        let next = SessionVars::validate_job_settings(settings, changes)?;
+        // A view created before streaming.parallelism existed runs one instance per operator.
+        let mut base = settings.clone();
+        base.entry("streaming.parallelism".to_string())
+            .or_insert_with(|| "1".to_string());
+        let next = SessionVars::validate_job_settings(&base, changes)?;
         let parsed = JobSettings::from_values(&next)?;
         let job = df
             .jobs
@@ -280,13 +290,20 @@ impl Engine {
         }
     }
 
-    /// The EXPLAIN lines of a view's job.
+    /// The EXPLAIN lines of a view's job, with `parallelism` instances of each keyed
+    /// operator.
     ///
     /// # Errors
     /// `0A000` for unsupported constructs.
-    pub fn explain_view(&self, name: &str, plan: StreamPlan) -> Result<Vec<String>> {
+    pub fn explain_view(
+        &self,
+        name: &str,
+        plan: StreamPlan,
+        parallelism: usize,
+    ) -> Result<Vec<String>> {
         let schema = plan.schema.clone();
-        let job = Job::try_new(0, name.to_string(), plan, schema, None, None)?;
+        let job =
+            Job::with_parallelism(0, name.to_string(), plan, schema, None, None, parallelism)?;
         Ok(job.explain())
     }
 

@@ -346,8 +346,12 @@ impl Engine {
                     continue;
                 }
             };
+            let alignment_ms = match job.last_alignment {
+                (e, ms) if e == epoch => ms,
+                _ => 0,
+            };
             if let Some(c) = job.coordinator.as_mut() {
-                c.trigger(epoch, source, tables, offsets);
+                c.trigger(epoch, source, tables, offsets, alignment_ms);
             }
         }
         // Retention, downstream first: upstream views keep what their readers need.

@@ -1133,12 +1133,15 @@ impl Session {
     ) -> Result<Output> {
         let name = object_name(&cv.name)?;
         let plan = self.plan_query(&parse::view_query_text(sql)?).await?;
-        let mut lines = self
-            .engine
-            .explain_view(&name, stream_plan::plan_view(&plan, emit)?)?;
-        let settings: Vec<String> = self
-            .vars
-            .job_settings()
+        let job_settings = self.vars.job_settings();
+        let parallelism = job_settings
+            .get("streaming.parallelism")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(1);
+        let mut lines =
+            self.engine
+                .explain_view(&name, stream_plan::plan_view(&plan, emit)?, parallelism)?;
+        let settings: Vec<String> = job_settings
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();

@@ -20,7 +20,9 @@
 //!   since the server started), `definition` (a table's watermark expression).
 //! - `weir_catalog.state_tables`: one row per state table of each job, as of its last
 //!   processed epoch: `job`, `state_table` (`view` for the view's rows, otherwise the
-//!   operator's place in the plan and the table's name, as `root/input:hash_join.left`),
+//!   operator's place in the plan and the table's name, as `root/input:hash_join.left`;
+//!   instance `i` of an operator split by `streaming.parallelism` adds `#i`, as
+//!   `root/input#1:hash_join.left`),
 //!   `rows` (copies counted). Shows state growing, or staying flat as watermarks clean it.
 
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
@@ -16,7 +17,7 @@ use crate::common::{ChangeBatch, Epoch, RelationId};
 use crate::error::{Error, Result};
 use crate::state::index::SecondaryIndex;
 use crate::state::{IndexedSnapshot, StateBackend, StateSnapshot, StateTable};
-use crate::stream::plan::StreamPlan;
+use crate::stream::plan::{Build, StreamPlan};
 use crate::stream::{EpochContext, Operator, StateVisitor, Watermarks};
 
 /// The most input rows the operator tree of a job processes at once: a larger epoch (one
@@ -103,6 +104,12 @@ pub struct Job {
     pub name: String,
     /// The streaming plan (kept to rebuild the operator tree).
     plan: StreamPlan,
+    /// How the operator tree is built from the plan: `streaming.parallelism` instances of each
+    /// keyed operator, and the alignment clock their exchanges share.
+    build: Build,
+    /// The barrier alignment of the last processed epoch: (epoch, ms the exchanges' fastest
+    /// instances waited for the slowest), as the epoch's checkpoint records it.
+    pub last_alignment: (Epoch, i64),
     root: Box<dyn Operator>,
     /// The relations read.
     pub sources: BTreeSet<RelationId>,
@@ -142,10 +149,11 @@ pub struct Job {
 /// table's id by its name).
 fn fresh_state(
     plan: &StreamPlan,
+    how: &Build,
     schema: &SchemaRef,
     backend: Option<&Arc<StateBackend>>,
 ) -> Result<(Box<dyn Operator>, BTreeSet<RelationId>, StateTable)> {
-    let mut root = plan.root.build()?;
+    let mut root = plan.root.build_with(how)?;
     let contents = StateTable::with_key(schema.clone(), &plan.stream_key)?.stored(backend)?;
     root.visit_state(ROOT, &mut |_, t| t.store_in(backend))?;
     Ok((root, plan.sources.clone(), contents))
@@ -177,8 +185,38 @@ impl Job {
         coordinator: Option<CheckpointCoordinator>,
         state_root: Option<Arc<StateBackend>>,
     ) -> Result<Self> {
+        let parallelism = coordinator.as_ref().map_or(1, |c| c.settings().parallelism);
+        Self::with_parallelism(
+            view,
+            name,
+            plan,
+            schema,
+            coordinator,
+            state_root,
+            parallelism,
+        )
+    }
+
+    /// [`Job::try_new`] with `parallelism` instances of each keyed operator (what EXPLAIN of
+    /// a view not yet created shows; a job with a coordinator takes its settings' value).
+    ///
+    /// # Errors
+    /// As [`Job::try_new`].
+    pub fn with_parallelism(
+        view: RelationId,
+        name: String,
+        plan: StreamPlan,
+        schema: SchemaRef,
+        coordinator: Option<CheckpointCoordinator>,
+        state_root: Option<Arc<StateBackend>>,
+        parallelism: usize,
+    ) -> Result<Self> {
+        let build = Build {
+            parallelism: parallelism.max(1),
+            alignment_ns: Arc::default(),
+        };
         let live = fresh_live(coordinator.as_ref(), state_root.as_ref())?;
-        let (root, sources, contents) = fresh_state(&plan, &schema, live.as_ref())?;
+        let (root, sources, contents) = fresh_state(&plan, &build, &schema, live.as_ref())?;
         let restart = RestartTracker::new(
             coordinator
                 .as_ref()
@@ -189,6 +227,8 @@ impl Job {
             view,
             name,
             plan,
+            build,
+            last_alignment: (Epoch(0), 0),
             root,
             sources,
             schema,
@@ -247,7 +287,10 @@ impl Job {
         if let Some(message) = crate::failpoint::eval("job::process") {
             return Err(Error::Internal(format!("{message} (view {})", self.name)));
         }
+        let before = self.build.alignment_ns.load(Ordering::Relaxed);
         let out = self.process_epoch(input);
+        let waited = self.build.alignment_ns.load(Ordering::Relaxed) - before;
+        self.last_alignment = (input.epoch, (waited / 1_000_000) as i64);
         self.note_state_rows();
         out
     }
@@ -344,7 +387,8 @@ impl Job {
     /// [`Error::NotSupported`] if the plan no longer compiles.
     pub fn reset(&mut self) -> Result<()> {
         let live = fresh_live(self.coordinator.as_ref(), self.state_root.as_ref())?;
-        (self.root, _, self.contents) = fresh_state(&self.plan, &self.schema, live.as_ref())?;
+        (self.root, _, self.contents) =
+            fresh_state(&self.plan, &self.build, &self.schema, live.as_ref())?;
         self.live = live;
         self.watermarks.clear();
         self.rebuild_indexes()?;
@@ -513,7 +557,8 @@ impl Job {
     pub fn load(&mut self, restored: Restored) -> Result<()> {
         match restored {
             Restored::Live { backend, tables } => {
-                (self.root, _, self.contents) = fresh_state(&self.plan, &self.schema, None)?;
+                (self.root, _, self.contents) =
+                    fresh_state(&self.plan, &self.build, &self.schema, None)?;
                 let by_name: HashMap<&str, &StateTableEntry> =
                     tables.iter().map(|t| (t.name.as_str(), t)).collect();
                 let loaded = self.visit_state(&mut |name, t| {

@@ -14,6 +14,7 @@ use datafusion::physical_expr::window::WindowExpr;
 use crate::common::RelationId;
 use crate::error::Result;
 use crate::stream::Operator;
+use crate::stream::ops::exchange::{Exchange, ExchangeInput};
 use crate::stream::ops::filter::Filter;
 use crate::stream::ops::hash_agg::{AggCall, HashAgg};
 use crate::stream::ops::hash_join::{HashJoin, JoinBound, JoinKind, JoinSide};
@@ -297,12 +298,48 @@ impl StreamNode {
     }
 
     /// Builds fresh operators for this node and its inputs, their state tables empty and
-    /// on the heap (a job then moves them into its state backend).
+    /// on the heap (a job then moves them into its state backend), every operator one
+    /// instance.
     ///
     /// # Errors
     /// Errors of the operators' constructors (a key type Arrow cannot encode in its row
     /// format).
     pub fn build(&self) -> Result<Box<dyn Operator>> {
+        self.build_with(&Build::serial())
+    }
+
+    /// [`StreamNode::build`] with `how.parallelism` instances of every keyed operator that
+    /// can be split by key (a grouped aggregate, an equi-join, a semi or anti join other than
+    /// `NOT IN`, an OVER window with `PARTITION BY`), each behind an [`Exchange`].
+    ///
+    /// # Errors
+    /// As [`StreamNode::build`].
+    pub fn build_with(&self, how: &Build) -> Result<Box<dyn Operator>> {
+        if let Some(keyed) = self.keyed_inputs() {
+            let inputs = keyed
+                .iter()
+                .map(|(node, _, _, _)| node.build_with(how))
+                .collect::<Result<Vec<_>>>()?;
+            if how.parallelism <= 1 {
+                return self.build_keyed(inputs);
+            }
+            let inputs = inputs
+                .into_iter()
+                .zip(keyed)
+                .map(|(upstream, (_, edge, keys, key_types))| ExchangeInput {
+                    upstream,
+                    edge,
+                    keys,
+                    key_types,
+                })
+                .collect();
+            return Ok(Box::new(Exchange::try_new(
+                inputs,
+                how.parallelism,
+                Arc::clone(&how.alignment_ns),
+                |feeds| self.build_keyed(feeds),
+            )?));
+        }
         Ok(match self {
             StreamNode::Scan {
                 relation,
@@ -321,7 +358,7 @@ impl StreamNode {
                 predicate,
                 display,
             } => Box::new(Filter {
-                input: input.build()?,
+                input: input.build_with(how)?,
                 predicate: Arc::clone(predicate),
                 display: display.clone(),
             }),
@@ -330,20 +367,160 @@ impl StreamNode {
                 exprs,
                 schema,
             } => Box::new(Project {
-                input: input.build()?,
+                input: input.build_with(how)?,
                 exprs: exprs.clone(),
                 schema: schema.clone(),
             }),
+            StreamNode::TemporalFilter {
+                input,
+                time,
+                time_type,
+                predicate,
+                bound,
+                display,
+            } => Box::new(TemporalFilter::try_new(
+                input.build_with(how)?,
+                Arc::clone(time),
+                time_type.clone(),
+                Arc::clone(predicate),
+                *bound,
+                display.clone(),
+            )?),
+            StreamNode::Union { inputs, schema } => Box::new(Union {
+                inputs: inputs
+                    .iter()
+                    .map(|i| i.build_with(how))
+                    .collect::<Result<Vec<_>>>()?,
+                schema: schema.clone(),
+            }),
+            StreamNode::Values { rows, display } => Box::new(Values {
+                rows: rows.clone(),
+                emitted: false,
+                display: display.clone(),
+            }),
+            StreamNode::HashAgg { .. }
+            | StreamNode::HashJoin { .. }
+            | StreamNode::SemiJoin { .. }
+            | StreamNode::OverWindow { .. } => {
+                let inputs = self
+                    .children()
+                    .into_iter()
+                    .map(|c| c.build_with(how))
+                    .collect::<Result<Vec<_>>>()?;
+                self.build_keyed(inputs)?
+            }
+        })
+    }
+
+    /// The inputs of an aggregate, join or OVER window, in order.
+    fn children(&self) -> Vec<&StreamNode> {
+        match self {
+            StreamNode::HashAgg { input, .. } | StreamNode::OverWindow { input, .. } => {
+                vec![input]
+            }
+            StreamNode::HashJoin { left, right, .. } | StreamNode::SemiJoin { left, right, .. } => {
+                vec![left, right]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// For an operator that can be split by key: each input with its edge name, key
+    /// expressions and key types. `None` for the others: stateless operators, a global
+    /// aggregate, an OVER window without `PARTITION BY` (one partition), a join without an
+    /// equi-key, and `NOT IN`, whose answer depends on whether the right side holds a NULL
+    /// anywhere.
+    #[allow(clippy::type_complexity)]
+    fn keyed_inputs(
+        &self,
+    ) -> Option<
+        Vec<(
+            &StreamNode,
+            &'static str,
+            Vec<Arc<dyn PhysicalExpr>>,
+            Vec<DataType>,
+        )>,
+    > {
+        match self {
             StreamNode::HashAgg {
                 input,
+                group_exprs,
+                group_types,
+                ..
+            } if !group_exprs.is_empty() => Some(vec![(
+                input.as_ref(),
+                "input",
+                group_exprs.clone(),
+                group_types.clone(),
+            )]),
+            StreamNode::OverWindow {
+                input,
+                partition,
+                partition_types,
+                ..
+            } if !partition.is_empty() => Some(vec![(
+                input.as_ref(),
+                "input",
+                partition.clone(),
+                partition_types.clone(),
+            )]),
+            StreamNode::HashJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                key_types,
+                ..
+            } if !key_types.is_empty() => Some(vec![
+                (left.as_ref(), "left", left_keys.clone(), key_types.clone()),
+                (
+                    right.as_ref(),
+                    "right",
+                    right_keys.clone(),
+                    key_types.clone(),
+                ),
+            ]),
+            StreamNode::SemiJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                key_types,
+                kind,
+                ..
+            } if !key_types.is_empty() && *kind != SemiKind::NullAwareAnti => Some(vec![
+                (left.as_ref(), "left", left_keys.clone(), key_types.clone()),
+                (
+                    right.as_ref(),
+                    "right",
+                    right_keys.clone(),
+                    key_types.clone(),
+                ),
+            ]),
+            _ => None,
+        }
+    }
+
+    /// Builds this aggregate, join or OVER window over the given input operators (its
+    /// children's, or an exchange's feeds).
+    fn build_keyed(&self, inputs: Vec<Box<dyn Operator>>) -> Result<Box<dyn Operator>> {
+        let mut inputs = inputs.into_iter();
+        let mut next = || {
+            inputs.next().ok_or_else(|| {
+                crate::error::Error::Internal("operator built without its input".into())
+            })
+        };
+        Ok(match self {
+            StreamNode::HashAgg {
                 group_exprs,
                 group_types,
                 aggs,
                 schema,
                 emit_on_window_close,
+                ..
             } => {
                 let agg = HashAgg::try_new(
-                    input.build()?,
+                    next()?,
                     group_exprs.clone(),
                     group_types.clone(),
                     aggs.clone(),
@@ -356,8 +533,6 @@ impl StreamNode {
                 })
             }
             StreamNode::HashJoin {
-                left,
-                right,
                 left_keys,
                 right_keys,
                 key_types,
@@ -366,10 +541,11 @@ impl StreamNode {
                 nulls_match,
                 bounds,
                 condition,
+                ..
             } => Box::new(
                 HashJoin::try_new(
-                    left.build()?,
-                    right.build()?,
+                    next()?,
+                    next()?,
                     left_keys.clone(),
                     right_keys.clone(),
                     key_types.clone(),
@@ -381,17 +557,16 @@ impl StreamNode {
                 .with_bounds(bounds.clone())?,
             ),
             StreamNode::SemiJoin {
-                left,
-                right,
                 left_keys,
                 right_keys,
                 key_types,
                 kind,
                 nulls_match,
+                ..
             } => Box::new(
                 SemiJoin::try_new(
-                    left.build()?,
-                    right.build()?,
+                    next()?,
+                    next()?,
                     left_keys.clone(),
                     right_keys.clone(),
                     key_types.clone(),
@@ -400,15 +575,15 @@ impl StreamNode {
                 .with_nulls_matching(*nulls_match),
             ),
             StreamNode::OverWindow {
-                input,
                 partition,
                 partition_types,
                 order,
                 window,
                 output,
                 schema,
+                ..
             } => Box::new(OverWindow::try_new(
-                input.build()?,
+                next()?,
                 partition.clone(),
                 partition_types.clone(),
                 order.clone(),
@@ -416,33 +591,32 @@ impl StreamNode {
                 *output,
                 schema.clone(),
             )?),
-            StreamNode::TemporalFilter {
-                input,
-                time,
-                time_type,
-                predicate,
-                bound,
-                display,
-            } => Box::new(TemporalFilter::try_new(
-                input.build()?,
-                Arc::clone(time),
-                time_type.clone(),
-                Arc::clone(predicate),
-                *bound,
-                display.clone(),
-            )?),
-            StreamNode::Union { inputs, schema } => Box::new(Union {
-                inputs: inputs
-                    .iter()
-                    .map(StreamNode::build)
-                    .collect::<Result<Vec<_>>>()?,
-                schema: schema.clone(),
-            }),
-            StreamNode::Values { rows, display } => Box::new(Values {
-                rows: rows.clone(),
-                emitted: false,
-                display: display.clone(),
-            }),
+            _ => {
+                return Err(crate::error::Error::Internal(
+                    "build_keyed of an operator without a key".into(),
+                ));
+            }
         })
+    }
+}
+
+/// How a plan's operators are built: how many parallel instances a keyed operator gets, and
+/// the job's alignment clock its exchanges add to.
+#[derive(Clone, Default)]
+pub struct Build {
+    /// Instances per keyed operator (`streaming.parallelism`); 1 builds no exchange.
+    pub parallelism: usize,
+    /// The job's barrier alignment time, in ns: the exchanges add the time between their
+    /// first and last instance finishing an epoch batch.
+    pub alignment_ns: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Build {
+    /// One instance of every operator.
+    pub fn serial() -> Self {
+        Build {
+            parallelism: 1,
+            alignment_ns: Arc::default(),
+        }
     }
 }

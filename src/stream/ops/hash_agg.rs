@@ -1287,6 +1287,97 @@ mod tests {
         .unwrap()
     }
 
+    /// [`per_group`] split into `n` instances by the hash of `g`, each over its feed.
+    fn per_group_in_parallel(r: &Rel, n: usize) -> crate::stream::ops::exchange::Exchange {
+        use crate::stream::ops::exchange::{Exchange, ExchangeInput};
+        let s = r.schema.clone();
+        Exchange::try_new(
+            vec![ExchangeInput {
+                upstream: r.scan(),
+                edge: "input",
+                keys: vec![physical("g", &s)],
+                key_types: vec![DataType::Utf8],
+            }],
+            n,
+            Arc::default(),
+            |mut feeds| {
+                let one = HashAgg::try_new(
+                    feeds.remove(0),
+                    vec![physical("g", &s)],
+                    vec![DataType::Utf8],
+                    vec![
+                        call(AggKind::Count, "1", &s, DataType::Int64),
+                        call(AggKind::Count, "v", &s, DataType::Int64),
+                        call(AggKind::Sum, "v", &s, DataType::Int64),
+                        call(AggKind::Min, "v", &s, DataType::Int64),
+                        call(AggKind::Max, "v", &s, DataType::Int64),
+                    ],
+                    schema("g:utf8 n:i64 nv:i64 total:i64 least:i64 most:i64"),
+                )?;
+                Ok(Box::new(one) as Box<dyn Operator>)
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn split_into_instances_by_key_emits_what_one_instance_would() {
+        use crate::stream::ops::exchange::PARALLEL_MIN_ROWS;
+        let r = Rel::new(1, ROWS);
+        let mut par = per_group_in_parallel(&r, 3);
+        // Small epochs: the instances run in turn.
+        let out = run(
+            &mut par,
+            &epoch(&[(&r, "+1 | 'a', 1\n+1 | 'b', 2\n+1 | NULL, 3")]),
+        );
+        assert_eq!(
+            out,
+            expect("+1 | 'a', 1, 1, 1, 1, 1\n+1 | 'b', 1, 1, 2, 2, 2\n+1 | NULL, 1, 1, 3, 3, 3")
+        );
+        let out = run(&mut par, &epoch(&[(&r, "-1 | 'a', 1\n+1 | 'b', 4")]));
+        assert_eq!(
+            out,
+            expect("-1 | 'a', 1, 1, 1, 1, 1\n-1 | 'b', 1, 1, 2, 2, 2\n+1 | 'b', 2, 2, 6, 2, 4")
+        );
+        // A large epoch: the instances run on threads. Groups g0..g9, values 0..n-1; group
+        // gk holds the values congruent to k mod 10.
+        let n = 10_000;
+        assert!(n >= PARALLEL_MIN_ROWS);
+        let rows: Vec<String> = (0..n).map(|i| format!("+1 | 'g{}', {i}", i % 10)).collect();
+        let out = run(&mut par, &epoch(&[(&r, &rows.join("\n"))]));
+        let per = n / 10;
+        let want: Vec<String> = (0..10)
+            .map(|k| {
+                let total: usize = (0..per).map(|j| j * 10 + k).sum();
+                format!(
+                    "+1 | 'g{k}', {per}, {per}, {total}, {k}, {}",
+                    (per - 1) * 10 + k
+                )
+            })
+            .collect();
+        assert_eq!(out, expect(&want.join("\n")));
+        // Each instance holds only its own groups: 'b', NULL and g0..g9 across three.
+        let mut groups = 0;
+        let mut names = Vec::new();
+        par.visit_state("root", &mut |name, t| {
+            if name.ends_with("hash_agg.groups") {
+                groups += t.len();
+                names.push(name.to_string());
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(groups, 12);
+        assert_eq!(
+            names,
+            [
+                "root#0:hash_agg.groups",
+                "root#1:hash_agg.groups",
+                "root#2:hash_agg.groups"
+            ]
+        );
+    }
+
     /// `SELECT count(*), sum(v) FROM r`.
     fn global(r: &Rel) -> HashAgg {
         let s = &r.schema;
