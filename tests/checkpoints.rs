@@ -167,20 +167,29 @@ async fn incremental_checkpoints_retention_and_recovery_from_the_checkpoint() {
         // max(v) keeps every value of its group: the state grows with the rows.
         assert!(state1 > 1_000_000, "state of 1M rows is {state1} bytes");
 
-        let mut data = String::new();
-        for i in n..n + 1000 {
-            data.push_str(&format!("{}\t{}\n", i % 1000, i));
+        // 1000 more rows in five writes of 200, a checkpoint after each. A checkpoint persists
+        // what changed since its predecessor, plus the output of any compaction RocksDB ran in
+        // the background meanwhile (not under the test's control), so one of the five, not
+        // each, must persist under 5% of the state; a checkpoint that copied the whole state
+        // would fail all five.
+        let mut seen = Vec::new();
+        for part in 0..5 {
+            let mut data = String::new();
+            for i in n + part * 200..n + (part + 1) * 200 {
+                data.push_str(&format!("{}\t{}\n", i % 1000, i));
+            }
+            copy_rows(&c, "COPY big FROM STDIN", data).await;
+            c.batch_execute("FLUSH").await.unwrap();
+            let next = next_completed(&c, "agg").await;
+            seen.push((next.persisted.unwrap(), next.state.unwrap()));
         }
-        copy_rows(&c, "COPY big FROM STDIN", data).await;
-        c.batch_execute("FLUSH").await.unwrap();
-        let second = next_completed(&c, "agg").await;
-        let (state2, persisted2) = (second.state.unwrap(), second.persisted.unwrap());
+        let (persisted2, state2) = *seen.iter().min_by_key(|(p, _)| *p).unwrap();
         assert!(
             persisted2 * 20 < state2,
-            "incremental checkpoint wrote {persisted2} of {state2} bytes"
+            "no incremental checkpoint wrote under 5% of the state: (persisted, state) {seen:?}"
         );
         eprintln!(
-            "first checkpoint: {state1} bytes; after 1000 more rows: persisted {persisted2} of {state2} bytes ({:.3}%)",
+            "first checkpoint: {state1} bytes; after 200 more rows: persisted {persisted2} of {state2} bytes ({:.3}%)",
             100.0 * persisted2 as f64 / state2 as f64
         );
 
