@@ -315,31 +315,6 @@ impl StreamNode {
     /// # Errors
     /// As [`StreamNode::build`].
     pub fn build_with(&self, how: &Build) -> Result<Box<dyn Operator>> {
-        if let Some(keyed) = self.keyed_inputs() {
-            let inputs = keyed
-                .iter()
-                .map(|(node, _, _, _)| node.build_with(how))
-                .collect::<Result<Vec<_>>>()?;
-            if how.parallelism <= 1 {
-                return self.build_keyed(inputs);
-            }
-            let inputs = inputs
-                .into_iter()
-                .zip(keyed)
-                .map(|(upstream, (_, edge, keys, key_types))| ExchangeInput {
-                    upstream,
-                    edge,
-                    keys,
-                    key_types,
-                })
-                .collect();
-            return Ok(Box::new(Exchange::try_new(
-                inputs,
-                how.parallelism,
-                Arc::clone(&how.alignment_ns),
-                |feeds| self.build_keyed(feeds),
-            )?));
-        }
         Ok(match self {
             StreamNode::Scan {
                 relation,
@@ -407,7 +382,24 @@ impl StreamNode {
                     .into_iter()
                     .map(|c| c.build_with(how))
                     .collect::<Result<Vec<_>>>()?;
-                self.build_keyed(inputs)?
+                match self.keys().filter(|_| how.parallelism > 1) {
+                    None => self.build_keyed(inputs)?,
+                    Some(keys) => Box::new(Exchange::try_new(
+                        inputs
+                            .into_iter()
+                            .zip(keys)
+                            .map(|(upstream, (edge, keys, key_types))| ExchangeInput {
+                                upstream,
+                                edge,
+                                keys,
+                                key_types,
+                            })
+                            .collect(),
+                        how.parallelism,
+                        Arc::clone(&how.alignment_ns),
+                        |feeds| self.build_keyed(feeds),
+                    )?),
+                }
             }
         })
     }
@@ -425,77 +417,46 @@ impl StreamNode {
         }
     }
 
-    /// For an operator that can be split by key: each input with its edge name, key
-    /// expressions and key types. `None` for the others: stateless operators, a global
-    /// aggregate, an OVER window without `PARTITION BY` (one partition), a join without an
-    /// equi-key, and `NOT IN`, whose answer depends on whether the right side holds a NULL
-    /// anywhere.
+    /// For an operator that can be split by key: per input (in [`StreamNode::children`]'s
+    /// order) its edge name, key expressions and key types. `None` for the others: stateless
+    /// operators, a global aggregate, an OVER window without `PARTITION BY` (one partition),
+    /// a join without an equi-key, and `NOT IN`, whose answer depends on whether the right
+    /// side holds a NULL anywhere.
     #[allow(clippy::type_complexity)]
-    fn keyed_inputs(
-        &self,
-    ) -> Option<
-        Vec<(
-            &StreamNode,
-            &'static str,
-            Vec<Arc<dyn PhysicalExpr>>,
-            Vec<DataType>,
-        )>,
-    > {
+    fn keys(&self) -> Option<Vec<(&'static str, Vec<Arc<dyn PhysicalExpr>>, Vec<DataType>)>> {
         match self {
             StreamNode::HashAgg {
-                input,
                 group_exprs,
                 group_types,
                 ..
-            } if !group_exprs.is_empty() => Some(vec![(
-                input.as_ref(),
-                "input",
-                group_exprs.clone(),
-                group_types.clone(),
-            )]),
+            } if !group_exprs.is_empty() => {
+                Some(vec![("input", group_exprs.clone(), group_types.clone())])
+            }
             StreamNode::OverWindow {
-                input,
                 partition,
                 partition_types,
                 ..
-            } if !partition.is_empty() => Some(vec![(
-                input.as_ref(),
-                "input",
-                partition.clone(),
-                partition_types.clone(),
-            )]),
+            } if !partition.is_empty() => {
+                Some(vec![("input", partition.clone(), partition_types.clone())])
+            }
             StreamNode::HashJoin {
-                left,
-                right,
                 left_keys,
                 right_keys,
                 key_types,
                 ..
             } if !key_types.is_empty() => Some(vec![
-                (left.as_ref(), "left", left_keys.clone(), key_types.clone()),
-                (
-                    right.as_ref(),
-                    "right",
-                    right_keys.clone(),
-                    key_types.clone(),
-                ),
+                ("left", left_keys.clone(), key_types.clone()),
+                ("right", right_keys.clone(), key_types.clone()),
             ]),
             StreamNode::SemiJoin {
-                left,
-                right,
                 left_keys,
                 right_keys,
                 key_types,
                 kind,
                 ..
             } if !key_types.is_empty() && *kind != SemiKind::NullAwareAnti => Some(vec![
-                (left.as_ref(), "left", left_keys.clone(), key_types.clone()),
-                (
-                    right.as_ref(),
-                    "right",
-                    right_keys.clone(),
-                    key_types.clone(),
-                ),
+                ("left", left_keys.clone(), key_types.clone()),
+                ("right", right_keys.clone(), key_types.clone()),
             ]),
             _ => None,
         }

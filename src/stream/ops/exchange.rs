@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, UInt32Array};
+use arrow::array::{ArrayRef, BooleanArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
@@ -179,28 +179,18 @@ impl Exchange {
             .map(|e| Ok(e.evaluate(&change.batch)?.into_array(rows)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let keys = self.converters[input].convert_columns(&cols)?;
-        let mut picks: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (i, key) in keys.iter().enumerate() {
-            let h = twox_hash::XxHash32::oneshot(0, key.data()) as usize % n;
-            picks[h].push(i as u32);
-        }
-        for (s, pick) in picks.into_iter().enumerate() {
-            if pick.is_empty() {
-                continue;
+        let to: Vec<usize> = keys
+            .iter()
+            .map(|key| twox_hash::XxHash32::oneshot(0, key.data()) as usize % n)
+            .collect();
+        for (s, piece) in into.iter_mut().enumerate() {
+            let mine = to.iter().filter(|&&t| t == s).count();
+            if mine == rows {
+                piece.push(change.clone());
+            } else if mine > 0 {
+                let mask: BooleanArray = to.iter().map(|&t| Some(t == s)).collect();
+                piece.push(change.filter(&mask)?);
             }
-            if pick.len() == rows {
-                into[s].push(change.clone());
-                continue;
-            }
-            let idx = UInt32Array::from(pick);
-            let batch = arrow::compute::take_record_batch(&change.batch, &idx)?;
-            let weights = arrow::compute::take(&change.weights, &idx, None)?;
-            let weights = weights
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .ok_or_else(|| Error::Internal("exchange: weights are not int64".into()))?
-                .clone();
-            into[s].push(ChangeBatch::new(batch, weights)?);
         }
         Ok(())
     }

@@ -1270,9 +1270,13 @@ mod tests {
 
     /// `SELECT g, count(*), count(v), sum(v), min(v), max(v) FROM r GROUP BY g`.
     fn per_group(r: &Rel) -> HashAgg {
-        let s = &r.schema;
+        per_group_over(r.scan(), &r.schema)
+    }
+
+    /// [`per_group`] over `input`, whose rows have the schema `s`.
+    fn per_group_over(input: Box<dyn Operator>, s: &SchemaRef) -> HashAgg {
         HashAgg::try_new(
-            r.scan(),
+            input,
             vec![physical("g", s)],
             vec![DataType::Utf8],
             vec![
@@ -1300,22 +1304,7 @@ mod tests {
             }],
             n,
             Arc::default(),
-            |mut feeds| {
-                let one = HashAgg::try_new(
-                    feeds.remove(0),
-                    vec![physical("g", &s)],
-                    vec![DataType::Utf8],
-                    vec![
-                        call(AggKind::Count, "1", &s, DataType::Int64),
-                        call(AggKind::Count, "v", &s, DataType::Int64),
-                        call(AggKind::Sum, "v", &s, DataType::Int64),
-                        call(AggKind::Min, "v", &s, DataType::Int64),
-                        call(AggKind::Max, "v", &s, DataType::Int64),
-                    ],
-                    schema("g:utf8 n:i64 nv:i64 total:i64 least:i64 most:i64"),
-                )?;
-                Ok(Box::new(one) as Box<dyn Operator>)
-            },
+            |mut feeds| Ok(Box::new(per_group_over(feeds.remove(0), &s)) as Box<dyn Operator>),
         )
         .unwrap()
     }
