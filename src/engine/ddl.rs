@@ -301,10 +301,7 @@ impl Engine {
         plan: StreamPlan,
         parallelism: usize,
     ) -> Result<Vec<String>> {
-        let schema = plan.schema.clone();
-        let job =
-            Job::with_parallelism(0, name.to_string(), plan, schema, None, None, parallelism)?;
-        Ok(job.explain())
+        Job::explain_plan(name, &plan, parallelism)
     }
 
     /// `CREATE [UNIQUE] INDEX name ON relation (columns)`: builds a secondary index over the

@@ -172,8 +172,22 @@ fn fresh_live(
     })
 }
 
+/// EXPLAIN lines of a view named `name` of `schema` over the operator tree `root`,
+/// materialize on top.
+fn explain_lines(name: &str, schema: &SchemaRef, root: &dyn Operator) -> Vec<String> {
+    let cols: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut out = vec![format!(
+        "StreamMaterialize: {} columns=[{}] (state table: the view's rows, keyed by all columns)",
+        name,
+        cols.join(", ")
+    )];
+    root.explain(1, &mut out);
+    out
+}
+
 impl Job {
-    /// Builds a job from a streaming plan; its contents start empty.
+    /// Builds a job from a streaming plan; its contents start empty. Keyed operators get
+    /// the coordinator's `streaming.parallelism` instances (one without a coordinator).
     ///
     /// # Errors
     /// [`Error::NotSupported`] for constructs that cannot be maintained incrementally.
@@ -185,36 +199,7 @@ impl Job {
         coordinator: Option<CheckpointCoordinator>,
         state_root: Option<Arc<StateBackend>>,
     ) -> Result<Self> {
-        let parallelism = coordinator.as_ref().map_or(1, |c| c.settings().parallelism);
-        Self::with_parallelism(
-            view,
-            name,
-            plan,
-            schema,
-            coordinator,
-            state_root,
-            parallelism,
-        )
-    }
-
-    /// [`Job::try_new`] with `parallelism` instances of each keyed operator (what EXPLAIN of
-    /// a view not yet created shows; a job with a coordinator takes its settings' value).
-    ///
-    /// # Errors
-    /// As [`Job::try_new`].
-    pub fn with_parallelism(
-        view: RelationId,
-        name: String,
-        plan: StreamPlan,
-        schema: SchemaRef,
-        coordinator: Option<CheckpointCoordinator>,
-        state_root: Option<Arc<StateBackend>>,
-        parallelism: usize,
-    ) -> Result<Self> {
-        let build = Build {
-            parallelism: parallelism.max(1),
-            alignment_ns: Arc::default(),
-        };
+        let build = Build::new(coordinator.as_ref().map_or(1, |c| c.settings().parallelism));
         let live = fresh_live(coordinator.as_ref(), state_root.as_ref())?;
         let (root, sources, contents) = fresh_state(&plan, &build, &schema, live.as_ref())?;
         let restart = RestartTracker::new(
@@ -259,19 +244,17 @@ impl Job {
 
     /// EXPLAIN lines of the operator tree, materialize on top.
     pub fn explain(&self) -> Vec<String> {
-        let cols: Vec<&str> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        let mut out = vec![format!(
-            "StreamMaterialize: {} columns=[{}] (state table: the view's rows, keyed by all columns)",
-            self.name,
-            cols.join(", ")
-        )];
-        self.root.explain(1, &mut out);
-        out
+        explain_lines(&self.name, &self.schema, self.root.as_ref())
+    }
+
+    /// The EXPLAIN lines of a view not yet created: `plan` built with `parallelism`
+    /// instances of each keyed operator (its state tables on the heap, never filled).
+    ///
+    /// # Errors
+    /// Errors of the operators' constructors.
+    pub fn explain_plan(name: &str, plan: &StreamPlan, parallelism: usize) -> Result<Vec<String>> {
+        let root = plan.root.build_with(&Build::new(parallelism))?;
+        Ok(explain_lines(name, &plan.schema, root.as_ref()))
     }
 
     /// Runs one epoch through the operator tree and applies the result to the view's contents.

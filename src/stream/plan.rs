@@ -573,11 +573,16 @@ pub struct Build {
 }
 
 impl Build {
-    /// One instance of every operator.
-    pub fn serial() -> Self {
+    /// `parallelism` instances of each keyed operator (at least 1), a fresh alignment clock.
+    pub fn new(parallelism: usize) -> Self {
         Build {
-            parallelism: 1,
+            parallelism: parallelism.max(1),
             alignment_ns: Arc::default(),
         }
+    }
+
+    /// One instance of every operator.
+    pub fn serial() -> Self {
+        Self::new(1)
     }
 }
