@@ -5,7 +5,7 @@
 //!
 //! Needs `psql` (postgresql-client) and `openssl` (for a throwaway certificate).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

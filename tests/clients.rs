@@ -15,7 +15,7 @@
 //! - `WEIR_CLIENTS_PGBENCH`: the pgbench binary (default: `pgbench` on `PATH`, else the newest
 //!   `/usr/lib/postgresql/*/bin/pgbench`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -7,7 +7,7 @@
 //! `WEIR_CRASH_KILLS` sets the kills per mode (default 20; the long mode uses 200);
 //! `WEIR_CRASH_SEED` replaces the seeds.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

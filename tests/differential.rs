@@ -2,7 +2,7 @@
 //! rows) on small tables under live views; after each seed every view must equal the same query
 //! run in batch by DataFusion over the final table contents.
 
-mod common;
+use crate::common;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -10,7 +10,7 @@
 //! with equal `v % 5` whose times are at most 3 s apart, the second later. Deleting expired
 //! rows must lose no pair, before the restart or after it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! End-to-end tests over pgwire: COPY, parameters, concurrency, restart and the data dir lock.
 
-mod common;
+use crate::common;
 
 use futures::SinkExt;
 

@@ -311,9 +311,10 @@ async fn batches_fit_tables_created_from_the_sql_schema() {
     engine.shutdown().await.unwrap();
 }
 
-/// Generation speed, for the record: `cargo test --release --test nexmark_gen -- --ignored
-/// --nocapture` (`WEIR_NEXMARK_SPEED_BIDS`, default 10,000,000). Bids as Arrow batches of
-/// 8,192 rows, as CSV lines, and as CSV lines hashed.
+/// Generation speed, for the record (it asserts nothing, so it is ignored): `cargo test --release
+/// --features failpoints --test suite nexmark_gen::generation_speed -- --ignored --nocapture`
+/// (`WEIR_NEXMARK_SPEED_BIDS`, default 10,000,000). Bids as Arrow batches of 8,192 rows, as CSV
+/// lines, and as CSV lines hashed.
 #[test]
 #[ignore]
 fn generation_speed() {

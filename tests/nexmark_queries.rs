@@ -26,7 +26,7 @@
 //!   `$HOME/.cache/weir-clients/venv/bin/python`, which `.ci/run` installs from
 //!   `tests/clients/requirements.txt`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -4,7 +4,7 @@
 //! against aggregates computed here from those lines, refused writes, and exactly-once
 //! ingestion across a crash mid-stream.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

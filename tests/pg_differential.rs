@@ -9,7 +9,7 @@
 //! elements, `sum(bigint)` past 2^63, set operations with and without `ALL` (copies counted),
 //! grouping sets, `DISTINCT ON` and outer joins with conditions beside the key. `WEIR_PG_SEEDS` sets the number of seeds (200), `WEIR_PG_SEED_START` the first (0).
 
-mod common;
+use crate::common;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

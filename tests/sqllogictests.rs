@@ -5,7 +5,7 @@
 //! Weir against that corpus, in plain SQL and with every query as a materialized view; see its
 //! documentation below and `docs/sql.md`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

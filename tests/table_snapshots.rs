@@ -2,7 +2,7 @@
 //! it, and the changelog behind the snapshot (and behind every retained checkpoint) is
 //! truncated, so disk and restart time follow the table's contents, not its history.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
