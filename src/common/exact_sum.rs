@@ -160,6 +160,44 @@ impl ExactSum {
         if negative { -magnitude } else { magnitude }
     }
 
+    /// Adds every value of `other` (two partial sums of one multiset become its sum).
+    pub fn merge(&mut self, other: &ExactSum) {
+        let mut carry = false;
+        for (limb, o) in self.limbs.iter_mut().zip(other.limbs.iter()) {
+            let (v, c1) = limb.overflowing_add(*o);
+            let (v, c2) = v.overflowing_add(u64::from(carry));
+            *limb = v;
+            carry = c1 || c2;
+        }
+        self.nan += other.nan;
+        self.pos_inf += other.pos_inf;
+        self.neg_inf += other.neg_inf;
+    }
+
+    /// Whether a NaN or an infinity is among the values.
+    pub fn has_non_finite(&self) -> bool {
+        self.nan > 0 || self.pos_inf > 0 || self.neg_inf > 0
+    }
+
+    /// The sum as PostgreSQL's `sum(double precision)` gives it: [`Self::value`], or `None`
+    /// when the finite values' sum overflows `f64` and no NaN or infinity is among the values
+    /// (PostgreSQL's `float8pl` then raises 22003 `value out of range: overflow`).
+    ///
+    /// PostgreSQL adds in scan order, so a sum that overflows on the way and comes back into
+    /// range fails there; here only the exact sum counts, which no order of changes affects.
+    pub fn pg_value_f64(&self) -> Option<f64> {
+        let v = self.value();
+        (v.is_finite() || self.has_non_finite()).then_some(v)
+    }
+
+    /// The sum as PostgreSQL's `sum(real)` gives it: the exact sum rounded to `f64`, then to
+    /// `f32`; `None` when that overflows `f32` and no NaN or infinity is among the values
+    /// (PostgreSQL's `float4pl` raises 22003 then).
+    pub fn pg_value_f32(&self) -> Option<f32> {
+        let v = self.value() as f32;
+        (v.is_finite() || self.has_non_finite()).then_some(v)
+    }
+
     /// The accumulator as bytes for a state table: the NaN, `+Infinity` and `-Infinity`
     /// counts (little-endian i64), then the limbs (little-endian u64, least significant
     /// first) without the leading ones that only repeat the sign.

@@ -35,14 +35,16 @@ use datafusion::logical_expr::expr::{ScalarFunction, Sort};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility, WindowFunctionDefinition,
+    AggregateUDF, BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    WindowFunctionDefinition,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
 
 use crate::error::Error;
 use crate::sql::functions::datetime_input::{DateTimeText, Target, TimestampOutput};
+use crate::sql::functions::float_sum::PgFloatSum;
 
 /// The most decimals a `numeric` product keeps when its exact scale does not fit in 38
 /// digits, and the least a `numeric` quotient has.
@@ -1355,8 +1357,10 @@ fn float_meets_numeric(
 /// The analyzer rule that gives `sum` PostgreSQL's result types (docs, 9.21 "Aggregate
 /// Functions"): `sum(bigint)` is `numeric`, so it never overflows (its argument is cast to
 /// `numeric` before DataFusion's type coercion, which then types everything above it
-/// consistently); `sum(smallint)` and `sum(integer)` are `bigint` as in DataFusion. The same
-/// holds for `sum(bigint) OVER (...)`.
+/// consistently); `sum(smallint)` and `sum(integer)` are `bigint` as in DataFusion;
+/// `sum(real)` is `real` and `sum(double precision)` fails with 22003 when it overflows
+/// ([`PgFloatSum`] in place of DataFusion's `sum`; `sum(DISTINCT ...)` of floats keeps
+/// DataFusion's). The same holds for `sum(...) OVER (...)`.
 #[derive(Debug)]
 pub struct PgSumTypes;
 
@@ -1395,8 +1399,24 @@ impl AnalyzerRule for PgSumTypes {
                         }
                         bigint
                     };
+                    // A single `real` or `double precision` argument, not yet given to
+                    // PgFloatSum (this rule may see a plan twice).
+                    let float = |f: &Arc<AggregateUDF>, args: &[Expr]| -> bool {
+                        args.len() == 1
+                            && (f.inner().as_ref() as &dyn std::any::Any)
+                                .downcast_ref::<PgFloatSum>()
+                                .is_none()
+                            && matches!(
+                                args[0].get_type(&schema),
+                                Ok(DataType::Float16 | DataType::Float32 | DataType::Float64)
+                            )
+                    };
                     let t = e.transform_up(|e| match e {
                         Expr::AggregateFunction(mut af) if af.func.name() == "sum" => {
+                            if !af.params.distinct && float(&af.func, &af.params.args) {
+                                af.func = Arc::new(AggregateUDF::new_from_impl(PgFloatSum::new()));
+                                return Ok(Transformed::yes(Expr::AggregateFunction(af)));
+                            }
                             Ok(if widen(&mut af.params.args) {
                                 Transformed::yes(Expr::AggregateFunction(af))
                             } else {
@@ -1408,6 +1428,15 @@ impl AnalyzerRule for PgSumTypes {
                             if matches!(&wf.fun,
                                 WindowFunctionDefinition::AggregateUDF(f) if f.name() == "sum") =>
                         {
+                            let float_sum = matches!(&wf.fun,
+                                WindowFunctionDefinition::AggregateUDF(f)
+                                    if float(f, &wf.params.args));
+                            if float_sum && !wf.params.distinct {
+                                wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
+                                    AggregateUDF::new_from_impl(PgFloatSum::new()),
+                                ));
+                                return Ok(Transformed::yes(Expr::WindowFunction(wf)));
+                            }
                             Ok(if widen(&mut wf.params.args) {
                                 Transformed::yes(Expr::WindowFunction(wf))
                             } else {

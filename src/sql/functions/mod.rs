@@ -8,6 +8,7 @@
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
 pub mod datetime_input;
+pub mod float_sum;
 pub mod pg_info;
 pub mod to_char;
 

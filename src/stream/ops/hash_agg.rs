@@ -697,8 +697,20 @@ impl HashAgg {
                     ScalarValue::Int64(Some(v))
                 }
             }
+            // PostgreSQL's `sum(real)` is `real`; both fail with 22003 on overflow (as
+            // PgFloatSum in batch queries).
             (AggKind::Sum, Acc::SumFloat { n, sum }) => {
-                ScalarValue::Float64(if *n == 0 { None } else { Some(sum.value()) })
+                let overflow = || Error::data("22003", "value out of range: overflow");
+                match (&a.out_type, *n == 0) {
+                    (DataType::Float32, true) => ScalarValue::Float32(None),
+                    (DataType::Float32, false) => {
+                        ScalarValue::Float32(Some(sum.pg_value_f32().ok_or_else(overflow)?))
+                    }
+                    (_, true) => ScalarValue::Float64(None),
+                    (_, false) => {
+                        ScalarValue::Float64(Some(sum.pg_value_f64().ok_or_else(overflow)?))
+                    }
+                }
             }
             (AggKind::Sum, Acc::SumDecimal { n, sum }) => {
                 let (p, s) = match &a.out_type {
