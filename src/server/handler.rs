@@ -650,21 +650,36 @@ fn non_finite(f: f64) -> Option<String> {
     }
 }
 
-/// PostgreSQL's text form of a double: shortest digits that round-trip.
+/// PostgreSQL's text form of a double: the shortest digits that round-trip, in fixed notation
+/// when the decimal exponent is in [-4, 15) and as `1.5e+16` / `1e-05` otherwise (PostgreSQL's
+/// `float8out` with `extra_float_digits` > 0, the default; `d2s.c`).
 fn pg_float(f: f64) -> String {
-    non_finite(f).unwrap_or_else(|| {
-        let s = format!("{f}");
-        if s.len() > 17 && (f.abs() >= 1e16 || (f != 0.0 && f.abs() < 1e-4)) {
-            format!("{f:e}").replace("e", "e+").replace("e+-", "e-")
-        } else {
-            s
-        }
-    })
+    non_finite(f).unwrap_or_else(|| shortest_text(format!("{f}"), format!("{f:e}"), 15))
 }
 
-/// PostgreSQL's text form of a real.
+/// PostgreSQL's text form of a real: as [`pg_float`] with fixed notation for decimal
+/// exponents in [-4, 6) (`float4out`; `f2s.c`).
 fn pg_float32(f: f32) -> String {
-    non_finite(f as f64).unwrap_or_else(|| format!("{f}"))
+    non_finite(f64::from(f)).unwrap_or_else(|| shortest_text(format!("{f}"), format!("{f:e}"), 6))
+}
+
+/// Chooses between the shortest round-trip digits in fixed notation (`fixed`, Rust's `{}`) and
+/// in scientific notation (`scientific`, Rust's `{:e}`, e.g. `-1.5e-7`) as PostgreSQL does:
+/// fixed when the exponent is in [-4, `fixed_below`), else the scientific digits with a signed
+/// exponent of at least two digits (`-1.5e-07`).
+fn shortest_text(fixed: String, scientific: String, fixed_below: i32) -> String {
+    let Some((mantissa, exponent)) = scientific.split_once('e') else {
+        return fixed;
+    };
+    let Ok(exponent) = exponent.parse::<i32>() else {
+        return fixed;
+    };
+    if (-4..fixed_below).contains(&exponent) {
+        fixed
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
+    }
 }
 
 #[async_trait]
@@ -1020,7 +1035,42 @@ impl CopyHandler for Conn {
 
 #[cfg(test)]
 mod tests {
-    use super::pg_numeric;
+    use super::{pg_float, pg_float32, pg_numeric};
+
+    /// Expected texts are PostgreSQL 15's (`SELECT 1e15::float8, ...` with psql).
+    #[test]
+    fn float_text() {
+        let doubles = [
+            (1e15, "1e+15"),
+            (1e16, "1e+16"),
+            (123456789012345.0, "123456789012345"),
+            (1234567890123456.0, "1.234567890123456e+15"),
+            (1e-4, "0.0001"),
+            (1e-5, "1e-05"),
+            (0.00012345, "0.00012345"),
+            (1.5e300, "1.5e+300"),
+            (-2.5e-300, "-2.5e-300"),
+            (-0.0, "-0"),
+            (1e100, "1e+100"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ];
+        for (f, want) in doubles {
+            assert_eq!(pg_float(f), want, "{f}");
+        }
+        let reals = [
+            (123456.0, "123456"),
+            (1234567.0, "1.234567e+06"),
+            (3e38, "3e+38"),
+            (1e-4, "0.0001"),
+            (1.5e-5, "1.5e-05"),
+            (100000.0, "100000"),
+            (1000000.0, "1e+06"),
+        ];
+        for (f, want) in reals {
+            assert_eq!(pg_float32(f), want, "{f}");
+        }
+    }
 
     #[test]
     fn numeric_text() {

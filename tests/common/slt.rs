@@ -61,11 +61,11 @@ impl<'a> FromSql<'a> for Raw {
             Type::INT8 => i64::from_sql(ty, raw)?.to_string(),
             Type::FLOAT4 => {
                 let v = f32::from_sql(ty, raw)?;
-                pg_float_text(f64::from(v), v.to_string(), format!("{v:e}"))
+                pg_float_text(f64::from(v), v.to_string(), format!("{v:e}"), 6)
             }
             Type::FLOAT8 => {
                 let v = f64::from_sql(ty, raw)?;
-                pg_float_text(v, v.to_string(), format!("{v:e}"))
+                pg_float_text(v, v.to_string(), format!("{v:e}"), 15)
             }
             Type::NUMERIC => decode_numeric(raw),
             Type::DATE => {
@@ -278,11 +278,13 @@ impl AsyncDB for Pg {
     }
 }
 
-/// A float as PostgreSQL's text output shows it (`float8out` with the default
+/// A float as PostgreSQL's text output shows it (`float8out`/`float4out` with the default
 /// `extra_float_digits = 1`): the shortest digits that read back to the value (`shortest`,
 /// Rust's `Display`, which finds the same digits), in exponent form when the decimal exponent
-/// is below -4 or at least 15 (`1e+20`, `1e-05`), and `Infinity`, `-Infinity`, `NaN`.
-fn pg_float_text(x: f64, shortest: String, scientific: String) -> String {
+/// (of `scientific`, Rust's `{:e}`) is below -4 or at least `fixed_below` (15 for double
+/// precision, 6 for real: `1e+20`, `1e-05`, `1.234567e+06`), and `Infinity`, `-Infinity`,
+/// `NaN`.
+fn pg_float_text(x: f64, shortest: String, scientific: String, fixed_below: i32) -> String {
     if x.is_nan() {
         return "NaN".into();
     }
@@ -292,13 +294,12 @@ fn pg_float_text(x: f64, shortest: String, scientific: String) -> String {
     if x == 0.0 {
         return if x.is_sign_negative() { "-0" } else { "0" }.into();
     }
-    let exponent = x.abs().log10().floor() as i32;
-    if (-4..15).contains(&exponent) {
-        return shortest;
-    }
     // Rust's `{:e}` gives the same shortest digits: `1e20`, `1.5e-7`.
     let (mantissa, exp) = scientific.split_once('e').unwrap_or((&scientific, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..fixed_below).contains(&exp) {
+        return shortest;
+    }
     format!(
         "{mantissa}e{}{:02}",
         if exp < 0 { '-' } else { '+' },
