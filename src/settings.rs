@@ -184,7 +184,7 @@ const SPECS: &[Spec] = &[
     Spec {
         name: "streaming.parallelism",
         kind: Kind::Int { min: 0, max: 64 },
-        default: "1",
+        default: "0",
         description: "Parallel instances of each keyed operator (aggregate, join, OVER window) of a new materialized view, split by key hash; 0 means one per CPU core.",
     },
     Spec {
@@ -725,6 +725,16 @@ fn normalize(s: &Spec, value: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallelism_defaults_to_the_cores() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(64));
+        let v = SessionVars::default();
+        assert_eq!(v.job_settings()["streaming.parallelism"], cores.to_string());
+        let mut one = SessionVars::default();
+        one.set("streaming.parallelism", "1").unwrap();
+        assert_eq!(one.job_settings()["streaming.parallelism"], "1");
+    }
 
     #[test]
     fn durations_parse_and_format() {
