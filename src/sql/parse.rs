@@ -22,8 +22,8 @@ use std::sync::{Arc, LazyLock};
 use datafusion::sql::sqlparser::ast::{
     Array, BinaryOperator, CastKind, DataType as SqlDataType, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, ObjectName,
-    OrderBy, OrderByKind, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value,
-    ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut,
+    OrderBy, OrderByKind, Query, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef,
+    TableFactor, UnaryOperator, Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -79,6 +79,8 @@ impl Parser {
                 Arc::new(DistinctFromPrecedence),
                 // `x::varchar(n)` keeps the first n characters.
                 Arc::new(VarcharLengthRule),
+                // `FROM generate_series(1, 3) g` names its column `g`.
+                Arc::new(SeriesColumnName),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -426,6 +428,61 @@ impl VisitorMut for CurrentSchemaVisitor {
                 .any(|n| ident.value.eq_ignore_ascii_case(n))
         {
             *expr = function_call(&ident.value.to_ascii_lowercase(), vec![]);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The column of `generate_series` in `FROM` is named as in PostgreSQL (docs, 7.2.1.4 "Table
+/// Functions": a function returning a base type names its one column after the table alias,
+/// or after the function without one), where DataFusion names it `value`:
+///
+/// ```text
+///  FROM generate_series(1, 3) g       ─►  FROM generate_series(1, 3) AS g(g)
+///  FROM generate_series(1, 3)         ─►  FROM generate_series(1, 3) AS generate_series(generate_series)
+///  FROM generate_series(1, 3) AS s(x)     (unchanged)
+/// ```
+#[derive(Debug)]
+struct SeriesColumnName;
+
+impl SqlStatementRewriteRule for SeriesColumnName {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut SeriesColumnVisitor);
+        s
+    }
+}
+
+struct SeriesColumnVisitor;
+
+impl VisitorMut for SeriesColumnVisitor {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table {
+            name,
+            alias,
+            args: Some(_),
+            with_ordinality: false,
+            ..
+        } = factor
+            && let [part] = name.0.as_slice()
+            && let Some(function) = part.as_ident()
+            && function.value.eq_ignore_ascii_case("generate_series")
+        {
+            match alias {
+                Some(a) if a.columns.is_empty() => {
+                    a.columns = vec![TableAliasColumnDef::from_name(a.name.value.clone())];
+                }
+                Some(_) => {}
+                None => {
+                    *alias = Some(TableAlias {
+                        explicit: true,
+                        name: Ident::new("generate_series"),
+                        columns: vec![TableAliasColumnDef::from_name("generate_series")],
+                        at: None,
+                    });
+                }
+            }
         }
         ControlFlow::Continue(())
     }
