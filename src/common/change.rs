@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
 
@@ -104,6 +104,21 @@ impl ChangeBatch {
         };
         let batch = filter_record_batch(&self.batch, &mask)?;
         let weights = arrow::compute::filter(&self.weights, &mask)?;
+        let weights = weights
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .cloned()
+            .ok_or_else(|| crate::error::Error::Internal("weights are not Int64".into()))?;
+        Ok(ChangeBatch { batch, weights })
+    }
+
+    /// The rows at `indices` (in that order), with their weights.
+    ///
+    /// # Errors
+    /// Arrow errors when an index is out of bounds.
+    pub fn take(&self, indices: &UInt32Array) -> Result<Self> {
+        let batch = arrow::compute::take_record_batch(&self.batch, indices)?;
+        let weights = arrow::compute::take(&self.weights, indices, None)?;
         let weights = weights
             .as_any()
             .downcast_ref::<Int64Array>()

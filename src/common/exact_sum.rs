@@ -41,6 +41,9 @@ impl Default for ExactSum {
 }
 
 impl ExactSum {
+    /// Bytes an accumulator holds on the heap (its limbs).
+    pub const HEAP_BYTES: usize = LIMBS * 8;
+
     /// Adds `weight` copies of `x` (a negative weight retracts them).
     pub fn add(&mut self, x: f64, weight: i64) {
         if x.is_nan() {

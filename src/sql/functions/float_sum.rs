@@ -118,11 +118,20 @@ impl FloatSum {
     }
 }
 
-fn overflow() -> DataFusionError {
-    DataFusionError::External(Box::new(Error::data(
-        "22003",
-        "value out of range: overflow",
-    )))
+/// The value of a float sum of `n` non-NULL values whose exact sum is `sum`, as PostgreSQL's
+/// `sum(real)` (`real`, a `Float32`) or `sum(double precision)` (a `Float64`) gives it: NULL
+/// for no values. Views' aggregates evaluate their sums with it too.
+///
+/// # Errors
+/// 22003 `value out of range: overflow` when the sum of finite values overflows the type.
+pub fn float_sum_value(n: i64, sum: &ExactSum, real: bool) -> crate::error::Result<ScalarValue> {
+    let overflow = || Error::data("22003", "value out of range: overflow");
+    Ok(match (real, n == 0) {
+        (true, true) => ScalarValue::Float32(None),
+        (true, false) => ScalarValue::Float32(Some(sum.pg_value_f32().ok_or_else(overflow)?)),
+        (false, true) => ScalarValue::Float64(None),
+        (false, false) => ScalarValue::Float64(Some(sum.pg_value_f64().ok_or_else(overflow)?)),
+    })
 }
 
 impl Accumulator for FloatSum {
@@ -139,22 +148,12 @@ impl Accumulator for FloatSum {
     }
 
     fn evaluate(&mut self) -> datafusion::common::Result<ScalarValue> {
-        if self.n == 0 {
-            return Ok(if self.real {
-                ScalarValue::Float32(None)
-            } else {
-                ScalarValue::Float64(None)
-            });
-        }
-        Ok(if self.real {
-            ScalarValue::Float32(Some(self.sum.pg_value_f32().ok_or_else(overflow)?))
-        } else {
-            ScalarValue::Float64(Some(self.sum.pg_value_f64().ok_or_else(overflow)?))
-        })
+        float_sum_value(self.n, &self.sum, self.real)
+            .map_err(|e| DataFusionError::External(Box::new(e)))
     }
 
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + self.sum.to_bytes().capacity()
+        std::mem::size_of_val(self) + ExactSum::HEAP_BYTES
     }
 
     fn state(&mut self) -> datafusion::common::Result<Vec<ScalarValue>> {

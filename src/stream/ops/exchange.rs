@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, BooleanArray};
+use arrow::array::{ArrayRef, UInt32Array};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
@@ -179,17 +179,16 @@ impl Exchange {
             .map(|e| Ok(e.evaluate(&change.batch)?.into_array(rows)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let keys = self.converters[input].convert_columns(&cols)?;
-        let to: Vec<usize> = keys
-            .iter()
-            .map(|key| twox_hash::XxHash32::oneshot(0, key.data()) as usize % n)
-            .collect();
-        for (s, piece) in into.iter_mut().enumerate() {
-            let mine = to.iter().filter(|&&t| t == s).count();
-            if mine == rows {
+        // One pass over the rows: each row's index goes to its instance's list.
+        let mut picks: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, key) in keys.iter().enumerate() {
+            picks[twox_hash::XxHash32::oneshot(0, key.data()) as usize % n].push(i as u32);
+        }
+        for (pick, piece) in picks.into_iter().zip(into.iter_mut()) {
+            if pick.len() == rows {
                 piece.push(change.clone());
-            } else if mine > 0 {
-                let mask: BooleanArray = to.iter().map(|&t| Some(t == s)).collect();
-                piece.push(change.filter(&mask)?);
+            } else if !pick.is_empty() {
+                piece.push(change.take(&UInt32Array::from(pick))?);
             }
         }
         Ok(())

@@ -20,6 +20,7 @@ use datafusion::scalar::ScalarValue;
 use crate::common::ChangeBatch;
 use crate::common::exact_sum::ExactSum;
 use crate::error::{Error, Result};
+use crate::sql::functions::float_sum::float_sum_value;
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
 
@@ -700,17 +701,7 @@ impl HashAgg {
             // PostgreSQL's `sum(real)` is `real`; both fail with 22003 on overflow (as
             // PgFloatSum in batch queries).
             (AggKind::Sum, Acc::SumFloat { n, sum }) => {
-                let overflow = || Error::data("22003", "value out of range: overflow");
-                match (&a.out_type, *n == 0) {
-                    (DataType::Float32, true) => ScalarValue::Float32(None),
-                    (DataType::Float32, false) => {
-                        ScalarValue::Float32(Some(sum.pg_value_f32().ok_or_else(overflow)?))
-                    }
-                    (_, true) => ScalarValue::Float64(None),
-                    (_, false) => {
-                        ScalarValue::Float64(Some(sum.pg_value_f64().ok_or_else(overflow)?))
-                    }
-                }
+                float_sum_value(*n, sum, a.out_type == DataType::Float32)?
             }
             (AggKind::Sum, Acc::SumDecimal { n, sum }) => {
                 let (p, s) = match &a.out_type {
