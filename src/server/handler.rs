@@ -653,13 +653,13 @@ fn non_finite(f: f64) -> Option<String> {
 /// PostgreSQL's text form of a double: the shortest digits that round-trip, in fixed notation
 /// when the decimal exponent is in [-4, 15) and as `1.5e+16` / `1e-05` otherwise (PostgreSQL's
 /// `float8out` with `extra_float_digits` > 0, the default; `d2s.c`).
-fn pg_float(f: f64) -> String {
+pub(crate) fn pg_float(f: f64) -> String {
     non_finite(f).unwrap_or_else(|| shortest_text(format!("{f}"), format!("{f:e}"), 15))
 }
 
 /// PostgreSQL's text form of a real: as [`pg_float`] with fixed notation for decimal
 /// exponents in [-4, 6) (`float4out`; `f2s.c`).
-fn pg_float32(f: f32) -> String {
+pub(crate) fn pg_float32(f: f32) -> String {
     non_finite(f64::from(f)).unwrap_or_else(|| shortest_text(format!("{f}"), format!("{f:e}"), 6))
 }
 

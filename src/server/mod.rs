@@ -11,7 +11,7 @@
 //! ```
 
 pub mod auth;
-mod handler;
+pub(crate) mod handler;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

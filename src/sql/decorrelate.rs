@@ -15,6 +15,9 @@
 //!       ON t.c IS NOT DISTINCT FROM s.k
 //! ```
 //!
+//! Outer columns read by the aggregates' arguments or the subquery's projection
+//! (`(SELECT max(x.a + t.b) FROM x WHERE x.c < t.c)`) read the distinct values' columns too.
+//!
 //! This is the "magic set" decorrelation of Neumann and Kemper ("Unnesting Arbitrary Queries",
 //! BTW 2015): the subquery is evaluated once per distinct value of the outer columns it
 //! reads. The left join keeps outer values without matching rows, and the `FILTER` keeps
@@ -69,7 +72,7 @@ fn shape(sq: &Subquery) -> Option<Shape<'_>> {
     let mut plan = sq.subquery.as_ref();
     let mut projection = None;
     if let LogicalPlan::Projection(p) = plan {
-        if p.expr.len() != 1 || p.expr[0].contains_outer() {
+        if p.expr.len() != 1 {
             return None;
         }
         projection = Some(&p.expr[0]);
@@ -78,7 +81,7 @@ fn shape(sq: &Subquery) -> Option<Shape<'_>> {
     let LogicalPlan::Aggregate(aggregate) = plan else {
         return None;
     };
-    if !aggregate.group_expr.is_empty() || aggregate.aggr_expr.iter().any(|e| e.contains_outer()) {
+    if !aggregate.group_expr.is_empty() {
         return None;
     }
     let LogicalPlan::Filter(filter) = aggregate.input.as_ref() else {
@@ -245,20 +248,21 @@ fn decorrelate(outer: Arc<LogicalPlan>, sq: &Subquery, n: usize) -> Result<(Logi
         .project(inner_columns.chain(std::iter::once(lit(true).alias(present.as_str()))))?
         .build()?;
 
+    // Outer references, in the predicate, the aggregates' arguments and the projection, read
+    // the distinct values' columns instead.
     let positions: HashMap<&Column, usize> =
         columns.iter().enumerate().map(|(i, c)| (c, i)).collect();
-    let predicate = s
-        .filter
-        .predicate
-        .clone()
-        .transform_up(|e| match e {
+    let to_keys = |e: Expr| -> Result<Expr> {
+        Ok(e.transform_up(|e| match e {
             Expr::OuterReferenceColumn(_, c) => {
                 let i = positions[&c];
                 Ok(Transformed::yes(Expr::Column(key(i))))
             }
             other => Ok(Transformed::no(other)),
         })?
-        .data;
+        .data)
+    };
+    let predicate = to_keys(s.filter.predicate.clone())?;
 
     let marker = Expr::Column(Column::new_unqualified(present.as_str())).is_not_null();
     let aggregates = s
@@ -273,9 +277,7 @@ fn decorrelate(outer: Arc<LogicalPlan>, sq: &Subquery, n: usize) -> Result<(Logi
                 .field(s.aggregate.group_expr.len() + j)
                 .name()
                 .clone();
-            let filtered = e
-                .clone()
-                .unalias()
+            let filtered = to_keys(e.clone().unalias())?
                 .transform_up(|e| match e {
                     Expr::AggregateFunction(mut af) => {
                         af.params.filter = Some(Box::new(match af.params.filter.take() {
@@ -297,7 +299,7 @@ fn decorrelate(outer: Arc<LogicalPlan>, sq: &Subquery, n: usize) -> Result<(Logi
         .collect::<Result<Vec<_>>>()?;
     let group: Vec<Expr> = (0..columns.len()).map(|i| Expr::Column(key(i))).collect();
     let value = match s.projection {
-        Some(e) => e.clone().unalias(),
+        Some(e) => to_keys(e.clone().unalias())?,
         None => Expr::Column(Column::new_unqualified(
             s.aggregate
                 .schema

@@ -41,6 +41,12 @@ fn figure(e: &Expr) -> (String, u8) {
         // `ARRAY(subquery)` as the parser rewrites it (`crate::sql::parse`):
         // `coalesce((...), make_array())`.
         Expr::Function(f) if is_array_subquery(f) => strong("array"),
+        // A scalar subquery as the parser rewrites it (`crate::sql::parse`):
+        // `weir_one_row((SELECT array_agg(e) AS name ...))`.
+        Expr::Function(f) if one_row_subquery(f).is_some() => match one_row_subquery(f) {
+            Some(name) if name != "?column?" => (name.to_string(), 2),
+            _ => ("?column?".into(), 0),
+        },
         Expr::Function(f) => f
             .name
             .0
@@ -82,6 +88,32 @@ fn figure(e: &Expr) -> (String, u8) {
             None => ("?column?".into(), 0),
         },
         _ => ("?column?".into(), 0),
+    }
+}
+
+/// The column name of the scalar subquery when `f` is the parser's form of one,
+/// `weir_one_row(<subquery>, '<name>')`.
+fn one_row_subquery(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&str> {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    if !f
+        .name
+        .to_string()
+        .eq_ignore_ascii_case(crate::sql::parse::ONE_ROW_FUNCTION)
+    {
+        return None;
+    }
+    match &f.args {
+        FunctionArguments::List(list) => match list.args.as_slice() {
+            [
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Subquery(_))),
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))),
+            ] => match &v.value {
+                Value::SingleQuotedString(name) => Some(name.as_str()),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -20,10 +20,11 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::sql::sqlparser::ast::{
-    Array, BinaryOperator, CastKind, DataType as SqlDataType, Expr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, ObjectName,
-    OrderBy, OrderByKind, Query, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef,
-    TableFactor, UnaryOperator, Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut,
+    AccessExpr, Array, BinaryOperator, CastKind, DataType as SqlDataType, Expr, Function,
+    FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident,
+    ObjectName, OrderBy, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias,
+    TableAliasColumnDef, TableFactor, UnaryOperator, Value, ValueWithSpan, Visit, VisitMut,
+    Visitor, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -55,6 +56,8 @@ impl Parser {
                 Arc::new(PrependUnqualifiedPgTableName),
                 // `pg_catalog.pg_get_userbyid(...)` names the same function unqualified.
                 Arc::new(StripCallableQualifier),
+                // `pg_get_serial_sequence(...)` is NULL: Weir has no sequences.
+                Arc::new(NoSequencesRule),
                 // `'{a,b}'::text[]` array literals.
                 Arc::new(FixArrayLiteral),
                 // `current_schema`, `current_role` without parentheses are calls.
@@ -81,6 +84,12 @@ impl Parser {
                 Arc::new(VarcharLengthRule),
                 // `FROM generate_series(1, 3) g` names its column `g`.
                 Arc::new(SeriesColumnName),
+                // `(row).field` reads a field of a composite value.
+                Arc::new(FieldSelectionRule),
+                // `generate_subscripts(a, d)`, `_pg_expandarray(a)` in a SELECT list.
+                Arc::new(SetReturningCallRule),
+                // A query's scalar subquery without an aggregate, correlated or not.
+                Arc::new(ScalarSubqueryRule),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -433,7 +442,8 @@ impl VisitorMut for CurrentSchemaVisitor {
     }
 }
 
-/// The column of `generate_series` in `FROM` is named as in PostgreSQL (docs, 7.2.1.4 "Table
+/// The column of `generate_series` (and of `unnest` of one array) in `FROM` is named as in
+/// PostgreSQL (docs, 7.2.1.4 "Table
 /// Functions": a function returning a base type names its one column after the table alias,
 /// or after the function without one), where DataFusion names it `value`:
 ///
@@ -458,33 +468,52 @@ impl VisitorMut for SeriesColumnVisitor {
     type Break = ();
 
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        if let TableFactor::Table {
-            name,
+        if let TableFactor::UNNEST {
             alias,
-            args: Some(_),
+            array_exprs,
+            with_offset: false,
             with_ordinality: false,
             ..
         } = factor
-            && let [part] = name.0.as_slice()
-            && let Some(function) = part.as_ident()
-            && function.value.eq_ignore_ascii_case("generate_series")
+            && array_exprs.len() == 1
         {
-            match alias {
-                Some(a) if a.columns.is_empty() => {
-                    a.columns = vec![TableAliasColumnDef::from_name(a.name.value.clone())];
-                }
-                Some(_) => {}
-                None => {
-                    *alias = Some(TableAlias {
-                        explicit: true,
-                        name: Ident::new("generate_series"),
-                        columns: vec![TableAliasColumnDef::from_name("generate_series")],
-                        at: None,
-                    });
-                }
-            }
+            name_single_column(alias, "unnest");
+            return ControlFlow::Continue(());
+        }
+        if let TableFactor::Table {
+            name,
+            alias,
+            args: Some(args),
+            with_ordinality: false,
+            ..
+        } = factor
+            && let Some(function) = name.0.last().and_then(|p| p.as_ident())
+            && (function.value.eq_ignore_ascii_case("generate_series")
+                || (function.value.eq_ignore_ascii_case("unnest") && args.args.len() == 1))
+        {
+            let function = function.value.to_ascii_lowercase();
+            name_single_column(alias, &function);
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// Names the one column of a function in `FROM` after its table alias, or `function` (and
+/// the alias too) without one; a column list in the alias stays.
+fn name_single_column(alias: &mut Option<TableAlias>, function: &str) {
+    match alias {
+        Some(a) if a.columns.is_empty() => {
+            a.columns = vec![TableAliasColumnDef::from_name(a.name.value.clone())];
+        }
+        Some(_) => {}
+        None => {
+            *alias = Some(TableAlias {
+                explicit: true,
+                name: Ident::new(function),
+                columns: vec![TableAliasColumnDef::from_name(function)],
+                at: None,
+            });
+        }
     }
 }
 
@@ -967,10 +996,138 @@ fn array_literal(e: &Expr) -> Expr {
     e.clone()
 }
 
+/// `x op ANY (subquery)` and `x op ALL (subquery)` (PostgreSQL docs, 9.23.4 and 9.23.5) in
+/// forms DataFusion plans right (its own plan of `ANY (subquery)` loses the comparison and
+/// answers as if every row matched):
+///
+/// ```text
+///  x = ANY (q)     ─►  x IN (q)                  in a WHERE or HAVING clause
+///  x <> ALL (q)    ─►  x NOT IN (q)              in a WHERE or HAVING clause
+///  x op ANY (q)    ─►  weir_any_op(x, ARRAY(q), 'op')
+///  x op ALL (q)    ─►  NOT weir_any_op(x, ARRAY(q), 'negated op')
+/// ```
+///
+/// (DataFusion runs `IN (subquery)` as a semi or anti join in a filter only; elsewhere the
+/// array form serves.) `IN` is defined as `= ANY` and `NOT IN` as `<> ALL`. `ALL` is true when no comparison is
+/// false, NULL when none is false and one is NULL, so it is the negation of `ANY` with the
+/// negated operator under SQL's three-valued logic (an empty subquery: `ANY` false, `ALL`
+/// true). `ARRAY(q)` is then rewritten by [`ArraySubqueryRule`].
+fn subquery_comparison(expr: &Expr, in_filter: bool) -> Option<Expr> {
+    let (left, op, query, all) = match expr {
+        Expr::AnyOp {
+            left,
+            compare_op,
+            right,
+            ..
+        } => match right.as_ref() {
+            Expr::Subquery(q) => (left, compare_op, q, false),
+            _ => return None,
+        },
+        Expr::AllOp {
+            left,
+            compare_op,
+            right,
+        } => match right.as_ref() {
+            Expr::Subquery(q) => (left, compare_op, q, true),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    match (op, all) {
+        (BinaryOperator::Eq, false) | (BinaryOperator::NotEq, true) if in_filter => {
+            return Some(Expr::InSubquery {
+                expr: left.clone(),
+                subquery: query.clone(),
+                negated: all,
+            });
+        }
+        _ => {}
+    }
+    let (op, negated) = match op {
+        BinaryOperator::Eq => ("=", "<>"),
+        BinaryOperator::NotEq => ("<>", "="),
+        BinaryOperator::Lt => ("<", ">="),
+        BinaryOperator::LtEq => ("<=", ">"),
+        BinaryOperator::Gt => (">", "<="),
+        BinaryOperator::GtEq => (">=", "<"),
+        _ => return None,
+    };
+    let array = Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new("array")]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::Subquery(query.clone()),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    });
+    let text = |o: &str| Expr::Value(Value::SingleQuotedString(o.to_string()).with_empty_span());
+    let call = |o: &str| {
+        function_call(
+            ANY_OP_FUNCTION,
+            vec![left.as_ref().clone(), array.clone(), text(o)],
+        )
+    };
+    Some(if all {
+        Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr: Box::new(Expr::Nested(Box::new(call(negated)))),
+        }
+    } else {
+        call(op)
+    })
+}
+
+/// Rewrites the subquery comparisons of one WHERE or HAVING clause as filters
+/// ([`subquery_comparison`]), leaving those of the subqueries inside it to their own
+/// clauses.
+struct FilterComparisonVisitor {
+    /// How many subqueries deep the visit is.
+    depth: usize,
+}
+
+impl VisitorMut for FilterComparisonVisitor {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if self.depth == 0
+            && let Some(rewritten) = subquery_comparison(expr, true)
+        {
+            *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 impl VisitorMut for AnyOpVisitor {
     type Break = ();
 
+    fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        for clause in [&mut select.selection, &mut select.having]
+            .into_iter()
+            .flatten()
+        {
+            let _ = VisitMut::visit(clause, &mut FilterComparisonVisitor { depth: 0 });
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some(rewritten) = subquery_comparison(expr, false) {
+            *expr = rewritten;
+            return ControlFlow::Continue(());
+        }
         match expr {
             Expr::AnyOp {
                 left,
@@ -1013,6 +1170,284 @@ impl VisitorMut for AnyOpVisitor {
                 **right = array_literal(right);
             }
             _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Field selection from a composite value, `(expression).name` (PostgreSQL docs, 4.2.4
+/// "Field Selection"), as DataFusion's struct field access: the field name is an
+/// identifier, folded to lower case unless quoted, where DataFusion takes only a string
+/// (`(expression)['name']`). `table.column` and `schema.table.column` are left to the
+/// planner's name resolution.
+///
+/// ```text
+///  (r.k).x                       ─►  (r.k)['x']
+///  (_pg_expandarray(a)).n        ─►  (_pg_expandarray(a))['n']
+/// ```
+#[derive(Debug)]
+struct FieldSelectionRule;
+
+impl SqlStatementRewriteRule for FieldSelectionRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut FieldSelectionVisitor);
+        s
+    }
+}
+
+struct FieldSelectionVisitor;
+
+impl VisitorMut for FieldSelectionVisitor {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::CompoundFieldAccess { root, access_chain } = expr
+            && !matches!(root.as_ref(), Expr::Identifier(_))
+        {
+            for access in access_chain.iter_mut() {
+                if let AccessExpr::Dot(Expr::Identifier(ident)) = access {
+                    let name = match ident.quote_style {
+                        Some(_) => ident.value.clone(),
+                        None => ident.value.to_lowercase(),
+                    };
+                    *access = AccessExpr::Dot(Expr::Value(
+                        Value::SingleQuotedString(name).with_empty_span(),
+                    ));
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Name of the scalar function behind `information_schema._pg_expandarray`: an array's
+/// elements with their 1-based positions, as a list of `(x, n)` structs
+/// ([`crate::sql::functions::pg_info`]).
+pub const EXPAND_ARRAY_FUNCTION: &str = "_pg_expandarray";
+
+/// PostgreSQL's set-returning functions over an array, in a SELECT list (where PostgreSQL
+/// runs several of them in lockstep, as DataFusion does with `unnest`), as `unnest` over a
+/// list:
+///
+/// ```text
+///  generate_subscripts(a, d)   ─►  unnest(generate_series(1, array_length(a, d)))
+///  _pg_expandarray(a)          ─►  unnest(_pg_expandarray(a))     rows of (x, n)
+/// ```
+///
+/// `generate_subscripts` (PostgreSQL docs, 9.26 "Set Returning Functions") yields the
+/// subscripts of dimension `d`; Weir's arrays start at 1, so they run from 1 to the
+/// dimension's length, and an empty or NULL array yields no rows.
+/// `information_schema._pg_expandarray` is the helper PostgreSQL's `information_schema` and
+/// pgjdbc's `getPrimaryKeys` and `getIndexInfo` use.
+#[derive(Debug)]
+struct SetReturningCallRule;
+
+impl SqlStatementRewriteRule for SetReturningCallRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut SetReturningCallVisitor);
+        s
+    }
+}
+
+struct SetReturningCallVisitor;
+
+impl VisitorMut for SetReturningCallVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Function(f) = expr else {
+            return ControlFlow::Continue(());
+        };
+        let Some(name) = f.name.0.last().and_then(|p| p.as_ident()) else {
+            return ControlFlow::Continue(());
+        };
+        let name = name.value.to_lowercase();
+        let FunctionArguments::List(list) = &f.args else {
+            return ControlFlow::Continue(());
+        };
+        let args: Vec<Expr> = list
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                _ => None,
+            })
+            .collect();
+        if args.len() != list.args.len() || f.over.is_some() {
+            return ControlFlow::Continue(());
+        }
+        match (name.as_str(), args.as_slice()) {
+            ("generate_subscripts", [array, dimension]) => {
+                let length = function_call("array_length", vec![array.clone(), dimension.clone()]);
+                let one = Expr::Value(Value::Number("1".into(), false).with_empty_span());
+                *expr = function_call(
+                    "unnest",
+                    vec![function_call("generate_series", vec![one, length])],
+                );
+            }
+            (EXPAND_ARRAY_FUNCTION, [array]) => {
+                *expr = function_call(
+                    "unnest",
+                    vec![function_call(EXPAND_ARRAY_FUNCTION, vec![array.clone()])],
+                );
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Name of the scalar function that takes a scalar subquery's rows, gathered into a list, to
+/// its value: NULL for none, the one value, or PostgreSQL's error `21000` for more
+/// ([`ScalarSubqueryRule`]).
+pub const ONE_ROW_FUNCTION: &str = "weir_one_row";
+
+/// A scalar subquery of a query (PostgreSQL docs, 4.2.11 "Scalar Subqueries": its value is
+/// its one row's, NULL when it returns none, and more than one row is error `21000`) that
+/// has no aggregate, as one that has, so that DataFusion decorrelates it (it plans a
+/// correlated scalar subquery only when it is aggregated: "Correlated scalar subquery must be
+/// aggregated to return at most one row"):
+///
+/// ```text
+///  (SELECT e FROM f WHERE w)   ─►  weir_one_row((SELECT array_agg(e) FROM f WHERE w), 'e')
+/// ```
+///
+/// The second argument is the name PostgreSQL gives the subquery's column (its item's alias
+/// or [`crate::sql::names::figure_name`]), for [`crate::sql::names`] to show.
+///
+/// The aggregate gathers the rows of each outer row's subquery; `weir_one_row` then gives the
+/// value or the error, for the outer rows that the subquery runs for only. Only a plain
+/// SELECT of one item is rewritten (no `GROUP BY`, `HAVING`, `DISTINCT`, `ORDER BY`,
+/// `LIMIT`, `WITH`, aggregates or window functions), and only in a query (`SELECT`): a
+/// materialized view's subqueries keep DataFusion's plan. The subquery of `x op ANY
+/// (subquery)` and `ALL` is not a scalar subquery and is left alone.
+#[derive(Debug)]
+struct ScalarSubqueryRule;
+
+impl SqlStatementRewriteRule for ScalarSubqueryRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        if matches!(s, Statement::Query(_)) {
+            let _ = VisitMut::visit(
+                &mut s,
+                &mut ScalarSubqueryVisitor {
+                    not_scalar: Vec::new(),
+                },
+            );
+        }
+        s
+    }
+}
+
+struct ScalarSubqueryVisitor {
+    /// The subqueries of `ANY` and `ALL` seen so far (by address; the tree does not move
+    /// while it is visited).
+    not_scalar: Vec<*const Query>,
+}
+
+/// The one item of `q`'s SELECT when `q` is a plain SELECT of one unaggregated item (see
+/// [`ScalarSubqueryRule`]).
+fn plain_scalar_item(q: &mut Query) -> Option<&mut SelectItem> {
+    if q.with.is_some() || q.limit_clause.is_some() || q.fetch.is_some() || q.order_by.is_some() {
+        return None;
+    }
+    let SetExpr::Select(select) = q.body.as_mut() else {
+        return None;
+    };
+    let plain = select.distinct.is_none()
+        && select.having.is_none()
+        && matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+        && select.projection.len() == 1
+        && !select.projection.iter().any(has_aggregate);
+    match select.projection.first_mut() {
+        Some(item @ (SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. })) if plain => {
+            Some(item)
+        }
+        _ => None,
+    }
+}
+
+impl VisitorMut for ScalarSubqueryVisitor {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::AnyOp { right, .. } | Expr::AllOp { right, .. } = expr
+            && let Expr::Subquery(q) = right.as_ref()
+        {
+            self.not_scalar.push(q.as_ref() as *const Query);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Subquery(q) = expr else {
+            return ControlFlow::Continue(());
+        };
+        if self.not_scalar.contains(&(q.as_ref() as *const Query)) {
+            return ControlFlow::Continue(());
+        }
+        let Some(item) = plain_scalar_item(q) else {
+            return ControlFlow::Continue(());
+        };
+        let (inner, name) = match item {
+            SelectItem::UnnamedExpr(e) => (e.clone(), crate::sql::names::figure_name(e)),
+            SelectItem::ExprWithAlias { expr, alias } => (
+                expr.clone(),
+                match alias.quote_style {
+                    Some(_) => alias.value.clone(),
+                    None => alias.value.to_lowercase(),
+                },
+            ),
+            _ => return ControlFlow::Continue(()),
+        };
+        *item = SelectItem::UnnamedExpr(function_call("array_agg", vec![inner]));
+        let subquery = std::mem::replace(expr, Expr::Value(Value::Null.with_empty_span()));
+        let name = Expr::Value(Value::SingleQuotedString(name).with_empty_span());
+        *expr = function_call(ONE_ROW_FUNCTION, vec![subquery, name]);
+        ControlFlow::Continue(())
+    }
+}
+
+/// `pg_get_serial_sequence(table, column)` (PostgreSQL docs, 9.26 "System Information
+/// Functions": the sequence a column's default or identity uses, NULL if none) is NULL for
+/// every column of Weir, which has no sequences; the call is replaced by `NULL::text`
+/// before the `regclass` casts around it are turned into catalog lookups. Clients wrap it
+/// in casts inside correlated subqueries (SQLAlchemy's column reflection:
+/// `CAST(CAST(pg_get_serial_sequence(CAST(CAST(attrelid AS REGCLASS) AS TEXT), attname) AS
+/// REGCLASS) AS OID)`), whose lookups would otherwise be subqueries nested in a correlated
+/// subquery, which DataFusion cannot plan. The function itself stays registered for other
+/// uses ([`crate::sql::functions::pg_info`]).
+#[derive(Debug)]
+struct NoSequencesRule;
+
+impl SqlStatementRewriteRule for NoSequencesRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut NoSequencesVisitor);
+        s
+    }
+}
+
+struct NoSequencesVisitor;
+
+impl VisitorMut for NoSequencesVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Function(f) = expr
+            && f.over.is_none()
+            && f.name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_get_serial_sequence"))
+            && matches!(&f.args, FunctionArguments::List(l) if l.args.len() == 2)
+        {
+            *expr = Expr::Cast {
+                kind: CastKind::DoubleColon,
+                expr: Box::new(Expr::Value(Value::Null.with_empty_span())),
+                data_type: SqlDataType::Text,
+                array: false,
+                format: None,
+            };
         }
         ControlFlow::Continue(())
     }

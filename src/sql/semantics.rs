@@ -84,6 +84,7 @@ pub fn register(ctx: &SessionContext) {
     }
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(OneRow::new()));
 }
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
@@ -922,6 +923,76 @@ fn rounding_int_cast(
 
 // ---------------------------------------------------------------------------------------------
 // x op ANY(array)
+
+/// `weir_one_row(list, name)`: a scalar subquery's value from its rows gathered into a list
+/// ([`crate::sql::parse::ONE_ROW_FUNCTION`]): NULL for a NULL or empty list, the element of a
+/// one-element list, and for more elements PostgreSQL's error `21000` ("more than one row
+/// returned by a subquery used as an expression"). `name`, the column's name, is for the
+/// output names only.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct OneRow {
+    signature: Signature,
+}
+
+impl OneRow {
+    fn new() -> Self {
+        OneRow {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for OneRow {
+    fn name(&self) -> &str {
+        crate::sql::parse::ONE_ROW_FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        match &arg_types[0] {
+            DataType::Null => Ok(DataType::Null),
+            t => list_element_type(t).cloned().ok_or_else(|| {
+                DataFusionError::Internal(format!("{} of a non-list: {t}", self.name()))
+            }),
+        }
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let input = &arrays[0];
+        if input.data_type() == &DataType::Null {
+            return shape_result(&args.args, Arc::clone(input));
+        }
+        let list = input.as_list::<i32>();
+        let mut indices: Vec<Option<u32>> = Vec::with_capacity(list.len());
+        let offsets = list.offsets();
+        for i in 0..list.len() {
+            let (start, end) = (offsets[i], offsets[i + 1]);
+            if list.is_null(i) || start == end {
+                indices.push(None);
+            } else if end - start > 1 {
+                return Err(ours(Error::data(
+                    "21000",
+                    "more than one row returned by a subquery used as an expression",
+                )));
+            } else {
+                indices.push(Some(start as u32));
+            }
+        }
+        let out = arrow::compute::take(
+            list.values().as_ref(),
+            &arrow::array::UInt32Array::from(indices),
+            None,
+        )?;
+        shape_result(&args.args, out)
+    }
+}
 
 /// `weir_any_op(x, array, op)`: `x op ANY(array)` by PostgreSQL's rule (docs 9.24.3): NULL for
 /// a NULL array; true if some element compares true; else NULL if `x` or some element is

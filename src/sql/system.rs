@@ -417,6 +417,10 @@ pub const SYSTEM_SCHEMA: &str = "weir_catalog";
 /// (in `pg_class` and `pg_index`).
 pub const PRIMARY_KEY_OID_BASE: i32 = 2_000_000;
 
+/// The OID of the primary key constraint (in `pg_constraint`) of the table with catalog id
+/// `id` is this plus `id`.
+pub const PRIMARY_KEY_CONSTRAINT_OID_BASE: i32 = 3_000_000;
+
 /// The OID of the secondary index with catalog id `id` in `pg_class` and `pg_index`
 /// (datafusion-pg-catalog numbers tables and views from 16384 up; indexes get a range of
 /// their own).
@@ -529,17 +533,17 @@ impl SchemaProvider for PgCatalogOverlay {
                     }) as Arc<dyn TableProvider>
                 }))
             }
-            "pg_index" => {
+            "pg_index" | "pg_constraint" => {
                 let Some(class) = self.inner.table("pg_class").await? else {
                     return Ok(table);
                 };
                 let indexes = self.indexes();
-                Ok(table.map(|inner| {
-                    Arc::new(Overlaid {
-                        inner,
-                        with: Overlay::Index { class, indexes },
-                    }) as Arc<dyn TableProvider>
-                }))
+                let with = if name == "pg_index" {
+                    Overlay::Index { class, indexes }
+                } else {
+                    Overlay::Constraint { class, indexes }
+                };
+                Ok(table.map(|inner| Arc::new(Overlaid { inner, with }) as Arc<dyn TableProvider>))
             }
             "pg_attribute" => {
                 let (Some(class), Some(namespace)) = (
@@ -692,18 +696,117 @@ enum Overlay {
         /// Each table's columns' modifiers, by table name (schema `public`).
         modifiers: std::collections::HashMap<String, Vec<TypeModifier>>,
     },
-    /// `pg_index`: one row per secondary index (after the library's rows).
+    /// `pg_index`: one row per secondary index and primary key (after the library's rows);
+    /// the vector columns as arrays ([`VECTOR_COLUMNS`]).
     Index {
         /// The library's `pg_class`, for the OIDs of the indexed relations.
         class: Arc<dyn TableProvider>,
         indexes: Vec<IndexRow>,
     },
+    /// `pg_constraint`: one row per table's primary key (`contype = 'p'`, after the
+    /// library's rows); `conkey` and `confkey` as arrays.
+    Constraint {
+        /// The library's `pg_class`, for the OIDs and schemas of the tables.
+        class: Arc<dyn TableProvider>,
+        indexes: Vec<IndexRow>,
+    },
+}
+
+/// The columns that PostgreSQL types as `int2vector`, `oidvector` or `int2[]` and the
+/// library keeps as text (`'1 2'`, `'[1, 2]'`), with their element types: Weir shows them
+/// as arrays, which `unnest`, subscripts and `_pg_expandarray` take (SQLAlchemy's and
+/// pgjdbc's primary key and index reflection read `indkey` so).
+const VECTOR_COLUMNS: &[(&str, DataType)] = &[
+    ("indkey", DataType::Int16),
+    ("indoption", DataType::Int16),
+    ("indcollation", DataType::Int32),
+    ("indclass", DataType::Int32),
+    ("conkey", DataType::Int16),
+    ("confkey", DataType::Int16),
+];
+
+/// `schema` with the [`VECTOR_COLUMNS`] it has as lists of their element types.
+fn with_vector_columns(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(
+            |f| match VECTOR_COLUMNS.iter().find(|(n, _)| n == f.name()) {
+                Some((_, element)) if f.data_type() == &DataType::Utf8 => Field::new(
+                    f.name(),
+                    DataType::new_list(element.clone(), true),
+                    f.is_nullable(),
+                ),
+                _ => f.as_ref().clone(),
+            },
+        )
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The numbers of a vector's text: `'1 2'` (int2vector), `'{1,2}'` or `'[1, 2]'`.
+fn vector_elements(text: &str) -> Vec<i64> {
+    text.split(|c: char| c.is_whitespace() || ",[]{}".contains(c))
+        .filter_map(|t| t.parse().ok())
+        .collect()
+}
+
+/// `batches` (of `schema`, the library's) converted to [`with_vector_columns`]`(schema)`:
+/// each vector column's text parsed into an array; NULL stays NULL.
+fn vector_rows(batches: Vec<RecordBatch>, schema: &SchemaRef) -> DfResult<Vec<RecordBatch>> {
+    let target = with_vector_columns(schema);
+    batches
+        .into_iter()
+        .map(|b| {
+            let columns = b
+                .columns()
+                .iter()
+                .zip(target.fields())
+                .map(|(column, field)| {
+                    let DataType::List(element) = field.data_type() else {
+                        return Ok(Arc::clone(column));
+                    };
+                    let Some(text) =
+                        arrow::array::cast::AsArray::as_string_opt::<i32>(column.as_ref())
+                    else {
+                        return Ok(Arc::clone(column));
+                    };
+                    let lists = (0..arrow::array::Array::len(text))
+                        .map(|i| {
+                            if arrow::array::Array::is_null(text, i) {
+                                return ScalarValue::try_new_null(field.data_type());
+                            }
+                            let values = vector_elements(text.value(i))
+                                .into_iter()
+                                .map(|v| ScalarValue::Int64(Some(v)).cast_to(element.data_type()))
+                                .collect::<DfResult<Vec<_>>>()?;
+                            Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+                                &values,
+                                element.data_type(),
+                            )))
+                        })
+                        .collect::<DfResult<Vec<_>>>()?;
+                    if lists.is_empty() {
+                        return Ok(arrow::array::new_empty_array(field.data_type()));
+                    }
+                    ScalarValue::iter_to_array(lists)
+                })
+                .collect::<DfResult<Vec<ArrayRef>>>()?;
+            Ok(RecordBatch::try_new(Arc::clone(&target), columns)?)
+        })
+        .collect()
 }
 
 #[async_trait]
 impl TableProvider for Overlaid {
     fn schema(&self) -> SchemaRef {
-        self.inner.schema()
+        match self.with {
+            Overlay::Index { .. } | Overlay::Constraint { .. } => {
+                with_vector_columns(&self.inner.schema())
+            }
+            Overlay::Class { .. } => with_class_columns(&self.inner.schema()),
+            _ => self.inner.schema(),
+        }
     }
 
     fn table_type(&self) -> datafusion::datasource::TableType {
@@ -729,7 +832,8 @@ impl TableProvider for Overlaid {
                     Some(n) => namespace_oid(&read_all(n, state).await?, SYSTEM_SCHEMA),
                     None => None,
                 };
-                class_rows(batches, &schema, views, indexes, system.as_ref())?
+                let rows = class_rows(batches, &schema, views, indexes, system.as_ref())?;
+                with_reloptions(rows)?
             }
             Overlay::Attribute {
                 class,
@@ -742,10 +846,14 @@ impl TableProvider for Overlaid {
             }
             Overlay::Index { class, indexes } => {
                 let oids = class_oids(&read_all(class, state).await?);
-                index_rows(batches, &schema, &oids, indexes)?
+                vector_rows(index_rows(batches, &schema, &oids, indexes)?, &schema)?
+            }
+            Overlay::Constraint { class, indexes } => {
+                let oids = class_oids(&read_all(class, state).await?);
+                vector_rows(constraint_rows(batches, &schema, &oids, indexes)?, &schema)?
             }
         };
-        memory_exec(out, schema, projection)
+        memory_exec(out, self.schema(), projection)
     }
 }
 
@@ -842,6 +950,43 @@ fn attribute_rows(
         out.push(RecordBatch::try_new(b.schema(), columns)?);
     }
     Ok(out)
+}
+
+/// The `pg_class` columns the library lacks, added after its own: `reloptions` (`text[]`,
+/// the storage parameters of `WITH (...)`; NULL, as for a PostgreSQL relation created without
+/// any). SQLAlchemy's table reflection and psql's `\d+` read it.
+fn class_extra_fields() -> Vec<Field> {
+    vec![Field::new(
+        "reloptions",
+        DataType::new_list(DataType::Utf8, true),
+        true,
+    )]
+}
+
+/// `schema` (the library's `pg_class`) with [`class_extra_fields`] when it lacks them.
+fn with_class_columns(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for extra in class_extra_fields() {
+        if schema.index_of(extra.name()).is_err() {
+            fields.push(extra);
+        }
+    }
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// `pg_class` batches with the [`class_extra_fields`] they lack, all NULL.
+fn with_reloptions(batches: Vec<RecordBatch>) -> DfResult<Vec<RecordBatch>> {
+    batches
+        .into_iter()
+        .map(|b| {
+            let schema = with_class_columns(&b.schema());
+            let mut columns = b.columns().to_vec();
+            for f in schema.fields().iter().skip(columns.len()) {
+                columns.push(arrow::array::new_null_array(f.data_type(), b.num_rows()));
+            }
+            Ok(RecordBatch::try_new(schema, columns)?)
+        })
+        .collect()
 }
 
 /// `pg_class`'s rows with Weir's corrections and its indexes' rows; `system` is the OID of
@@ -966,6 +1111,46 @@ fn index_rows(
                         .collect(),
                 ),
             ),
+        ]);
+        out.push(one_row(schema, &values)?);
+    }
+    Ok(out)
+}
+
+/// `pg_constraint`'s rows and one row per table's primary key (as PostgreSQL records the
+/// constraint beside its index `<table>_pkey`: `contype = 'p'`, `conindid` the index,
+/// `conkey` the key's attnums), with `conkey` as the library's text.
+fn constraint_rows(
+    mut out: Vec<RecordBatch>,
+    schema: &SchemaRef,
+    oids: &std::collections::HashMap<String, (ScalarValue, ScalarValue)>,
+    indexes: &[IndexRow],
+) -> DfResult<Vec<RecordBatch>> {
+    for index in indexes.iter().filter(|i| i.primary) {
+        let Some((relation, namespace)) = oids.get(&index.relation) else {
+            continue;
+        };
+        let keys: Vec<String> = index.keys.iter().map(|k| k.to_string()).collect();
+        let text = |v: &str| ScalarValue::Utf8(Some(v.to_string()));
+        let values = std::collections::HashMap::from([
+            (
+                "oid",
+                ScalarValue::Int32(Some(
+                    index.oid - PRIMARY_KEY_OID_BASE + PRIMARY_KEY_CONSTRAINT_OID_BASE,
+                )),
+            ),
+            ("conname", text(&index.name)),
+            ("connamespace", namespace.clone()),
+            ("contype", text("p")),
+            ("convalidated", ScalarValue::Boolean(Some(true))),
+            ("conrelid", relation.clone()),
+            ("conindid", ScalarValue::Int32(Some(index.oid))),
+            ("confupdtype", text(" ")),
+            ("confdeltype", text(" ")),
+            ("confmatchtype", text(" ")),
+            ("conislocal", ScalarValue::Boolean(Some(true))),
+            ("connoinherit", ScalarValue::Boolean(Some(true))),
+            ("conkey", text(&keys.join(" "))),
         ]);
         out.push(one_row(schema, &values)?);
     }

@@ -93,6 +93,7 @@ impl<'a> FromSql<'a> for Raw {
                 let months = i32::from_be_bytes(raw[12..16].try_into()?);
                 interval_text(months, days, micros)
             }
+            _ if matches!(ty.kind(), tokio_postgres::types::Kind::Array(_)) => array_text(raw)?,
             _ => String::from_utf8_lossy(raw).to_string(),
         };
         Ok(Raw(s))
@@ -101,6 +102,53 @@ impl<'a> FromSql<'a> for Raw {
     fn accepts(_: &Type) -> bool {
         true
     }
+}
+
+/// An array in PostgreSQL's binary form (`array_send`: dimensions, NULL flag, element type
+/// OID, each dimension's length and lower bound, then each element's length, -1 for NULL, and
+/// bytes) as its text form (`array_out`): `{1,2}`, `{{1,2},{3,4}}`, `NULL` for a NULL
+/// element, an element in double quotes when it is empty, `NULL`, or holds a space, a comma,
+/// a brace, a quote or a backslash.
+fn array_text(raw: &[u8]) -> Result<String, Box<dyn std::error::Error + Sync + Send>> {
+    let int = |at: usize| -> Result<i32, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(i32::from_be_bytes(
+            raw.get(at..at + 4).ok_or("short array")?.try_into()?,
+        ))
+    };
+    let dims = usize::try_from(int(0)?)?;
+    let element = Type::from_oid(u32::try_from(int(8)?)?).unwrap_or(Type::TEXT);
+    let lengths = (0..dims)
+        .map(|d| Ok(usize::try_from(int(12 + 8 * d)?)?))
+        .collect::<Result<Vec<usize>, Box<dyn std::error::Error + Sync + Send>>>()?;
+    let mut at = 12 + 8 * dims;
+    let mut items = Vec::new();
+    for _ in 0..lengths.iter().product::<usize>() * usize::from(dims > 0) {
+        let len = int(at)?;
+        at += 4;
+        if len < 0 {
+            items.push("NULL".to_string());
+            continue;
+        }
+        let bytes = raw.get(at..at + len as usize).ok_or("short array")?;
+        at += len as usize;
+        let text = Raw::from_sql(&element, bytes)?.0;
+        let plain = !text.is_empty()
+            && !text.eq_ignore_ascii_case("NULL")
+            && !text.contains([' ', ',', '{', '}', '"', '\\']);
+        items.push(if plain {
+            text
+        } else {
+            format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+        });
+    }
+    // Nest the elements by dimension, innermost first.
+    for len in lengths.iter().skip(1).rev() {
+        items = items
+            .chunks(*len)
+            .map(|c| format!("{{{}}}", c.join(",")))
+            .collect();
+    }
+    Ok(format!("{{{}}}", items.join(",")))
 }
 
 /// An interval in PostgreSQL's output style `postgres` (its `EncodeInterval`): years, months

@@ -9,6 +9,7 @@
 
 pub mod datetime_input;
 pub mod float_sum;
+pub mod json;
 pub mod pg_info;
 pub mod to_char;
 

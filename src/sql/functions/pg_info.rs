@@ -16,6 +16,13 @@
 //!  pg_size_pretty(bigint)         text   '10 kB': bytes in PostgreSQL's units and rounding
 //!  pg_function_is_visible(oid)    bool   true (one schema search path, no overloads hidden)
 //!  pg_type_is_visible(oid)        bool   true
+//!  pg_collation_is_visible(oid)   bool   true
+//!  _pg_expandarray(anyarray)      (x, n)[] the elements with their 1-based positions; a
+//!                                        SELECT list's call is unnested into rows
+//!                                        (`information_schema._pg_expandarray`, which
+//!                                        pgjdbc's getPrimaryKeys calls; see
+//!                                        `crate::sql::parse`)
+//!  json_build_object(k, v, ...)   json   see `super::json`
 //!  pg_get_function_result(oid)    text   NULL (Weir has no user-defined functions)
 //!  pg_get_function_arguments(oid) text   NULL
 //!  pg_table_size(regclass)        bigint NULL: relation sizes are not measured (all
@@ -73,6 +80,9 @@ pub fn register(
         ScalarUDF::new_from_impl(AlwaysNull::text("pg_get_function_arguments", &[1])),
         ScalarUDF::new_from_impl(Visible::new("pg_function_is_visible")),
         ScalarUDF::new_from_impl(Visible::new("pg_type_is_visible")),
+        ScalarUDF::new_from_impl(Visible::new("pg_collation_is_visible")),
+        ScalarUDF::new_from_impl(ExpandArray::new()),
+        ScalarUDF::new_from_impl(super::json::JsonBuildObject::new()),
         ScalarUDF::new_from_impl(PgSizePretty::new()),
         ScalarUDF::new_from_impl(AlwaysNull::size("pg_table_size")),
         ScalarUDF::new_from_impl(AlwaysNull::size("pg_indexes_size")),
@@ -503,6 +513,96 @@ impl ScalarUDFImpl for Visible {
         let out: BooleanArray = (0..arrays[0].len())
             .map(|i| (!nulls.as_ref().is_some_and(|n| n.is_null(i))).then_some(true))
             .collect();
+        crate::sql::semantics::shape_result(&args.args, Arc::new(out))
+    }
+}
+
+/// `_pg_expandarray(anyarray)`: for each array, the list of its elements with their 1-based
+/// positions, as structs `(x anyelement, n integer)`; NULL for a NULL array. PostgreSQL's
+/// `information_schema._pg_expandarray` is the set-returning form; the parser puts a call in
+/// a SELECT list under `unnest` ([`crate::sql::parse::EXPAND_ARRAY_FUNCTION`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ExpandArray {
+    signature: Signature,
+}
+
+impl ExpandArray {
+    fn new() -> Self {
+        ExpandArray {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+
+    fn struct_fields(element: &DataType) -> arrow::datatypes::Fields {
+        arrow::datatypes::Fields::from(vec![
+            arrow::datatypes::Field::new("x", element.clone(), true),
+            arrow::datatypes::Field::new("n", DataType::Int32, false),
+        ])
+    }
+}
+
+impl ScalarUDFImpl for ExpandArray {
+    fn name(&self) -> &str {
+        crate::sql::parse::EXPAND_ARRAY_FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match &arg_types[0] {
+            DataType::List(f) => Ok(DataType::new_list(
+                DataType::Struct(Self::struct_fields(f.data_type())),
+                true,
+            )),
+            other => Err(DataFusionError::External(Box::new(Error::plan(
+                "42883",
+                format!(
+                    "function _pg_expandarray({}) does not exist",
+                    super::pg_type_name(other)
+                ),
+            )))),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let list = arrays[0].as_list::<i32>();
+        let DataType::List(element) = list.data_type() else {
+            return Err(DataFusionError::Internal(
+                "_pg_expandarray of a non-list".into(),
+            ));
+        };
+        let offsets = list.offsets();
+        let first = offsets[0] as usize;
+        let last = offsets[offsets.len() - 1] as usize;
+        let values = list.values().slice(first, last - first);
+        let mut positions = Vec::with_capacity(values.len());
+        for w in offsets.windows(2) {
+            positions.extend(1..=(w[1] - w[0]));
+        }
+        let structs = arrow::array::StructArray::try_new(
+            Self::struct_fields(element.data_type()),
+            vec![values, Arc::new(arrow::array::Int32Array::from(positions))],
+            None,
+        )?;
+        let rebased = arrow::buffer::OffsetBuffer::new(
+            offsets
+                .iter()
+                .map(|o| o - offsets[0])
+                .collect::<Vec<i32>>()
+                .into(),
+        );
+        let out = arrow::array::ListArray::try_new(
+            Arc::new(arrow::datatypes::Field::new_list_field(
+                structs.data_type().clone(),
+                true,
+            )),
+            rebased,
+            Arc::new(structs),
+            list.nulls().cloned(),
+        )?;
         crate::sql::semantics::shape_result(&args.args, Arc::new(out))
     }
 }
