@@ -419,6 +419,34 @@ async fn output_columns_have_postgres_names() {
         .await
         .unwrap_err();
     assert_eq!(err.code().unwrap().code(), "42701", "{err:?}");
+    // A scalar subquery's column is named after its item, with or without an aggregate
+    // (PostgreSQL 15: b, other, ?column?).
+    let stmt = c
+        .prepare(
+            "SELECT (SELECT x.b FROM n x WHERE x.a = n.a), \
+             (SELECT x.b AS other FROM n x WHERE x.a < n.a), \
+             (SELECT 1 FROM n x WHERE x.a = n.a) FROM n",
+        )
+        .await
+        .unwrap();
+    let names: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
+    assert_eq!(names, ["b", "other", "?column?"]);
+    // SHOW names its column after the setting (PostgreSQL 15: `TimeZone`, and a dotted
+    // custom setting's whole name).
+    for (sql, name) in [
+        ("SHOW streaming.parallelism", "streaming.parallelism"),
+        ("SHOW timezone", "TimeZone"),
+    ] {
+        let msgs = c.simple_query(sql).await.unwrap();
+        let row = msgs
+            .iter()
+            .find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(r),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(row.columns()[0].name(), name, "{sql}");
+    }
     server.stop().await;
 }
 

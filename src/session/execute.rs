@@ -950,7 +950,15 @@ impl Session {
                     _ if w.len() == 2 => {
                         let name = unquote(&w[1]);
                         let v = self.vars.get(&name)?;
-                        let col = name.rsplit('.').next().unwrap_or(&name).to_string();
+                        // PostgreSQL names the column after the setting: its canonical
+                        // spelling for its own (`TimeZone`), the whole name otherwise
+                        // (`streaming.parallelism`).
+                        let col = match name.to_ascii_lowercase().as_str() {
+                            "timezone" => "TimeZone".to_string(),
+                            "datestyle" => "DateStyle".to_string(),
+                            "intervalstyle" => "IntervalStyle".to_string(),
+                            lower => lower.to_string(),
+                        };
                         text_rows(&[col.as_str()], vec![vec![v]])?
                     }
                     "time zone" => {

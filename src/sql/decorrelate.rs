@@ -117,6 +117,13 @@ fn needs_rewrite(filter: &Filter) -> bool {
     })
 }
 
+/// True when the aggregates' arguments or the subquery's projection read the outer row, which
+/// DataFusion's decorrelation of equality correlations does not allow.
+fn reads_outer_above_filter(s: &Shape<'_>) -> bool {
+    s.aggregate.aggr_expr.iter().any(Expr::contains_outer)
+        || s.projection.is_some_and(Expr::contains_outer)
+}
+
 /// The outer columns a subquery reads, once each, in order of appearance.
 fn outer_columns(sq: &Subquery) -> Vec<Column> {
     let mut out: Vec<Column> = Vec::new();
@@ -140,7 +147,7 @@ fn candidate(exprs: &[Expr], input: &LogicalPlan) -> Option<Subquery> {
         let _ = e.apply(|e| {
             if let Expr::ScalarSubquery(sq) = e
                 && let Some(s) = shape(sq)
-                && needs_rewrite(s.filter)
+                && (needs_rewrite(s.filter) || reads_outer_above_filter(&s))
                 && outer_columns(sq)
                     .iter()
                     .all(|c| input.schema().has_column(c))

@@ -964,12 +964,42 @@ impl VisitorMut for IntervalLiteralVisitor {
 
 impl SqlStatementRewriteRule for AnyOpRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
-        let _ = VisitMut::visit(&mut s, &mut AnyOpVisitor);
+        let query = matches!(s, Statement::Query(_));
+        let _ = VisitMut::visit(
+            &mut s,
+            &mut AnyOpVisitor {
+                query,
+                conjuncts: Vec::new(),
+            },
+        );
         s
     }
 }
 
-struct AnyOpVisitor;
+struct AnyOpVisitor {
+    /// Whether the statement is a query (not a materialized view's definition).
+    query: bool,
+    /// The top-level conjuncts of the WHERE and HAVING clauses seen so far (by address; the
+    /// tree does not move while it is visited): where a NULL comparison counts as false.
+    conjuncts: Vec<*const Expr>,
+}
+
+/// The top-level conjuncts of a WHERE or HAVING clause: `e` itself, or the operands of its
+/// `AND`s, through parentheses.
+fn top_conjuncts(e: &Expr, out: &mut Vec<*const Expr>) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            top_conjuncts(left, out);
+            top_conjuncts(right, out);
+        }
+        Expr::Nested(inner) => top_conjuncts(inner, out),
+        other => out.push(other as *const Expr),
+    }
+}
 
 fn array_literal(e: &Expr) -> Expr {
     if let Expr::Value(ValueWithSpan {
@@ -1001,19 +1031,28 @@ fn array_literal(e: &Expr) -> Expr {
 /// answers as if every row matched):
 ///
 /// ```text
-///  x = ANY (q)     ─►  x IN (q)                  in a WHERE or HAVING clause
-///  x <> ALL (q)    ─►  x NOT IN (q)              in a WHERE or HAVING clause
+///  x = ANY (q)     ─►  x IN (q)                  a top-level conjunct of WHERE or HAVING
+///  x <> ALL (q)    ─►  x NOT IN (q)              a top-level conjunct of WHERE or HAVING
 ///  x op ANY (q)    ─►  weir_any_op(x, ARRAY(q), 'op')
 ///  x op ALL (q)    ─►  NOT weir_any_op(x, ARRAY(q), 'negated op')
+///  x IN (q)        ─►  weir_any_op(x, ARRAY(q), '=')        in a query, not a top-level
+///  x NOT IN (q)    ─►  NOT weir_any_op(x, ARRAY(q), '=')    conjunct of WHERE or HAVING
 /// ```
 ///
-/// (DataFusion runs `IN (subquery)` as a semi or anti join in a filter only; elsewhere the
-/// array form serves.) `IN` is defined as `= ANY` and `NOT IN` as `<> ALL`. `ALL` is true when no comparison is
+/// DataFusion runs `IN (subquery)` as a semi or anti join, which takes a NULL comparison for
+/// false: right where only true rows pass (a top-level conjunct of a filter), wrong under
+/// `NOT`, `OR`, `IS NULL` or in a SELECT list, where the array form keeps the NULL. `IN` is defined as `= ANY` and `NOT IN` as `<> ALL`. `ALL` is true when no comparison is
 /// false, NULL when none is false and one is NULL, so it is the negation of `ANY` with the
 /// negated operator under SQL's three-valued logic (an empty subquery: `ANY` false, `ALL`
 /// true). `ARRAY(q)` is then rewritten by [`ArraySubqueryRule`].
 fn subquery_comparison(expr: &Expr, in_filter: bool) -> Option<Expr> {
+    let eq = BinaryOperator::Eq;
     let (left, op, query, all) = match expr {
+        Expr::InSubquery {
+            expr,
+            subquery,
+            negated,
+        } if !in_filter => (expr, &eq, subquery, *negated),
         Expr::AnyOp {
             left,
             compare_op,
@@ -1043,6 +1082,24 @@ fn subquery_comparison(expr: &Expr, in_filter: bool) -> Option<Expr> {
         }
         _ => {}
     }
+    if let Expr::InSubquery { negated, .. } = expr {
+        let any = function_call(
+            ANY_OP_FUNCTION,
+            vec![
+                left.as_ref().clone(),
+                array_of(query),
+                Expr::Value(Value::SingleQuotedString("=".into()).with_empty_span()),
+            ],
+        );
+        return Some(if *negated {
+            Expr::UnaryOp {
+                op: UnaryOperator::Not,
+                expr: Box::new(Expr::Nested(Box::new(any))),
+            }
+        } else {
+            any
+        });
+    }
     let (op, negated) = match op {
         BinaryOperator::Eq => ("=", "<>"),
         BinaryOperator::NotEq => ("<>", "="),
@@ -1052,16 +1109,7 @@ fn subquery_comparison(expr: &Expr, in_filter: bool) -> Option<Expr> {
         BinaryOperator::GtEq => (">=", "<"),
         _ => return None,
     };
-    let array = Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new("array")]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::Subquery(query.clone()),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    });
+    let array = array_of(query);
     let text = |o: &str| Expr::Value(Value::SingleQuotedString(o.to_string()).with_empty_span());
     let call = |o: &str| {
         function_call(
@@ -1079,52 +1127,36 @@ fn subquery_comparison(expr: &Expr, in_filter: bool) -> Option<Expr> {
     })
 }
 
-/// Rewrites the subquery comparisons of one WHERE or HAVING clause as filters
-/// ([`subquery_comparison`]), leaving those of the subqueries inside it to their own
-/// clauses.
-struct FilterComparisonVisitor {
-    /// How many subqueries deep the visit is.
-    depth: usize,
-}
-
-impl VisitorMut for FilterComparisonVisitor {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
-        self.depth += 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
-        self.depth -= 1;
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if self.depth == 0
-            && let Some(rewritten) = subquery_comparison(expr, true)
-        {
-            *expr = rewritten;
-        }
-        ControlFlow::Continue(())
-    }
+/// `ARRAY(query)`, which [`ArraySubqueryRule`] rewrites later.
+fn array_of(query: &Query) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new("array")]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::Subquery(Box::new(query.clone())),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
 }
 
 impl VisitorMut for AnyOpVisitor {
     type Break = ();
 
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
-        for clause in [&mut select.selection, &mut select.having]
-            .into_iter()
-            .flatten()
-        {
-            let _ = VisitMut::visit(clause, &mut FilterComparisonVisitor { depth: 0 });
+        for clause in [&select.selection, &select.having].into_iter().flatten() {
+            top_conjuncts(clause, &mut self.conjuncts);
         }
         ControlFlow::Continue(())
     }
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if let Some(rewritten) = subquery_comparison(expr, false) {
+        let in_filter = self.conjuncts.contains(&(expr as *const Expr));
+        if matches!(expr, Expr::InSubquery { .. }) && (in_filter || !self.query) {
+            return ControlFlow::Continue(());
+        }
+        if let Some(rewritten) = subquery_comparison(expr, in_filter) {
             *expr = rewritten;
             return ControlFlow::Continue(());
         }
