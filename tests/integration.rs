@@ -431,6 +431,14 @@ async fn output_columns_have_postgres_names() {
         .unwrap();
     let names: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
     assert_eq!(names, ["b", "other", "?column?"]);
+    // Field selection is named after the field, a subscript after its base (PostgreSQL 15:
+    // x, array).
+    let stmt = c
+        .prepare("SELECT (information_schema._pg_expandarray(ARRAY[7])).x, (ARRAY[1, 2])[1]")
+        .await
+        .unwrap();
+    let names: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
+    assert_eq!(names, ["x", "array"]);
     // SHOW names its column after the setting (PostgreSQL 15: `TimeZone`, and a dotted
     // custom setting's whole name).
     for (sql, name) in [

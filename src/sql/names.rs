@@ -10,8 +10,8 @@
 //! ([`unique_output_names`]).
 
 use datafusion::sql::sqlparser::ast::{
-    DataType, ExactNumberInfo, Expr, Ident, OrderByKind, Query, Select, SelectItem, SetExpr,
-    Statement, TimezoneInfo, Value,
+    AccessExpr, DataType, ExactNumberInfo, Expr, Ident, OrderByKind, Query, Select, SelectItem,
+    SetExpr, Statement, TimezoneInfo, Value,
 };
 
 /// The name PostgreSQL shows for an unaliased SELECT-list expression.
@@ -83,6 +83,23 @@ fn figure(e: &Expr) -> (String, u8) {
         Expr::Ceil { .. } => strong("ceil"),
         Expr::Floor { .. } => strong("floor"),
         Expr::AtTimeZone { .. } => strong("timezone"),
+        // Field selection and subscripts (PostgreSQL's A_Indirection): the last field name,
+        // else the base expression's name (`(r).x` is `x`, `conkey[1]` is `conkey`).
+        Expr::CompoundFieldAccess { root, access_chain } => access_chain
+            .iter()
+            .rev()
+            .find_map(|a| match a {
+                AccessExpr::Dot(Expr::Identifier(i)) => Some(ident(i)),
+                AccessExpr::Dot(Expr::Value(v)) => match &v.value {
+                    Value::SingleQuotedString(name) | Value::DoubleQuotedString(name) => {
+                        Some(name.clone())
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .map(|name| (name, 2))
+            .unwrap_or_else(|| figure(root)),
         Expr::Subquery(q) => match first_item_name(q) {
             Some(n) => (n, 2),
             None => ("?column?".into(), 0),
