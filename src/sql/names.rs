@@ -39,7 +39,7 @@ fn figure(e: &Expr) -> (String, u8) {
             .map(|p| (ident(p), 2))
             .unwrap_or_else(|| ("?column?".into(), 0)),
         // `ARRAY(subquery)` as the parser rewrites it (`crate::sql::parse`):
-        // `coalesce((...), make_array())`.
+        // `weir_array_or_empty((...))`.
         Expr::Function(f) if is_array_subquery(f) => strong("array"),
         // A scalar subquery as the parser rewrites it (`crate::sql::parse`):
         // `weir_one_row((SELECT array_agg(e) AS name ...))`.
@@ -134,26 +134,21 @@ fn one_row_subquery(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&st
     }
 }
 
-/// Whether `f` is the rewritten form of `ARRAY(subquery)`: `coalesce(<subquery>,
-/// make_array())`.
+/// Whether `f` is the rewritten form of `ARRAY(subquery)`: `weir_array_or_empty(<subquery>)`.
 fn is_array_subquery(f: &datafusion::sql::sqlparser::ast::Function) -> bool {
     use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
     let FunctionArguments::List(list) = &f.args else {
         return false;
     };
-    let name =
-        |f: &datafusion::sql::sqlparser::ast::Function| f.name.to_string().to_ascii_lowercase();
-    match list.args.as_slice() {
-        [
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Subquery(_))),
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Function(empty))),
-        ] => {
-            name(f) == "coalesce"
-                && name(empty) == "make_array"
-                && matches!(&empty.args, FunctionArguments::List(l) if l.args.is_empty())
-        }
-        _ => false,
-    }
+    matches!(
+        list.args.as_slice(),
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Subquery(
+            _
+        )))]
+    ) && f
+        .name
+        .to_string()
+        .eq_ignore_ascii_case(crate::sql::parse::ARRAY_OR_EMPTY_FUNCTION)
 }
 
 /// The name PostgreSQL gives a cast to `t` when its argument has no name of its own: the

@@ -21,10 +21,10 @@ use std::sync::{Arc, LazyLock};
 
 use datafusion::sql::sqlparser::ast::{
     AccessExpr, Array, BinaryOperator, CastKind, DataType as SqlDataType, Expr, Function,
-    FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident,
-    ObjectName, OrderBy, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias,
-    TableAliasColumnDef, TableFactor, UnaryOperator, Value, ValueWithSpan, Visit, VisitMut,
-    Visitor, VisitorMut,
+    FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList, FunctionArguments,
+    GroupByExpr, Ident, ObjectName, OrderBy, OrderByKind, Query, Select, SelectItem, SetExpr,
+    Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator, Value, ValueWithSpan,
+    Visit, VisitMut, Visitor, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -523,11 +523,16 @@ fn name_single_column(alias: &mut Option<TableAlias>, function: &str) {
 ///
 /// ```text
 ///  ARRAY(SELECT e FROM f WHERE w ORDER BY o)
-///    ─► coalesce((SELECT array_agg(e ORDER BY o) FROM f WHERE w), make_array())
+///    ─► weir_array_or_empty((SELECT array_agg(e ORDER BY o) FROM f WHERE w))
 ///  ARRAY(q)   (other shapes: DISTINCT, GROUP BY, aggregates, LIMIT, set operations;
 ///             uncorrelated only, and the order of q's rows is not kept)
-///    ─► coalesce((SELECT array_agg(s.c) FROM (q) AS s(c)), make_array())
+///    ─► weir_array_or_empty((SELECT array_agg(s.c) FROM (q) AS s(c)))
 /// ```
+///
+/// `weir_array_or_empty` turns the NULL of no rows into `{}`. It is not `coalesce(..,
+/// make_array())`: DataFusion simplifies `coalesce` into a `CASE` that names its first
+/// argument twice, so each level of nested subqueries doubled the plan (an `IN` nested ten
+/// deep outside a top-level conjunct took seconds to plan, eleven deep half a minute).
 ///
 /// The first form keeps references to the outer query working (psql's `\du` lists each
 /// role's memberships that way); DataFusion does not resolve outer references inside a
@@ -591,8 +596,11 @@ fn has_aggregate(item: &SelectItem) -> bool {
     Visit::visit(item, &mut Finder).is_break()
 }
 
-/// The replacement of `ARRAY(query)` as SQL text (see [`ArraySubqueryRule`]).
-fn array_subquery_text(query: &Query) -> String {
+/// The replacement of `ARRAY(query)` (see [`ArraySubqueryRule`]), built as a tree: printing
+/// it and parsing the text again would parse each nested subquery once per level, and
+/// sqlparser tries a parenthesized argument more than one way, so that cost grew
+/// exponentially with the depth of nested subqueries.
+fn array_subquery_expr(query: &Query) -> Expr {
     let mut q = query.clone();
     let simple = q.with.is_none()
         && q.limit_clause.is_none()
@@ -605,33 +613,26 @@ fn array_subquery_text(query: &Query) -> String {
                     && select.projection.len() == 1
                     && !select.projection.iter().any(has_aggregate);
                 let item = match select.projection.first() {
-                    Some(SelectItem::UnnamedExpr(e)) => Some(e.to_string()),
-                    Some(SelectItem::ExprWithAlias { expr, .. }) => Some(expr.to_string()),
+                    Some(SelectItem::UnnamedExpr(e)) => Some(e.clone()),
+                    Some(SelectItem::ExprWithAlias { expr, .. }) => Some(expr.clone()),
                     _ => None,
                 };
                 match (plain, item) {
                     (true, Some(item)) => {
-                        let order = match q.order_by.take() {
-                            Some(OrderBy {
-                                kind: OrderByKind::Expressions(exprs),
+                        let mut agg = function_call("array_agg", vec![item]);
+                        if let Some(OrderBy {
+                            kind: OrderByKind::Expressions(exprs),
+                            ..
+                        }) = q.order_by.take()
+                            && !exprs.is_empty()
+                            && let Expr::Function(Function {
+                                args: FunctionArguments::List(list),
                                 ..
-                            }) if !exprs.is_empty() => format!(
-                                " ORDER BY {}",
-                                exprs
-                                    .iter()
-                                    .map(ToString::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                            _ => String::new(),
-                        };
-                        let agg = format!("array_agg({item}{order})");
-                        select.projection = vec![SelectItem::UnnamedExpr(
-                            SqlParser::new(&PostgreSqlDialect {})
-                                .try_with_sql(&agg)
-                                .and_then(|mut p| p.parse_expr())
-                                .unwrap_or(Expr::Identifier(Ident::new("array_agg"))),
-                        )];
+                            }) = &mut agg
+                        {
+                            list.clauses.push(FunctionArgumentClause::OrderBy(exprs));
+                        }
+                        select.projection = vec![SelectItem::UnnamedExpr(agg)];
                         true
                     }
                     _ => false,
@@ -639,11 +640,29 @@ fn array_subquery_text(query: &Query) -> String {
             }
             _ => false,
         };
-    if simple {
-        format!("coalesce(({q}), make_array())")
+    let subquery = if simple {
+        q
     } else {
-        format!("coalesce((SELECT array_agg(s.c) FROM ({query}) AS s(c)), make_array())")
-    }
+        // SELECT array_agg(s.c) FROM (q) AS s(c): the template parsed, then q put in.
+        let mut outer = match SqlParser::new(&PostgreSqlDialect {})
+            .try_with_sql("SELECT array_agg(s.c) FROM (SELECT 1) AS s(c)")
+            .and_then(|mut p| p.parse_query())
+        {
+            Ok(outer) => *outer,
+            Err(_) => return Expr::Subquery(Box::new(q)),
+        };
+        if let SetExpr::Select(select) = outer.body.as_mut()
+            && let Some(TableFactor::Derived { subquery, .. }) =
+                select.from.first_mut().map(|f| &mut f.relation)
+        {
+            **subquery = q;
+        }
+        outer
+    };
+    function_call(
+        ARRAY_OR_EMPTY_FUNCTION,
+        vec![Expr::Subquery(Box::new(subquery))],
+    )
 }
 
 impl VisitorMut for ArraySubqueryVisitor {
@@ -657,14 +676,7 @@ impl VisitorMut for ArraySubqueryVisitor {
         }) = expr
             && name.to_string().eq_ignore_ascii_case("array")
         {
-            let text = array_subquery_text(query);
-            if let Ok(e) = SqlParser::new(&PostgreSqlDialect {})
-                .with_recursion_limit(PARSER_RECURSION_LIMIT)
-                .try_with_sql(&text)
-                .and_then(|mut p| p.parse_expr())
-            {
-                *expr = e;
-            }
+            *expr = array_subquery_expr(query);
         }
         ControlFlow::Continue(())
     }
@@ -962,9 +974,19 @@ impl VisitorMut for IntervalLiteralVisitor {
     }
 }
 
+/// Whether `s` is a query, or the `EXPLAIN` of one (which must show the plan the query runs
+/// with), rather than a materialized view's definition or another statement.
+fn is_query(s: &Statement) -> bool {
+    match s {
+        Statement::Query(_) => true,
+        Statement::Explain { statement, .. } => matches!(statement.as_ref(), Statement::Query(_)),
+        _ => false,
+    }
+}
+
 impl SqlStatementRewriteRule for AnyOpRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
-        let query = matches!(s, Statement::Query(_));
+        let query = is_query(&s);
         let _ = VisitMut::visit(
             &mut s,
             &mut AnyOpVisitor {
@@ -1329,6 +1351,11 @@ impl VisitorMut for SetReturningCallVisitor {
     }
 }
 
+/// Name of the scalar function that gives `{}` for a NULL list and the list otherwise: the
+/// value of `ARRAY(subquery)` from the subquery's rows gathered by `array_agg`
+/// ([`ArraySubqueryRule`]).
+pub const ARRAY_OR_EMPTY_FUNCTION: &str = "weir_array_or_empty";
+
 /// Name of the scalar function that takes a scalar subquery's rows, gathered into a list, to
 /// its value: NULL for none, the one value, or PostgreSQL's error `21000` for more
 /// ([`ScalarSubqueryRule`]).
@@ -1358,7 +1385,7 @@ struct ScalarSubqueryRule;
 
 impl SqlStatementRewriteRule for ScalarSubqueryRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
-        if matches!(s, Statement::Query(_)) {
+        if is_query(&s) {
             let _ = VisitMut::visit(
                 &mut s,
                 &mut ScalarSubqueryVisitor {

@@ -85,6 +85,7 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(OneRow::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(ArrayOrEmpty::new()));
 }
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
@@ -991,6 +992,100 @@ impl ScalarUDFImpl for OneRow {
             None,
         )?;
         shape_result(&args.args, out)
+    }
+}
+
+/// `weir_array_or_empty(list)` ([`crate::sql::parse::ARRAY_OR_EMPTY_FUNCTION`]): the list,
+/// or an empty list of the same type where it is NULL. The value of `ARRAY(subquery)`
+/// (PostgreSQL docs, 4.2.12: `{}` when the subquery returns no rows) from the `array_agg`
+/// of the subquery's rows, which is NULL for none. A NULL of type `null` gives `{}` of
+/// element type `null`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ArrayOrEmpty {
+    signature: Signature,
+}
+
+impl ArrayOrEmpty {
+    fn new() -> Self {
+        ArrayOrEmpty {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ArrayOrEmpty {
+    fn name(&self) -> &str {
+        crate::sql::parse::ARRAY_OR_EMPTY_FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        match &arg_types[0] {
+            DataType::Null => Ok(DataType::new_list(DataType::Null, true)),
+            t @ DataType::List(_) => Ok(t.clone()),
+            t => Err(DataFusionError::Internal(format!(
+                "{} of a non-list: {t}",
+                self.name()
+            ))),
+        }
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let input = &arrays[0];
+        if input.data_type() == &DataType::Null {
+            let empty = arrow::array::ListArray::new(
+                Arc::new(arrow::datatypes::Field::new_list_field(
+                    DataType::Null,
+                    true,
+                )),
+                arrow::buffer::OffsetBuffer::new_zeroed(input.len()),
+                arrow::array::new_empty_array(&DataType::Null),
+                None,
+            );
+            return shape_result(&args.args, Arc::new(empty));
+        }
+        let list = input.as_list::<i32>();
+        if list.null_count() == 0 {
+            return shape_result(&args.args, Arc::clone(input));
+        }
+        // The elements of the non-NULL rows, and offsets in which a NULL row is empty.
+        let offsets = list.offsets();
+        let mut kept: Vec<u32> = Vec::new();
+        let mut lengths: Vec<usize> = Vec::with_capacity(list.len());
+        for i in 0..list.len() {
+            if list.is_null(i) {
+                lengths.push(0);
+            } else {
+                let (start, end) = (offsets[i] as u32, offsets[i + 1] as u32);
+                kept.extend(start..end);
+                lengths.push((end - start) as usize);
+            }
+        }
+        let values = arrow::compute::take(
+            list.values().as_ref(),
+            &arrow::array::UInt32Array::from(kept),
+            None,
+        )?;
+        let DataType::List(field) = list.data_type() else {
+            return Err(DataFusionError::Internal(format!(
+                "{} of a non-list",
+                self.name()
+            )));
+        };
+        let out = arrow::array::ListArray::try_new(
+            Arc::clone(field),
+            arrow::buffer::OffsetBuffer::from_lengths(lengths),
+            values,
+            None,
+        )?;
+        shape_result(&args.args, Arc::new(out))
     }
 }
 
