@@ -76,6 +76,145 @@ async fn copy_csv_text_and_bad_rows() {
     server.stop().await;
 }
 
+/// `COPY ... FROM STDIN (FORMAT binary)` as drivers send it (tokio-postgres's
+/// `BinaryCopyInWriter`, like asyncpg's `copy_records_to_table`): each value in its column
+/// type's binary form, NULLs, a subset of columns, and a materialized view over the table.
+/// The expected text is each value's PostgreSQL output, written by hand; bad binary data
+/// is refused whole (`22P03`, `22P04`) and leaves the table as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_from_binary() {
+    use tokio_postgres::binary_copy::BinaryCopyInWriter;
+    use tokio_postgres::types::{ToSql, Type};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute(
+        "SET TIME ZONE 'UTC';
+         CREATE TABLE b (id BIGINT PRIMARY KEY, name TEXT, qty INT, price NUMERIC(10,2),
+           day DATE, at TIMESTAMP, seen TIMESTAMPTZ, ok BOOLEAN, w DOUBLE PRECISION, s SMALLINT);
+         CREATE MATERIALIZED VIEW bv AS SELECT count(*) AS n, sum(qty) AS q, sum(price) AS p FROM b",
+    )
+    .await
+    .unwrap();
+    let types = [
+        Type::INT8,
+        Type::TEXT,
+        Type::INT4,
+        Type::NUMERIC,
+        Type::DATE,
+        Type::TIMESTAMP,
+        Type::TIMESTAMPTZ,
+        Type::BOOL,
+        Type::FLOAT8,
+        Type::INT2,
+    ];
+    let sink = c
+        .copy_in("COPY b FROM STDIN (FORMAT binary)")
+        .await
+        .unwrap();
+    let writer = BinaryCopyInWriter::new(sink, &types);
+    futures::pin_mut!(writer);
+    let day = chrono::NaiveDate::from_ymd_opt(2024, 2, 29).unwrap();
+    let at = day.and_hms_micro_opt(13, 5, 9, 250_000).unwrap();
+    let seen = chrono::DateTime::<chrono::Utc>::from_naive_utc_and_offset(at, chrono::Utc);
+    let price = rust_decimal::Decimal::new(1999, 2);
+    let row1: [&(dyn ToSql + Sync); 10] = [
+        &1i64,
+        &"fay\tx",
+        &3i32,
+        &price,
+        &day,
+        &at,
+        &seen,
+        &true,
+        &0.5f64,
+        &(-7i16),
+    ];
+    writer.as_mut().write(&row1).await.unwrap();
+    let none: Option<i32> = None;
+    let no_text: Option<&str> = None;
+    let no_price: Option<rust_decimal::Decimal> = None;
+    let no_day: Option<chrono::NaiveDate> = None;
+    let no_at: Option<chrono::NaiveDateTime> = None;
+    let no_seen: Option<chrono::DateTime<chrono::Utc>> = None;
+    let no_ok: Option<bool> = None;
+    let no_w: Option<f64> = None;
+    let no_s: Option<i16> = None;
+    let row2: [&(dyn ToSql + Sync); 10] = [
+        &2i64, &no_text, &none, &no_price, &no_day, &no_at, &no_seen, &no_ok, &no_w, &no_s,
+    ];
+    writer.as_mut().write(&row2).await.unwrap();
+    assert_eq!(writer.finish().await.unwrap(), 2);
+    // Some columns, in another order; a whole-number numeric gets the column's scale.
+    let sink = c
+        .copy_in("COPY b (qty, id, price) FROM STDIN WITH (FORMAT binary)")
+        .await
+        .unwrap();
+    let writer = BinaryCopyInWriter::new(sink, &[Type::INT4, Type::INT8, Type::NUMERIC]);
+    futures::pin_mut!(writer);
+    let ten = rust_decimal::Decimal::new(10, 0);
+    writer.as_mut().write(&[&4i32, &3i64, &ten]).await.unwrap();
+    assert_eq!(writer.finish().await.unwrap(), 1);
+    c.batch_execute("FLUSH").await.unwrap();
+    let expected = vec![
+        vec![
+            "1",
+            "fay\tx",
+            "3",
+            "19.99",
+            "2024-02-29",
+            "2024-02-29 13:05:09.25",
+            "2024-02-29 13:05:09.25+00",
+            "t",
+            "0.5",
+            "-7",
+        ],
+        vec![
+            "2", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
+        ],
+        vec![
+            "3", "NULL", "4", "10.00", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
+        ],
+    ];
+    let rows = common::query_text(&c, "SELECT * FROM b ORDER BY id").await;
+    assert_eq!(rows, expected);
+    assert_eq!(
+        common::query_text(&c, "SELECT n, q, p FROM bv").await,
+        vec![vec!["3", "7", "29.99"]]
+    );
+    // An int4 where the column is bigint: not its binary form.
+    let sink = c
+        .copy_in("COPY b (id) FROM STDIN (FORMAT binary)")
+        .await
+        .unwrap();
+    let writer = BinaryCopyInWriter::new(sink, &[Type::INT4]);
+    futures::pin_mut!(writer);
+    writer.as_mut().write(&[&9i32]).await.unwrap();
+    let e = writer.finish().await.unwrap_err();
+    assert_eq!(e.code().unwrap().code(), "22P03", "{e}");
+    // Text data sent as binary: no signature.
+    let e = copy_in(&c, "COPY b FROM STDIN (FORMAT binary)", "9\tx\n")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code().unwrap().code(), "22P04", "{e}");
+    // Text options beside the binary format.
+    let e = c
+        .copy_in::<_, bytes::Bytes>("COPY b FROM STDIN (FORMAT binary, DELIMITER ',')")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code().unwrap().code(), "42601", "{e}");
+    // (A new connection: tokio-postgres does not resume one whose COPY was refused before
+    // its data.)
+    let c = server.client().await;
+    c.batch_execute("FLUSH").await.unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT * FROM b ORDER BY id").await,
+        expected
+    );
+    server.stop().await;
+}
+
 /// Everything a `COPY ... TO STDOUT` sends, as one string.
 async fn copy_out(client: &tokio_postgres::Client, sql: &str) -> String {
     use futures::TryStreamExt;

@@ -358,9 +358,11 @@ fn to_response(out: Output, format: &Format, zone: &Tz) -> PgWireResult<Response
         Output::Command(tag) => Response::Execution(command_tag(&tag)),
         Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
         Output::TransactionEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
-        Output::CopyIn { columns } => {
-            Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
-        }
+        Output::CopyIn { columns, binary } => Response::CopyIn(CopyResponse::new(
+            i8::from(binary),
+            columns,
+            futures::stream::empty(),
+        )),
         Output::CopyOut {
             schema,
             batches,
@@ -801,7 +803,10 @@ fn cancellable(sql: &str) -> bool {
         .filter(|w| !w.is_empty())
         .map(str::to_ascii_lowercase);
     match words.next().as_deref() {
-        Some("select" | "values" | "table" | "with" | "show" | "flush") => true,
+        Some(
+            "select" | "values" | "table" | "with" | "show" | "flush" | "declare" | "fetch"
+            | "move",
+        ) => true,
         Some("explain") => words.next().as_deref() != Some("analyze"),
         _ => false,
     }
@@ -911,7 +916,8 @@ impl ExtendedQueryHandler for Conn {
         self.parser.clone()
     }
 
-    /// Describe, with PostgreSQL's answer for a prepared statement that returns no rows
+    /// Describe, with PostgreSQL's answers for a cursor's portal and for a prepared statement
+    /// that returns no rows
     /// (`INSERT ... VALUES ($1)`): ParameterDescription, then NoData (protocol docs, 55.2.3
     /// "Extended Query"). pgwire's default sends an empty RowDescription instead when the
     /// statement has parameters, and pgjdbc then takes the statement for a query and fails
@@ -941,6 +947,20 @@ impl ExtendedQueryHandler for Conn {
                     send_describe_response(client, &described).await?;
                 }
                 return Ok(());
+            }
+        }
+        // A cursor is a portal too (PostgreSQL's DECLARE reference): psycopg describes the
+        // portal of the cursor it declared to learn the rows' columns.
+        if message.target_type != TARGET_TYPE_BYTE_STATEMENT {
+            let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+            if client.portal_store().get_portal(name).is_none() {
+                let schema = self.session.lock().await.cursors.schema(name);
+                if let Some(schema) = schema {
+                    let fields = arrow_schema_to_pg_fields(&schema, &Format::UnifiedText, None)?;
+                    let described = pgwire::api::results::DescribePortalResponse::new(fields);
+                    send_describe_response(client, &described).await?;
+                    return Ok(());
+                }
             }
         }
         self._on_describe(client, message).await

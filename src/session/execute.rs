@@ -22,7 +22,7 @@ use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, SelectItem, Statement};
 
-use super::{PendingCopy, Session, UndoLog};
+use super::{PendingCopy, Session, UndoLog, cursors};
 use crate::common::ChangeBatch;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -57,6 +57,8 @@ pub enum Output {
     CopyIn {
         /// Number of columns in the data.
         columns: usize,
+        /// Whether the data is in PostgreSQL's binary COPY format (else text or CSV).
+        binary: bool,
     },
     /// `COPY ... TO STDOUT`: the rows to send as copy data, in `format` (text or CSV).
     CopyOut {
@@ -412,6 +414,7 @@ impl Session {
                 Ok(Output::Command("ROLLBACK".into()))
             }
             "rollback" | "abort" | "commit" | "end" => {
+                self.cursors.rollback();
                 if let Some(log) = self.transaction.take() {
                     self.undo(log.writes).await?;
                 }
@@ -428,6 +431,9 @@ impl Session {
         let trimmed = sql.trim().trim_end_matches(';').trim();
         if trimmed.is_empty() {
             return Ok(Output::Empty);
+        }
+        if let Some(out) = self.cursor_statement(trimmed, params.clone()).await? {
+            return Ok(out);
         }
         if let Some(out) = self.special(trimmed).await? {
             return Ok(out);
@@ -591,6 +597,11 @@ impl Session {
                         ));
                     }
                     let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
+                    if format.binary {
+                        return Err(Error::not_supported(
+                            "COPY TO STDOUT in binary format (use text or CSV)",
+                        ));
+                    }
                     let query = match source {
                         CopySource::Table {
                             table_name,
@@ -665,6 +676,7 @@ impl Session {
                 }
                 let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
                 let n = cols.len();
+                let binary = format.binary;
                 self.copy = Some(PendingCopy {
                     table: def.id,
                     table_name: def.name.clone(),
@@ -672,7 +684,7 @@ impl Session {
                     format,
                     data: Vec::new(),
                 });
-                Ok(Output::CopyIn { columns: n })
+                Ok(Output::CopyIn { columns: n, binary })
             }
             Statement::ShowTables { .. } => {
                 let rows = self
@@ -778,6 +790,77 @@ impl Session {
     }
 
     /// Handles the statements sqlparser does not know or that need session state.
+    /// `DECLARE ... CURSOR`, `FETCH`, `MOVE` and `CLOSE` (see [`cursors`]). A cursor's query
+    /// is planned as a query (the same rewrites and names) and its stream kept open; `FETCH`
+    /// reads the next rows from it, under the tag `FETCH n`.
+    ///
+    /// # Errors
+    /// `25P01` for `DECLARE` without `WITH HOLD` outside a transaction block (as in
+    /// PostgreSQL); the errors of [`cursors::parse_declare`], [`cursors::parse_fetch`] and
+    /// [`cursors::Cursors`]; the query's planning and execution errors.
+    async fn cursor_statement(
+        &mut self,
+        sql: &str,
+        params: Option<ParamValues>,
+    ) -> Result<Option<Output>> {
+        let w = words(sql);
+        match w[0].as_str() {
+            "declare" => {
+                let declare = cursors::parse_declare(sql)?;
+                if !declare.hold && self.transaction.is_none() {
+                    return Err(Error::plan(
+                        "25P01",
+                        "DECLARE CURSOR can only be used in transaction blocks",
+                    ));
+                }
+                let stmt = parse_one(&declare.query)?;
+                if !matches!(stmt, Statement::Query(_)) {
+                    return Err(Error::Parse(
+                        "syntax error: a cursor's FOR clause must be a query".into(),
+                    ));
+                }
+                let (plan, names) = self.plan_select(&declare.query, stmt).await?;
+                let plan = bind(plan, params)?;
+                let df = self.ctx.execute_logical_plan(plan).await?;
+                let task = Arc::new(df.task_ctx());
+                let physical = df.create_physical_plan().await?;
+                let schema = output_schema(physical.schema().as_ref(), names.as_deref());
+                let stream = datafusion::physical_plan::execute_stream(physical, task)?;
+                let in_block = self.transaction.is_some();
+                self.cursors.declare(
+                    declare.name,
+                    cursors::Cursor::new(schema, stream, declare.hold, in_block),
+                )?;
+                Ok(Some(Output::Command("DECLARE CURSOR".into())))
+            }
+            "fetch" | "move" => {
+                let fetch = cursors::parse_fetch(sql)?;
+                let cursor = self.cursors.get(&fetch.name)?;
+                let batches = cursor.take(fetch.count).await?;
+                if w[0] == "move" {
+                    let n: usize = batches.iter().map(RecordBatch::num_rows).sum();
+                    return Ok(Some(Output::Command(format!("MOVE {n}"))));
+                }
+                Ok(Some(Output::Returning {
+                    schema: cursor.schema.clone(),
+                    batches,
+                    tag: "FETCH".into(),
+                }))
+            }
+            "close" if w.len() == 2 => {
+                if w[1] == "all" {
+                    self.cursors.close_all();
+                    Ok(Some(Output::Command("CLOSE CURSOR ALL".into())))
+                } else {
+                    let name = sql.split_whitespace().nth(1).unwrap_or_default();
+                    self.cursors.close(&cursors::identifier(name))?;
+                    Ok(Some(Output::Command("CLOSE CURSOR".into())))
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
     async fn special(&mut self, sql: &str) -> Result<Option<Output>> {
         let w = words(sql);
         if let Some(out) = self.role_statement(sql, &w).await? {
@@ -802,17 +885,19 @@ impl Session {
             }
             "commit" | "end" => {
                 self.transaction = None;
+                self.cursors.commit();
                 Output::TransactionEnd("COMMIT".into())
             }
             // Savepoints mark a place in the block's undo log; prepared statements and
             // portals are the connection's (the protocol layer replaces one of the same
-            // name); Weir has no cursors or notification channels.
+            // name); Weir has no notification channels.
             "rollback" | "abort" if w.iter().any(|x| x == "to") => {
                 let name = w.last().cloned().unwrap_or_default();
                 self.rollback_to(&name).await?;
                 Output::Command("ROLLBACK".into())
             }
             "rollback" | "abort" => {
+                self.cursors.rollback();
                 if let Some(log) = self.transaction.take() {
                     self.undo(log.writes).await?;
                 }
@@ -836,6 +921,7 @@ impl Session {
             }
             "discard" if w.len() == 2 => match w[1].as_str() {
                 "all" => {
+                    self.cursors.close_all();
                     self.vars.reset_all();
                     self.settings_changed();
                     Output::Command("DISCARD ALL".into())
@@ -851,16 +937,6 @@ impl Session {
                     Output::Command("DEALLOCATE ALL".into())
                 } else {
                     Output::Command("DEALLOCATE".into())
-                }
-            }
-            "close" if w.len() == 2 => {
-                if w[1] == "all" {
-                    Output::Command("CLOSE CURSOR ALL".into())
-                } else {
-                    return Err(Error::plan(
-                        "34000",
-                        format!("cursor \"{}\" does not exist", unquote(&w[1])),
-                    ));
                 }
             }
             "unlisten" if w.len() == 2 => Output::Command("UNLISTEN".into()),
@@ -1911,12 +1987,23 @@ impl Session {
                 | "discard"
                 | "deallocate"
                 | "close"
+                | "move"
                 | "unlisten"
         ) || (w[0] == "alter" && w.get(1).is_some_and(|x| x == "materialized"))
             || (matches!(w[0].as_str(), "create" | "alter" | "drop")
                 && w.get(1).is_some_and(|x| x == "role" || x == "user"))
         {
             return Ok((vec![], None));
+        }
+        // DECLARE returns no rows; its query's parameters are the statement's.
+        if w[0] == "declare" {
+            let declare = cursors::parse_declare(trimmed)?;
+            let (params, _) = Box::pin(self.describe(&declare.query)).await?;
+            return Ok((params, None));
+        }
+        if w[0] == "fetch" {
+            let fetch = cursors::parse_fetch(trimmed)?;
+            return Ok((vec![], Some(self.cursors.get(&fetch.name)?.schema.clone())));
         }
         // CREATE TABLE returns no rows; its options are checked when it runs.
         if w[0] == "create" && w.get(1).is_some_and(|x| x == "table") {

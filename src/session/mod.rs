@@ -1,5 +1,6 @@
 //! One connection's state: its variables, its DataFusion context and an open COPY.
 
+pub mod cursors;
 pub mod execute;
 pub mod interrupt;
 pub mod memory;
@@ -58,6 +59,8 @@ pub struct Session {
     pub display_zone: arrow::array::timezone::Tz,
     /// The running statement's cancel state (cancel requests, `statement_timeout`).
     pub interrupt: Arc<interrupt::Interrupt>,
+    /// Open cursors (`DECLARE`), by name.
+    pub cursors: cursors::Cursors,
 }
 
 /// The writes of a transaction block, in order: each table and the change written to it, and
@@ -164,6 +167,7 @@ impl Session {
             transaction: None,
             display_zone,
             interrupt,
+            cursors: cursors::Cursors::default(),
         };
         session.register_settings();
         Ok(session)

@@ -19,6 +19,8 @@ use crate::error::{Error, Result};
 pub struct CopyFormat {
     /// CSV (true) or text (false).
     pub csv: bool,
+    /// PostgreSQL's binary format (COPY FROM only; see [`crate::sql::copy_binary`]).
+    pub binary: bool,
     /// The first line is a header (skipped on input, the column names on output).
     pub header: bool,
     /// Field separator (byte).
@@ -35,9 +37,11 @@ impl CopyFormat {
     /// Reads COPY's options (both the modern `WITH (...)` and the legacy forms psql sends).
     ///
     /// # Errors
-    /// `0A000` for binary format and unsupported options; `22023` for bad values.
+    /// `0A000` for unsupported options; `22023` for bad values; `42601` for text or CSV
+    /// options beside the binary format.
     pub fn from_options(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> Result<Self> {
         let mut csv = false;
+        let mut binary = false;
         let mut header = false;
         let mut delimiter = None;
         let mut null = None;
@@ -55,11 +59,9 @@ impl CopyFormat {
         for o in options {
             match o {
                 CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
-                    "csv" => csv = true,
-                    "text" => csv = false,
-                    "binary" => {
-                        return Err(Error::not_supported("COPY binary format is not supported"));
-                    }
+                    "csv" => (csv, binary) = (true, false),
+                    "text" => (csv, binary) = (false, false),
+                    "binary" => (csv, binary) = (false, true),
                     other => {
                         return Err(Error::setting(format!(
                             "COPY format \"{other}\" not recognized; use text or csv"
@@ -100,14 +102,29 @@ impl CopyFormat {
                 CopyLegacyOption::Header => header = true,
                 CopyLegacyOption::Delimiter(c) => delimiter = Some(byte(*c, "delimiter")?),
                 CopyLegacyOption::Null(s) => null = Some(s.clone()),
-                CopyLegacyOption::Binary => {
-                    return Err(Error::not_supported("COPY binary format is not supported"));
-                }
+                CopyLegacyOption::Binary => binary = true,
                 other => {
                     return Err(Error::not_supported(format!(
                         "COPY option {other} is not supported"
                     )));
                 }
+            }
+        }
+        if binary {
+            let text_option = [
+                (csv, "CSV"),
+                (header, "HEADER"),
+                (delimiter.is_some(), "DELIMITER"),
+                (null.is_some(), "NULL"),
+                (escape.is_some(), "ESCAPE"),
+            ]
+            .into_iter()
+            .find(|(set, _)| *set);
+            if let Some((_, name)) = text_option {
+                return Err(Error::plan(
+                    "42601",
+                    format!("cannot specify {name} in BINARY mode"),
+                ));
             }
         }
         if header && !csv {
@@ -117,6 +134,7 @@ impl CopyFormat {
         }
         Ok(CopyFormat {
             csv,
+            binary,
             header,
             delimiter: delimiter.unwrap_or(if csv { b',' } else { b'\t' }),
             null: null.unwrap_or_else(|| if csv { String::new() } else { "\\N".into() }),
@@ -193,6 +211,9 @@ pub fn parse(
     schema: &SchemaRef,
     columns: &[usize],
 ) -> Result<RecordBatch> {
+    if format.binary {
+        return crate::sql::copy_binary::parse(data, table, schema, columns);
+    }
     let mut builders: Vec<StringBuilder> = columns.iter().map(|_| StringBuilder::new()).collect();
     let mut lines: Vec<u64> = Vec::new();
     let width = columns.len();
@@ -469,6 +490,7 @@ mod tests {
     fn fmt(csv: bool) -> CopyFormat {
         CopyFormat {
             csv,
+            binary: false,
             header: csv,
             delimiter: if csv { b',' } else { b'\t' },
             null: if csv { "NA".into() } else { "\\N".into() },

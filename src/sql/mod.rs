@@ -4,6 +4,7 @@
 //! a session does with a statement) lives in [`crate::session`].
 
 pub mod copy;
+pub mod copy_binary;
 pub mod decorrelate;
 pub mod event_time;
 pub mod functions;

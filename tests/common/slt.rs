@@ -253,9 +253,11 @@ impl AsyncDB for Pg {
             .trim_start()
             .trim_start_matches(|c: char| c == '(' || c.is_whitespace())
             .to_ascii_lowercase();
-        let is_query = ["select", "show", "with", "values", "explain", "table"]
-            .iter()
-            .any(|k| lower.starts_with(k))
+        let is_query = [
+            "select", "show", "with", "values", "explain", "table", "fetch",
+        ]
+        .iter()
+        .any(|k| lower.starts_with(k))
             || lower.contains(" returning ");
         if self.protocol == Protocol::Extended && is_query {
             let rows = self.client.query(sql, &[]).await.map_err(PgError)?;
