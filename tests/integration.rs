@@ -350,6 +350,18 @@ async fn implied_parameter_types() {
     assert_eq!(echo.params(), [Type::TEXT]);
     let row = c.query_one(&echo, &[&"x"]).await.unwrap();
     assert_eq!(row.get::<_, String>(0), "x");
+    // `a = ANY($1)` takes an array of `a`'s type (PostgreSQL: `integer[]`), NULLs included.
+    let any = c
+        .prepare("SELECT a FROM ip WHERE a = ANY($1) ORDER BY a")
+        .await
+        .unwrap();
+    assert_eq!(any.params(), [Type::INT4_ARRAY]);
+    let rows = c
+        .query(&any, &[&vec![Some(3_i32), None, Some(1)]])
+        .await
+        .unwrap();
+    let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, [1, 3]);
     server.stop().await;
 }
 

@@ -280,7 +280,8 @@ fn cast_parameter_types(plan: &LogicalPlan, out: &mut [Option<DataType>]) {
 /// `LIMIT $n` and `OFFSET $n` are `bigint`; a parameter that is a whole SELECT-list item
 /// (`SELECT $1`) is `text`, as PostgreSQL resolves an unknown-typed output column.
 fn implied_parameter_types(plan: &LogicalPlan, out: &mut [Option<DataType>]) {
-    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::ExprSchemable;
     let mut set = |e: &Expr, t: DataType| {
         let e = match e {
             Expr::Alias(a) => a.expr.as_ref(),
@@ -295,6 +296,25 @@ fn implied_parameter_types(plan: &LogicalPlan, out: &mut [Option<DataType>]) {
         }
     };
     let _ = plan.apply_with_subqueries(|node| {
+        // `x op ANY($n)`: `$n` is an array of `x`'s type (PostgreSQL describes
+        // `id = ANY($1)` with a bigint `id` as `bigint[]`).
+        if let Some(input) = node.inputs().first() {
+            let schema = input.schema();
+            let _ = node.apply_expressions(|e| {
+                e.apply(|e| {
+                    if let Expr::ScalarFunction(f) = e
+                        && f.name() == parse::ANY_OP_FUNCTION
+                        && let [x, array, _] = f.args.as_slice()
+                        && matches!(array, Expr::Placeholder(_))
+                        && let Ok(t) = x.get_type(schema)
+                        && t != DataType::Null
+                    {
+                        set(array, DataType::new_list(t, true));
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })
+            });
+        }
         match node {
             LogicalPlan::Limit(l) => {
                 for e in [&l.skip, &l.fetch].into_iter().flatten() {
