@@ -175,26 +175,77 @@ pub struct Fetch {
     pub count: Option<u64>,
 }
 
+/// The words of a cursor statement, by sqlparser's tokenizer (so quoted names may hold
+/// spaces and comments may stand anywhere): a word is its name (a quoted one as written, an
+/// unquoted one folded to lower case; `quoted` tells which), a number its digits with a
+/// leading `-` when negative.
+fn statement_words(sql: &str) -> Result<Vec<(String, bool)>> {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        .tokenize()
+        .map_err(|e| Error::Parse(format!("syntax error: {e}")))?;
+    let mut out = Vec::new();
+    let mut negative = false;
+    for t in tokens {
+        match t {
+            Token::Whitespace(_) | Token::SemiColon => {}
+            Token::Minus => negative = true,
+            Token::Number(n, _) => {
+                out.push((if negative { format!("-{n}") } else { n }, false));
+                negative = false;
+            }
+            Token::Word(w) if w.quote_style.is_some() => {
+                if w.value.is_empty() {
+                    return Err(Error::Parse("zero-length delimited identifier".into()));
+                }
+                out.push((w.value, true));
+            }
+            Token::Word(w) => out.push((w.value.to_ascii_lowercase(), false)),
+            other => {
+                return Err(Error::Parse(format!("syntax error at or near \"{other}\"")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `CLOSE name | ALL`: `None` for `ALL`.
+///
+/// # Errors
+/// `42601` for a statement that does not parse.
+pub fn parse_close(sql: &str) -> Result<Option<String>> {
+    match statement_words(sql)?.as_slice() {
+        [(verb, false), (all, false)] if verb == "close" && all == "all" => Ok(None),
+        [(verb, false), (name, _)] if verb == "close" => Ok(Some(name.clone())),
+        _ => Err(Error::Parse(
+            "syntax error: CLOSE takes a cursor name or ALL".into(),
+        )),
+    }
+}
+
 /// Reads `FETCH [direction] [FROM | IN] name` (and `MOVE`, whose grammar is the same).
 ///
 /// # Errors
 /// `42601` for a statement that does not parse; `0A000` for directions other than forward.
 pub fn parse_fetch(sql: &str) -> Result<Fetch> {
-    let tokens: Vec<&str> = sql.split_whitespace().collect();
-    let (verb, rest) = tokens
-        .split_first()
-        .ok_or_else(|| Error::Parse("empty FETCH".into()))?;
+    let words = statement_words(sql)?;
+    let Some(((verb, _), rest)) = words.split_first() else {
+        return Err(Error::Parse("empty FETCH".into()));
+    };
     let verb = verb.to_ascii_uppercase();
-    let Some((name, direction)) = rest.split_last() else {
+    let Some(((name, _), direction)) = rest.split_last() else {
         return Err(Error::Parse(format!(
             "syntax error: {verb} needs a cursor name"
         )));
     };
-    let mut direction: Vec<String> = direction.iter().map(|w| w.to_ascii_lowercase()).collect();
-    if direction.last().is_some_and(|w| w == "from" || w == "in") {
+    let mut direction: Vec<&str> = direction
+        .iter()
+        .map(|(w, quoted)| if *quoted { "\"" } else { w.as_str() })
+        .collect();
+    if direction.last().is_some_and(|w| *w == "from" || *w == "in") {
         direction.pop();
     }
-    let words: Vec<&str> = direction.iter().map(String::as_str).collect();
     let number = |w: &str| -> Result<i64> {
         w.parse::<i64>()
             .map_err(|_| Error::Parse(format!("syntax error at or near \"{w}\"")))
@@ -207,7 +258,7 @@ pub fn parse_fetch(sql: &str) -> Result<Fetch> {
             ))),
         }
     };
-    let count = match words.as_slice() {
+    let count = match direction.as_slice() {
         [] | ["next"] | ["forward"] => Some(1),
         ["all"] | ["forward", "all"] => None,
         ["forward", n] => forward(number(n)?, " FORWARD")?,
@@ -226,12 +277,12 @@ pub fn parse_fetch(sql: &str) -> Result<Fetch> {
         _ => {
             return Err(Error::Parse(format!(
                 "syntax error at or near \"{}\"",
-                words.join(" ")
+                direction.join(" ")
             )));
         }
     };
     Ok(Fetch {
-        name: identifier(name),
+        name: name.clone(),
         count,
     })
 }
@@ -284,6 +335,9 @@ pub fn parse_declare(sql: &str) -> Result<Declare> {
         ));
     };
     let name = if name.quote_style.is_some() {
+        if name.value.is_empty() {
+            return Err(Error::Parse("zero-length delimited identifier".into()));
+        }
         name.value.clone()
     } else {
         name.value.to_ascii_lowercase()
@@ -293,15 +347,6 @@ pub fn parse_declare(sql: &str) -> Result<Declare> {
         query: query.to_string(),
         hold: declare.hold == Some(true),
     })
-}
-
-/// An SQL identifier's name: a quoted one as written (`""` is `"`), an unquoted one folded to
-/// lower case.
-pub fn identifier(word: &str) -> String {
-    match word.strip_prefix('"').and_then(|w| w.strip_suffix('"')) {
-        Some(quoted) => quoted.replace("\"\"", "\""),
-        None => word.to_ascii_lowercase(),
-    }
 }
 
 #[cfg(test)]
@@ -323,6 +368,7 @@ mod tests {
             ("DECLARE c SCROLL CURSOR FOR SELECT 1", "0A000"),
             ("DECLARE c BINARY CURSOR FOR SELECT 1", "0A000"),
             ("DECLARE c CURSOR FOR", "42601"),
+            ("DECLARE \"\" CURSOR FOR SELECT 1", "42601"),
         ] {
             assert_eq!(parse_declare(sql).unwrap_err().sqlstate(), code, "{sql}");
         }
@@ -340,6 +386,19 @@ mod tests {
         assert_eq!(f("fetch 5 in c").unwrap(), ("c".into(), Some(5)));
         assert_eq!(f("FETCH ALL FROM c").unwrap(), ("c".into(), None));
         assert_eq!(f("MOVE FORWARD ALL IN c").unwrap(), ("c".into(), None));
+        // Quoted names keep their spaces and quotes; comments may stand anywhere.
+        assert_eq!(f("FETCH \"a b\"").unwrap(), ("a b".into(), Some(1)));
+        assert_eq!(
+            f("FETCH 2 IN \"a\"\"b\"").unwrap(),
+            ("a\"b".into(), Some(2))
+        );
+        assert_eq!(
+            f("fetch/*x*/ 3 /*y*/ from -- z\n c1;").unwrap(),
+            ("c1".into(), Some(3))
+        );
+        assert_eq!(parse_close("CLOSE \"a b\"").unwrap(), Some("a b".into()));
+        assert_eq!(parse_close("close ALL").unwrap(), None);
+        assert_eq!(parse_close("close \"all\"").unwrap(), Some("all".into()));
         for (sql, code) in [
             ("FETCH PRIOR FROM c", "0A000"),
             ("FETCH BACKWARD 2 FROM c", "0A000"),

@@ -227,6 +227,16 @@ fn not_null_of_table_column(e: Error, input: &LogicalPlan, table: &str) -> Error
     }
 }
 
+/// The statement's first word, lower case, up to the first character that is not a letter
+/// (`fetch/*x*/ 1 from c` is a FETCH).
+fn leading_word(sql: &str) -> String {
+    sql.trim_start()
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect::<String>()
+        .to_ascii_lowercase()
+}
+
 fn words(sql: &str) -> Vec<String> {
     sql.split_whitespace()
         .map(|w| w.to_ascii_lowercase())
@@ -823,8 +833,8 @@ impl Session {
         sql: &str,
         params: Option<ParamValues>,
     ) -> Result<Option<Output>> {
-        let w = words(sql);
-        match w[0].as_str() {
+        let verb = leading_word(sql);
+        match verb.as_str() {
             "declare" => {
                 let declare = cursors::parse_declare(sql)?;
                 if !declare.hold && self.transaction.is_none() {
@@ -857,7 +867,7 @@ impl Session {
                 let fetch = cursors::parse_fetch(sql)?;
                 let cursor = self.cursors.get(&fetch.name)?;
                 let batches = cursor.take(fetch.count).await?;
-                if w[0] == "move" {
+                if verb == "move" {
                     let n: usize = batches.iter().map(RecordBatch::num_rows).sum();
                     return Ok(Some(Output::Command(format!("MOVE {n}"))));
                 }
@@ -867,16 +877,16 @@ impl Session {
                     tag: "FETCH".into(),
                 }))
             }
-            "close" if w.len() == 2 => {
-                if w[1] == "all" {
+            "close" => match cursors::parse_close(sql)? {
+                None => {
                     self.cursors.close_all();
                     Ok(Some(Output::Command("CLOSE CURSOR ALL".into())))
-                } else {
-                    let name = sql.split_whitespace().nth(1).unwrap_or_default();
-                    self.cursors.close(&cursors::identifier(name))?;
+                }
+                Some(name) => {
+                    self.cursors.close(&name)?;
                     Ok(Some(Output::Command("CLOSE CURSOR".into())))
                 }
-            }
+            },
             _ => Ok(None),
         }
     }
@@ -2016,12 +2026,12 @@ impl Session {
             return Ok((vec![], None));
         }
         // DECLARE returns no rows; its query's parameters are the statement's.
-        if w[0] == "declare" {
+        if leading_word(trimmed) == "declare" {
             let declare = cursors::parse_declare(trimmed)?;
             let (params, _) = Box::pin(self.describe(&declare.query)).await?;
             return Ok((params, None));
         }
-        if w[0] == "fetch" {
+        if leading_word(trimmed) == "fetch" {
             let fetch = cursors::parse_fetch(trimmed)?;
             return Ok((vec![], Some(self.cursors.get(&fetch.name)?.schema.clone())));
         }

@@ -80,7 +80,10 @@ pub fn parse(
     r.take(SIGNATURE.len())?;
     let flags = r.i32()? as u32;
     if flags & FLAGS_WITH_OIDS != 0 {
-        return Err(Error::not_supported("COPY binary data with OIDs"));
+        return Err(Error::data(
+            "22P04",
+            format!("invalid COPY file header (WITH OIDS) (COPY {table})"),
+        ));
     }
     let extension = r.i32()?;
     let extension = usize::try_from(extension).map_err(|_| {
@@ -99,6 +102,12 @@ pub fn parse(
         }
         let count = r.i16()?;
         if count == -1 {
+            if r.at != data.len() {
+                return Err(Error::data(
+                    "22P04",
+                    format!("received copy data after EOF marker (COPY {table})"),
+                ));
+            }
             break;
         }
         row += 1;
@@ -119,7 +128,7 @@ pub fn parse(
             } else {
                 let len = usize::try_from(len).map_err(|_| {
                     Error::data(
-                        "22P03",
+                        "22P04",
                         format!(
                             "invalid field size (COPY {table}, line {row}, column {})",
                             field.name()
@@ -142,8 +151,16 @@ pub fn parse(
                             field.name()
                         ),
                     ),
-                    Decode::Unsupported(t) => Error::not_supported(format!(
-                        "COPY binary format for columns of type {t}"
+                    Decode::Encoding => Error::data(
+                        "22021",
+                        format!(
+                            "invalid byte sequence for encoding \"UTF8\" (COPY {table}, line {row}, column {})",
+                            field.name()
+                        ),
+                    ),
+                    Decode::Unsupported(what) => Error::not_supported(format!(
+                        "COPY binary format: {what} (COPY {table}, line {row}, column {})",
+                        field.name()
                     )),
                 })?
             };
@@ -175,7 +192,9 @@ enum Decode {
     Format(String),
     /// A valid value that the column cannot hold (`22003`).
     Range(String),
-    /// A column type without a binary decoder here (`0A000`).
+    /// Text that is not UTF-8 (`22021`).
+    Encoding,
+    /// A value Weir cannot hold, or a column type without a binary decoder here (`0A000`).
     Unsupported(String),
 }
 
@@ -183,8 +202,32 @@ fn from_sql<'a, T: FromSql<'a>>(ty: &Type, raw: &'a [u8]) -> std::result::Result
     T::from_sql(ty, raw).map_err(|e| Decode::Format(e.to_string()))
 }
 
+/// The byte length of a fixed-size type's binary form, and its PostgreSQL name.
+fn fixed_size(t: &DataType) -> Option<(usize, &'static str)> {
+    Some(match t {
+        DataType::Boolean => (1, "boolean"),
+        DataType::Int16 => (2, "smallint"),
+        DataType::Int32 => (4, "integer"),
+        DataType::Int64 => (8, "bigint"),
+        DataType::Float32 => (4, "real"),
+        DataType::Float64 => (8, "double precision"),
+        DataType::Date32 => (4, "date"),
+        DataType::Timestamp(..) => (8, "timestamp"),
+        DataType::Interval(_) => (16, "interval"),
+        _ => return None,
+    })
+}
+
 /// One value in the binary send format of `t`'s PostgreSQL type.
 fn decode(raw: &[u8], t: &DataType) -> std::result::Result<ScalarValue, Decode> {
+    if let Some((size, name)) = fixed_size(t)
+        && raw.len() != size
+    {
+        return Err(Decode::Format(format!(
+            "a {name} is {size} bytes, not {}",
+            raw.len()
+        )));
+    }
     Ok(match t {
         DataType::Boolean => ScalarValue::Boolean(Some(from_sql(&Type::BOOL, raw)?)),
         DataType::Int16 => ScalarValue::Int16(Some(from_sql(&Type::INT2, raw)?)),
@@ -192,7 +235,11 @@ fn decode(raw: &[u8], t: &DataType) -> std::result::Result<ScalarValue, Decode> 
         DataType::Int64 => ScalarValue::Int64(Some(from_sql(&Type::INT8, raw)?)),
         DataType::Float32 => ScalarValue::Float32(Some(from_sql(&Type::FLOAT4, raw)?)),
         DataType::Float64 => ScalarValue::Float64(Some(from_sql(&Type::FLOAT8, raw)?)),
-        DataType::Utf8 => ScalarValue::Utf8(Some(from_sql::<String>(&Type::TEXT, raw)?)),
+        DataType::Utf8 => ScalarValue::Utf8(Some(
+            std::str::from_utf8(raw)
+                .map_err(|_| Decode::Encoding)?
+                .to_string(),
+        )),
         DataType::Date32 => {
             let d: chrono::NaiveDate = from_sql(&Type::DATE, raw)?;
             let days = d
@@ -229,6 +276,20 @@ fn decode(raw: &[u8], t: &DataType) -> std::result::Result<ScalarValue, Decode> 
             }
         }
         DataType::Decimal128(precision, scale) => {
+            // numeric_send's sign word (bytes 4..6): 0xC000 NaN, 0xD000 and 0xF000 ±Infinity.
+            match raw.get(4..6) {
+                Some([0xC0, 0x00]) => {
+                    return Err(Decode::Unsupported(
+                        "numeric NaN (Weir's numeric has no NaN)".into(),
+                    ));
+                }
+                Some([0xD0 | 0xF0, 0x00]) => {
+                    return Err(Decode::Range(format!(
+                        "numeric field overflow: a field with precision {precision}, scale {scale} cannot hold an infinite value"
+                    )));
+                }
+                _ => {}
+            }
             let mut d: rust_decimal::Decimal = from_sql(&Type::NUMERIC, raw)?;
             let scale_u32 = u32::try_from(*scale)
                 .map_err(|_| Decode::Unsupported(format!("numeric with scale {scale}")))?;
@@ -279,7 +340,7 @@ fn decode(raw: &[u8], t: &DataType) -> std::result::Result<ScalarValue, Decode> 
                 .ok_or_else(|| Decode::Range("interval out of range".into()))?;
             ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(months, days, nanos)))
         }
-        other => return Err(Decode::Unsupported(other.to_string())),
+        other => return Err(Decode::Unsupported(format!("columns of type {other}"))),
     })
 }
 
@@ -365,6 +426,23 @@ mod tests {
         let bytes = data(&[vec![Some(1i32.to_be_bytes().to_vec())]]);
         let e = parse(&bytes, "t", &schema(), &[0]).unwrap_err();
         assert_eq!(e.sqlstate(), "22P03", "{e}");
+        // Data after the trailer.
+        let mut bytes = data(&[vec![Some(1i64.to_be_bytes().to_vec())]]);
+        bytes.extend_from_slice(b"junk");
+        let e = parse(&bytes, "t", &schema(), &[0]).unwrap_err();
+        assert_eq!(e.sqlstate(), "22P04", "{e}");
+        // Text that is not UTF-8.
+        let bytes = data(&[vec![
+            Some(1i64.to_be_bytes().to_vec()),
+            Some(vec![0xff, 0xfe]),
+        ]]);
+        let e = parse(&bytes, "t", &schema(), &[0, 1]).unwrap_err();
+        assert_eq!(e.sqlstate(), "22021", "{e}");
+        // numeric Infinity (numeric_send: ndigits 0, weight 0, sign 0xD000, dscale 0).
+        let inf = [0u8, 0, 0, 0, 0xD0, 0, 0, 0].to_vec();
+        let bytes = data(&[vec![Some(1i64.to_be_bytes().to_vec()), Some(inf)]]);
+        let e = parse(&bytes, "t", &schema(), &[0, 3]).unwrap_err();
+        assert_eq!(e.sqlstate(), "22003", "{e}");
         let e = parse(b"PGCOPY\n", "t", &schema(), &[0]).unwrap_err();
         assert_eq!(e.sqlstate(), "22P04", "{e}");
         // Data that ends inside a field.
