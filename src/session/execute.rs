@@ -462,7 +462,8 @@ impl Session {
         if trimmed.is_empty() {
             return Ok(Output::Empty);
         }
-        if let Some(out) = self.cursor_statement(trimmed, params.clone()).await? {
+        let mut params = params;
+        if let Some(out) = self.cursor_statement(trimmed, &mut params).await? {
             return Ok(out);
         }
         if let Some(out) = self.special(trimmed).await? {
@@ -819,10 +820,10 @@ impl Session {
         Ok(Output::Command("ALTER MATERIALIZED VIEW".into()))
     }
 
-    /// Handles the statements sqlparser does not know or that need session state.
     /// `DECLARE ... CURSOR`, `FETCH`, `MOVE` and `CLOSE` (see [`cursors`]). A cursor's query
     /// is planned as a query (the same rewrites and names) and its stream kept open; `FETCH`
-    /// reads the next rows from it, under the tag `FETCH n`.
+    /// reads the next rows from it, under the tag `FETCH n`. `DECLARE` takes the statement's
+    /// parameters; other statements leave them.
     ///
     /// # Errors
     /// `25P01` for `DECLARE` without `WITH HOLD` outside a transaction block (as in
@@ -831,7 +832,7 @@ impl Session {
     async fn cursor_statement(
         &mut self,
         sql: &str,
-        params: Option<ParamValues>,
+        params: &mut Option<ParamValues>,
     ) -> Result<Option<Output>> {
         let verb = leading_word(sql);
         match verb.as_str() {
@@ -850,11 +851,8 @@ impl Session {
                     ));
                 }
                 let (plan, names) = self.plan_select(&declare.query, stmt).await?;
-                let plan = bind(plan, params)?;
-                let df = self.ctx.execute_logical_plan(plan).await?;
-                let task = Arc::new(df.task_ctx());
-                let physical = df.create_physical_plan().await?;
-                let schema = output_schema(physical.schema().as_ref(), names.as_deref());
+                let plan = bind(plan, params.take())?;
+                let (physical, task, schema) = self.physical_query(plan, names).await?;
                 let stream = datafusion::physical_plan::execute_stream(physical, task)?;
                 let in_block = self.transaction.is_some();
                 self.cursors.declare(
@@ -891,6 +889,7 @@ impl Session {
         }
     }
 
+    /// Handles the statements sqlparser does not know or that need session state.
     async fn special(&mut self, sql: &str) -> Result<Option<Output>> {
         let w = words(sql);
         if let Some(out) = self.role_statement(sql, &w).await? {
@@ -1268,12 +1267,26 @@ impl Session {
 
     /// Runs a query; `names` are the output column names when they differ from the plan's
     /// (a SELECT list may repeat a name, which a DataFusion plan may not).
-    async fn run_query(&self, plan: LogicalPlan, names: Option<Vec<String>>) -> Result<Output> {
+    /// A query's physical plan, its task context, and the schema its rows are shown with:
+    /// the executed plan's types (after Weir's rewrites) under the names to show.
+    async fn physical_query(
+        &self,
+        plan: LogicalPlan,
+        names: Option<Vec<String>>,
+    ) -> Result<(
+        Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        Arc<datafusion::execution::TaskContext>,
+        SchemaRef,
+    )> {
         let df = self.ctx.execute_logical_plan(plan).await?;
         let task = Arc::new(df.task_ctx());
         let physical = df.create_physical_plan().await?;
-        // The executed plan's types (after Weir's rewrites), under the names to show.
         let schema = output_schema(physical.schema().as_ref(), names.as_deref());
+        Ok((physical, task, schema))
+    }
+
+    async fn run_query(&self, plan: LogicalPlan, names: Option<Vec<String>>) -> Result<Output> {
+        let (physical, task, schema) = self.physical_query(plan, names).await?;
         let batches = datafusion::physical_plan::collect(physical, task).await?;
         let batches = batches
             .into_iter()
