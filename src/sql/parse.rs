@@ -74,6 +74,8 @@ impl Parser {
                 Arc::new(AnyOpRule),
                 // `INTERVAL '1 day 02:03:04'` in PostgreSQL's input forms.
                 Arc::new(IntervalLiteralRule),
+                // `ts AT TIME ZONE zone` with PostgreSQL's meaning.
+                Arc::new(AtTimeZoneRule),
                 // `ARRAY(subquery)`: an aggregate over the subquery's rows.
                 Arc::new(ArraySubqueryRule),
                 // `row_number()`, `rank()`, `dense_rank()` are bigint, `ntile()` integer.
@@ -969,6 +971,39 @@ impl VisitorMut for IntervalLiteralVisitor {
             if let std::borrow::Cow::Owned(t) = rewritten {
                 *text = t;
             }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `ts AT TIME ZONE zone` as `timezone(zone, ts)`
+/// ([`crate::sql::functions::at_time_zone::AtTimeZone`]): DataFusion plans it as a cast that
+/// keeps a `timestamptz` the same instant, where PostgreSQL gives the wall-clock time in
+/// `zone` as a `timestamp` (and a `timestamp` read in `zone` as a `timestamptz`).
+#[derive(Debug)]
+struct AtTimeZoneRule;
+
+impl SqlStatementRewriteRule for AtTimeZoneRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut AtTimeZoneVisitor);
+        s
+    }
+}
+
+struct AtTimeZoneVisitor;
+
+impl VisitorMut for AtTimeZoneVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::AtTimeZone {
+            timestamp,
+            time_zone,
+        } = expr
+        {
+            let ts = std::mem::replace(timestamp.as_mut(), Expr::value(Value::Null));
+            let zone = std::mem::replace(time_zone.as_mut(), Expr::value(Value::Null));
+            *expr = function_call("timezone", vec![zone, ts]);
         }
         ControlFlow::Continue(())
     }

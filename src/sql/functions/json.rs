@@ -1,9 +1,12 @@
-//! `json_build_object` (PostgreSQL docs, 9.16.1 "JSON Creation Functions"): an object of
-//! alternating keys and values, as PostgreSQL writes it:
+//! `json_build_object` and `json_build_array` (PostgreSQL docs, 9.16.1 "JSON Creation
+//! Functions"): an object of alternating keys and values, or an array of the arguments, as
+//! PostgreSQL writes them:
 //!
 //! ```text
 //!  json_build_object('a', 1, 'b', 'x', 'c', NULL)   ─►  {"a" : 1, "b" : "x", "c" : null}
 //!  json_build_object()                              ─►  {}
+//!  json_build_array(1, 'a', NULL, ARRAY[2, 3])      ─►  [1, "a", null, [2,3]]
+//!  json_build_array()                               ─►  []
 //! ```
 //!
 //! Keys are taken as text; values become JSON by type as PostgreSQL's `to_json` does:
@@ -104,6 +107,57 @@ impl ScalarUDFImpl for JsonBuildObject {
     }
 }
 
+/// `json_build_array(value, ...)`, returning `json` text (module docs).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct JsonBuildArray {
+    signature: Signature,
+}
+
+impl Default for JsonBuildArray {
+    fn default() -> Self {
+        JsonBuildArray {
+            signature: Signature::one_of(
+                vec![TypeSignature::Nullary, TypeSignature::VariadicAny],
+                Volatility::Stable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for JsonBuildArray {
+    fn name(&self) -> &str {
+        "json_build_array"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        if args.args.is_empty() {
+            return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some("[]".into()))));
+        }
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mut out = Vec::with_capacity(args.number_rows);
+        for row in 0..args.number_rows {
+            let mut text = String::from("[");
+            for (i, array) in arrays.iter().enumerate() {
+                if i > 0 {
+                    text.push_str(", ");
+                }
+                push_json(&mut text, &ScalarValue::try_from_array(array, row)?)?;
+            }
+            text.push(']');
+            out.push(text);
+        }
+        crate::sql::semantics::shape_result(&args.args, Arc::new(StringArray::from(out)))
+    }
+}
+
 /// A value's text, as a cast to `text` gives it.
 fn scalar_text(v: &ScalarValue) -> Result<String> {
     match v.cast_to(&DataType::Utf8)? {
@@ -181,6 +235,9 @@ mod tests {
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             super::JsonBuildObject::new(),
         ));
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            super::JsonBuildArray::default(),
+        ));
         let batches = ctx
             .sql(sql)
             .await
@@ -208,6 +265,13 @@ mod tests {
                 .await
                 .unwrap(),
             r#"{"1" : 2.5, "n" : "NaN", "l" : [1,2]}"#
+        );
+        assert_eq!(one("SELECT json_build_array()").await.unwrap(), "[]");
+        assert_eq!(
+            one("SELECT json_build_array(1, 'a', NULL, make_array(2, 3), false)")
+                .await
+                .unwrap(),
+            r#"[1, "a", null, [2,3], false]"#
         );
         let odd = one("SELECT json_build_object('a')").await.unwrap_err();
         assert!(odd.contains("even number"), "{odd}");

@@ -3,10 +3,12 @@
 //! ```text
 //!  to_char(timestamp | timestamptz | date | interval | time, text)  PostgreSQL template patterns
 //!  to_char(smallint | integer | bigint | numeric | real | double precision, text)
+//!  timezone(text | interval, timestamp | timestamptz)               `AT TIME ZONE`
 //! ```
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
+pub mod at_time_zone;
 pub mod datetime_input;
 pub mod float_sum;
 pub mod json;
@@ -26,6 +28,7 @@ use datafusion::prelude::SessionContext;
 pub fn register(ctx: &SessionContext) {
     ctx.deregister_udf("to_char");
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
 }
 
 /// The PostgreSQL name of an Arrow type as Weir maps them (`integer` for `Int32`, `text` for

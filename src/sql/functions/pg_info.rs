@@ -83,6 +83,7 @@ pub fn register(
         ScalarUDF::new_from_impl(Visible::new("pg_collation_is_visible")),
         ScalarUDF::new_from_impl(ExpandArray::new()),
         ScalarUDF::new_from_impl(super::json::JsonBuildObject::new()),
+        ScalarUDF::new_from_impl(super::json::JsonBuildArray::default()),
         ScalarUDF::new_from_impl(PgSizePretty::new()),
         ScalarUDF::new_from_impl(AlwaysNull::size("pg_table_size")),
         ScalarUDF::new_from_impl(AlwaysNull::size("pg_indexes_size")),
