@@ -213,6 +213,9 @@ fn classify_datafusion(e: DataFusionError) -> Error {
     if let Some(e) = numeric_field_overflow(&message) {
         return e;
     }
+    if let Some(e) = invalid_text_input(&message) {
+        return e;
+    }
     let lower = message.to_ascii_lowercase();
     match e {
         DataFusionError::SQL(..) => Error::Parse(message),
@@ -278,6 +281,35 @@ fn classify_datafusion(e: DataFusionError) -> Error {
             }
         }
     }
+}
+
+/// Arrow's "Cannot cast string 'abc' to value of Int32 type" as PostgreSQL says it: `22P02`
+/// `invalid input syntax for type integer: "abc"`. `NaN` and `Infinity`, which PostgreSQL's
+/// `numeric` holds and Weir's (a 128-bit decimal) cannot, are `0A000` naming them.
+fn invalid_text_input(message: &str) -> Option<Error> {
+    let rest = message
+        .strip_prefix("Cast error: ")
+        .unwrap_or(message)
+        .strip_prefix("Cannot cast string '")?;
+    let (value, target) = rest.rsplit_once("' to value of ")?;
+    let target = target.strip_suffix(" type")?;
+    let type_name = target
+        .parse::<arrow::datatypes::DataType>()
+        .map(|t| crate::sql::functions::pg_type_name(&t))
+        .ok()?;
+    let special = matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "nan" | "infinity" | "+infinity" | "-infinity" | "inf" | "+inf" | "-inf"
+    );
+    if type_name == "numeric" && special {
+        return Some(Error::NotSupported(format!(
+            "numeric value \"{value}\": NaN and infinity in numeric are not supported (use double precision)"
+        )));
+    }
+    Some(Error::data(
+        "22P02",
+        format!("invalid input syntax for type {type_name}: \"{value}\""),
+    ))
 }
 
 /// Trims DataFusion's "Error during planning: " style prefixes so users see the message itself.
@@ -399,6 +431,30 @@ mod tests {
                 .into();
         assert_eq!(e.sqlstate(), "22012");
         assert_eq!(e.to_string(), "division by zero");
+    }
+
+    #[test]
+    fn bad_text_input_is_postgresql_message() {
+        let cast = |m: &str| -> Error {
+            DataFusionError::ArrowError(
+                Box::new(arrow::error::ArrowError::CastError(m.into())),
+                None,
+            )
+            .into()
+        };
+        let e = cast("Cannot cast string 'a'b' to value of Int32 type");
+        assert_eq!(e.sqlstate(), "22P02");
+        assert_eq!(
+            e.to_string(),
+            "invalid input syntax for type integer: \"a'b\""
+        );
+        let e = cast("Cannot cast string 'x' to value of Decimal128(38, 10) type");
+        assert_eq!(
+            e.to_string(),
+            "invalid input syntax for type numeric: \"x\""
+        );
+        let e = cast("Cannot cast string 'NaN' to value of Decimal128(38, 10) type");
+        assert_eq!(e.sqlstate(), "0A000");
     }
 
     #[test]

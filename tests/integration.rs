@@ -598,6 +598,44 @@ async fn output_columns_have_postgres_names() {
         .unwrap();
     let names: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
     assert_eq!(names, ["x", "array"]);
+    // The forms the parser rewrites keep PostgreSQL's names (PostgreSQL 15: ?column?,
+    // ?column?, a, varchar, timezone), and so do the columns of a subquery in FROM and of a
+    // WITH query (PostgreSQL 15: count, ?column?, array, b; sum, upper; count).
+    let named = |sql: &'static str| {
+        let c = &c;
+        async move {
+            let stmt = c.prepare(sql).await.unwrap();
+            stmt.columns()
+                .iter()
+                .map(|col| col.name().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        named(
+            "SELECT a = ANY(ARRAY[1, 2]), a IN (SELECT 1), a::varchar(3), 5::varchar(2), \
+             now() AT TIME ZONE 'UTC' FROM n"
+        )
+        .await,
+        ["?column?", "?column?", "a", "varchar", "timezone"]
+    );
+    assert_eq!(
+        named(
+            "SELECT * FROM (SELECT count(*), a + 1, ARRAY(SELECT 1), b::varchar(2) FROM n \
+             GROUP BY a, b) s"
+        )
+        .await,
+        ["count", "?column?", "array", "b"]
+    );
+    assert_eq!(
+        named("WITH c AS (SELECT sum(a), upper(b) FROM n GROUP BY b) SELECT * FROM c").await,
+        ["sum", "upper"]
+    );
+    let rows = c
+        .query("SELECT s.count FROM (SELECT count(*) FROM n) s", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, i64>(0), 1);
     // SHOW names its column after the setting (PostgreSQL 15: `TimeZone`, and a dotted
     // custom setting's whole name).
     for (sql, name) in [

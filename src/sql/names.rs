@@ -47,6 +47,20 @@ fn figure(e: &Expr) -> (String, u8) {
             Some(name) if name != "?column?" => (name.to_string(), 2),
             _ => ("?column?".into(), 0),
         },
+        // `x op ANY (array)` and `x IN (subquery)` as the parser rewrites them
+        // (`crate::sql::parse`): an operator, `?column?`.
+        Expr::Function(f)
+            if f.name
+                .to_string()
+                .eq_ignore_ascii_case(crate::sql::parse::ANY_OP_FUNCTION) =>
+        {
+            ("?column?".into(), 0)
+        }
+        // `x::varchar(n)` as the parser rewrites it (`crate::sql::parse`): `varchar(CAST(x AS
+        // varchar), n)`, named as the cast.
+        Expr::Function(f) if length_cast(f).is_some() => {
+            length_cast(f).map(figure).unwrap_or_default()
+        }
         Expr::Function(f) => f
             .name
             .0
@@ -128,6 +142,26 @@ fn one_row_subquery(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&st
                 Value::SingleQuotedString(name) => Some(name.as_str()),
                 _ => None,
             },
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The cast of `varchar(CAST(x AS varchar), n)` / `bpchar(...)`, the parser's form of a cast
+/// to a length-limited string.
+fn length_cast(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&Expr> {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    let name = f.name.to_string();
+    if !(name.eq_ignore_ascii_case("varchar") || name.eq_ignore_ascii_case("bpchar")) {
+        return None;
+    }
+    match &f.args {
+        FunctionArguments::List(list) => match list.args.as_slice() {
+            [
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(cast @ Expr::Cast { .. })),
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(_))),
+            ] => Some(cast),
             _ => None,
         },
         _ => None,
@@ -372,6 +406,37 @@ mod tests {
         );
         let same = crate::sql::parse::parse_one("SELECT a, b FROM t").unwrap();
         assert!(shown_names(&same, &planned[1..3]).is_none());
+    }
+
+    #[test]
+    fn rewritten_forms_keep_postgres_names() {
+        let stmt = crate::sql::parse::parse_one(
+            "SELECT x = ANY(ARRAY[1]), x IN (SELECT 1), x::varchar(3), 5::varchar(2), \
+             ts AT TIME ZONE 'UTC' FROM t",
+        )
+        .unwrap();
+        let planned: Vec<String> = (0..5).map(|i| format!("p{i}")).collect();
+        assert_eq!(
+            shown_names(&stmt, &planned).unwrap(),
+            ["?column?", "?column?", "x", "varchar", "timezone"]
+        );
+    }
+
+    #[test]
+    fn derived_tables_name_their_columns() {
+        let stmt = crate::sql::parse::parse_one(
+            "WITH c AS (SELECT count(*), x FROM t GROUP BY x) \
+             SELECT * FROM (SELECT sum(x), x + 1, x + 2, y FROM t) s, \
+             (SELECT max(x) FROM t) AS m(named), c",
+        )
+        .unwrap()
+        .to_string();
+        assert!(stmt.contains("count(*) AS \"count\", x FROM"), "{stmt}");
+        assert!(
+            stmt.contains("sum(x) AS \"sum\", x + 1, x + 2, y FROM"),
+            "{stmt}"
+        );
+        assert!(stmt.contains("SELECT max(x) FROM t) AS m"), "{stmt}");
     }
 
     #[test]

@@ -92,6 +92,9 @@ impl Parser {
                 Arc::new(SetReturningCallRule),
                 // A query's scalar subquery without an aggregate, correlated or not.
                 Arc::new(ScalarSubqueryRule),
+                // `FROM (SELECT count(*) FROM t) s` names its column `count` (last: it names
+                // the other rules' forms as PostgreSQL names what they replaced).
+                Arc::new(DerivedColumnNamesRule),
             ],
             compat: PostgresCompatibilityParser::new(),
         }
@@ -1004,6 +1007,101 @@ impl VisitorMut for AtTimeZoneVisitor {
             let ts = std::mem::replace(timestamp.as_mut(), Expr::value(Value::Null));
             let zone = std::mem::replace(time_zone.as_mut(), Expr::value(Value::Null));
             *expr = function_call("timezone", vec![zone, ts]);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The unaliased items of a subquery in `FROM` or a `WITH` query, aliased to the names
+/// PostgreSQL gives them ([`crate::sql::names::figure_name`]), so that the outer query sees
+/// (and may name) `count`, `?column?`, `x` where DataFusion would name the columns by their
+/// text (`count(*)`, `weir_any_op(...)`). An item keeps DataFusion's name when its name
+/// would repeat another item's (PostgreSQL allows that; a DataFusion plan does not), when
+/// the SELECT list has a wildcard (whose names are not known here), and when the subquery's
+/// alias lists the column names.
+#[derive(Debug)]
+struct DerivedColumnNamesRule;
+
+impl SqlStatementRewriteRule for DerivedColumnNamesRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut DerivedColumnNamesVisitor);
+        s
+    }
+}
+
+struct DerivedColumnNamesVisitor;
+
+/// Aliases the unaliased items of every SELECT of `body` (see [`DerivedColumnNamesRule`]).
+fn name_derived_columns(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
+            let items = &mut select.projection;
+            if items.iter().any(|i| {
+                matches!(
+                    i,
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+                )
+            }) {
+                return;
+            }
+            let names: Vec<String> = items
+                .iter()
+                .map(|i| match i {
+                    SelectItem::UnnamedExpr(e) => crate::sql::names::figure_name(e),
+                    SelectItem::ExprWithAlias { alias, .. } => match alias.quote_style {
+                        Some(_) => alias.value.clone(),
+                        None => alias.value.to_lowercase(),
+                    },
+                    _ => String::new(),
+                })
+                .collect();
+            for (i, item) in items.iter_mut().enumerate() {
+                let SelectItem::UnnamedExpr(e) = item else {
+                    continue;
+                };
+                // A column keeps its own name; so does a repeated name.
+                if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                    || names.iter().filter(|n| **n == names[i]).count() > 1
+                {
+                    continue;
+                }
+                let expr = std::mem::replace(e, Expr::value(Value::Null));
+                *item = SelectItem::ExprWithAlias {
+                    expr,
+                    alias: Ident::with_quote('"', names[i].clone()),
+                };
+            }
+        }
+        SetExpr::Query(q) => name_derived_columns(&mut q.body),
+        SetExpr::SetOperation { left, right, .. } => {
+            name_derived_columns(left);
+            name_derived_columns(right);
+        }
+        _ => {}
+    }
+}
+
+impl VisitorMut for DerivedColumnNamesVisitor {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Derived {
+            subquery, alias, ..
+        } = factor
+            && alias.as_ref().is_none_or(|a| a.columns.is_empty())
+        {
+            name_derived_columns(&mut subquery.body);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if let Some(with) = &mut query.with {
+            for cte in &mut with.cte_tables {
+                if cte.alias.columns.is_empty() {
+                    name_derived_columns(&mut cte.query.body);
+                }
+            }
         }
         ControlFlow::Continue(())
     }
