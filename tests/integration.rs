@@ -350,6 +350,22 @@ async fn implied_parameter_types() {
     assert_eq!(echo.params(), [Type::TEXT]);
     let row = c.query_one(&echo, &[&"x"]).await.unwrap();
     assert_eq!(row.get::<_, String>(0), "x");
+    // Beside a declared parameter, an untyped one is `text` too, and so is its column (as
+    // psycopg 3 sends `SELECT %s, %s` with 7 and 'x'); an output column of no type is `text`
+    // (PostgreSQL 15: `SELECT NULL` is described as text).
+    let mixed = c
+        .prepare_typed("SELECT $1 AS n, $2 AS s, NULL AS z", &[Type::INT2])
+        .await
+        .unwrap();
+    assert_eq!(mixed.params(), [Type::INT2, Type::TEXT]);
+    let types: Vec<&Type> = mixed.columns().iter().map(|c| c.type_()).collect();
+    assert_eq!(types, [&Type::INT2, &Type::TEXT, &Type::TEXT]);
+    let row = c.query_one(&mixed, &[&7_i16, &"x"]).await.unwrap();
+    assert_eq!(
+        (row.get::<_, i16>(0), row.get::<_, String>(1)),
+        (7, "x".to_string())
+    );
+    assert_eq!(row.get::<_, Option<String>>(2), None);
     // `a = ANY($1)` takes an array of `a`'s type (PostgreSQL: `integer[]`), NULLs included.
     let any = c
         .prepare("SELECT a FROM ip WHERE a = ANY($1) ORDER BY a")

@@ -382,11 +382,7 @@ fn copy_out_response(
     format: &crate::sql::copy::CopyFormat,
     zone: &Tz,
 ) -> PgWireResult<CopyResponse> {
-    let fields = Arc::new(arrow_schema_to_pg_fields(
-        schema,
-        &Format::UnifiedText,
-        None,
-    )?);
+    let fields = Arc::new(pg_fields(schema, &Format::UnifiedText)?);
     let mut rows = Vec::new();
     for b in batches {
         let b = pg_text_columns(b, &Format::UnifiedText, zone).map_err(|e| pg_error(&e))?;
@@ -443,6 +439,26 @@ fn data_row_fields(row: &pgwire::messages::data::DataRow) -> PgWireResult<Vec<Op
     Ok(out)
 }
 
+/// The columns of `schema` as described to a client (arrow-pg's types), with a column of no
+/// type (`SELECT NULL`, an untyped parameter `SELECT $1`) described as `text`: PostgreSQL
+/// resolves an output column of type `unknown` as `text` (docs, 10.5 "UNION, CASE, and
+/// Related Constructs", and the release notes of PostgreSQL 10). Such a column holds only
+/// NULLs when planned without parameter values; with them bound, it holds their text.
+fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
+    let fields = arrow_schema_to_pg_fields(schema, format, None)?;
+    Ok(fields
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(info, f)| {
+            if f.data_type() == &DataType::Null {
+                FieldInfo::new(info.name().into(), None, None, Type::TEXT, info.format())
+            } else {
+                info
+            }
+        })
+        .collect())
+}
+
 /// Rows of `schema` as a query response (command tag `SELECT`).
 fn query_response(
     schema: &SchemaRef,
@@ -450,7 +466,7 @@ fn query_response(
     format: &Format,
     zone: &Tz,
 ) -> PgWireResult<QueryResponse> {
-    let fields = Arc::new(arrow_schema_to_pg_fields(schema, format, None)?);
+    let fields = Arc::new(pg_fields(schema, format)?);
     let mut rows = Vec::new();
     let count: usize = batches.iter().map(|b| b.num_rows()).sum();
     rows.reserve(count);
@@ -890,7 +906,9 @@ impl QueryParser for Parser {
             .iter()
             .map(|t| match t {
                 Some(t) => into_pg_type(t),
-                None => Ok(Type::UNKNOWN),
+                // Nothing gives the parameter a type (`SELECT $1`): PostgreSQL resolves it
+                // as `text`.
+                None => Ok(Type::TEXT),
             })
             .collect()
     }
@@ -901,7 +919,7 @@ impl QueryParser for Parser {
         format: Option<&Format>,
     ) -> PgWireResult<Vec<FieldInfo>> {
         match &stmt.schema {
-            Some(s) => arrow_schema_to_pg_fields(s, format.unwrap_or(&Format::UnifiedText), None),
+            Some(s) => pg_fields(s, format.unwrap_or(&Format::UnifiedText)),
             None => Ok(vec![]),
         }
     }
@@ -956,7 +974,7 @@ impl ExtendedQueryHandler for Conn {
             if client.portal_store().get_portal(name).is_none() {
                 let schema = self.session.lock().await.cursors.schema(name);
                 if let Some(schema) = schema {
-                    let fields = arrow_schema_to_pg_fields(&schema, &Format::UnifiedText, None)?;
+                    let fields = pg_fields(&schema, &Format::UnifiedText)?;
                     let described = pgwire::api::results::DescribePortalResponse::new(fields);
                     send_describe_response(client, &described).await?;
                     return Ok(());
