@@ -1162,10 +1162,17 @@ fn constraint_rows(
 /// `CREATE [UNIQUE] INDEX name ON public.rel USING btree (a, b DESC)`), or with a column
 /// number `k > 0` the name of its `k`-th column; NULL for an OID that is no index. psql's
 /// `\d` reads it for `Indexes:`.
+///
+/// Built by [`PgGetIndexDef::constraints`], it is `pg_get_constraintdef(constraint_oid [,
+/// pretty boolean])` instead: a primary key constraint's definition, `PRIMARY KEY (a, b)`
+/// (Weir's only constraints besides NOT NULL, which PostgreSQL 15 keeps out of
+/// `pg_constraint`); NULL for another OID. pgAdmin, DBeaver and pg_dump read it.
 #[derive(Debug)]
 pub struct PgGetIndexDef {
     /// Weak: a view's plan could hold the function, and the engine holds the views.
     engine: std::sync::Weak<Engine>,
+    /// `pg_get_constraintdef` rather than `pg_get_indexdef`.
+    constraint: bool,
     signature: datafusion::logical_expr::Signature,
 }
 
@@ -1174,15 +1181,38 @@ impl PgGetIndexDef {
     pub fn new(engine: &Arc<Engine>) -> Self {
         PgGetIndexDef {
             engine: Arc::downgrade(engine),
+            constraint: false,
             signature: datafusion::logical_expr::Signature::variadic_any(
                 datafusion::logical_expr::Volatility::Stable,
             ),
         }
     }
 
+    /// `pg_get_constraintdef` over `engine`'s catalog.
+    pub fn constraints(engine: &Arc<Engine>) -> Self {
+        PgGetIndexDef {
+            constraint: true,
+            ..Self::new(engine)
+        }
+    }
+
     fn definition(&self, oid: i64, column: i64) -> Option<String> {
         let engine = self.engine.upgrade()?;
         let oid = i32::try_from(oid).ok()?;
+        if self.constraint {
+            let index = catalog_indexes(&engine.catalog()).into_iter().find(|i| {
+                i.primary && i.oid - PRIMARY_KEY_OID_BASE + PRIMARY_KEY_CONSTRAINT_OID_BASE == oid
+            })?;
+            let columns = index
+                .keys
+                .iter()
+                .map(|k| {
+                    let c = usize::try_from(k - 1).ok()?;
+                    Some(quote_ident(index.column_names.get(c)?))
+                })
+                .collect::<Option<Vec<String>>>()?;
+            return Some(format!("PRIMARY KEY ({})", columns.join(", ")));
+        }
         let index = catalog_indexes(&engine.catalog())
             .into_iter()
             .find(|i| i.oid == oid)?;
@@ -1215,7 +1245,7 @@ impl PgGetIndexDef {
 
 impl PartialEq for PgGetIndexDef {
     fn eq(&self, other: &Self) -> bool {
-        std::sync::Weak::ptr_eq(&self.engine, &other.engine)
+        std::sync::Weak::ptr_eq(&self.engine, &other.engine) && self.constraint == other.constraint
     }
 }
 
@@ -1224,12 +1254,17 @@ impl Eq for PgGetIndexDef {}
 impl std::hash::Hash for PgGetIndexDef {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         std::sync::Weak::as_ptr(&self.engine).hash(state);
+        self.constraint.hash(state);
     }
 }
 
 impl datafusion::logical_expr::ScalarUDFImpl for PgGetIndexDef {
     fn name(&self) -> &str {
-        "pg_get_indexdef"
+        if self.constraint {
+            "pg_get_constraintdef"
+        } else {
+            "pg_get_indexdef"
+        }
     }
 
     fn signature(&self) -> &datafusion::logical_expr::Signature {
@@ -1244,6 +1279,11 @@ impl datafusion::logical_expr::ScalarUDFImpl for PgGetIndexDef {
         &self,
         args: datafusion::logical_expr::ScalarFunctionArgs,
     ) -> DfResult<datafusion::logical_expr::ColumnarValue> {
+        if self.constraint && !(1..=2).contains(&args.args.len()) {
+            return Err(datafusion::error::DataFusionError::Plan(
+                "pg_get_constraintdef takes a constraint OID, and optionally a pretty flag".into(),
+            ));
+        }
         if args.args.is_empty() || args.args.len() > 3 {
             return Err(datafusion::error::DataFusionError::Plan(
                 "pg_get_indexdef takes an index OID, and optionally a column number and a pretty flag"
@@ -1255,7 +1295,8 @@ impl datafusion::logical_expr::ScalarUDFImpl for PgGetIndexDef {
         let as_i64 = |a: &ArrayRef| arrow::compute::cast(a, &DataType::Int64);
         let oids = as_i64(&arrays[0])?;
         let oids = arrow::array::cast::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&oids);
-        let columns = match arrays.get(1) {
+        // pg_get_constraintdef's second argument is the pretty flag, no column number.
+        let columns = match arrays.get(1).filter(|_| !self.constraint) {
             Some(a) => Some(as_i64(a)?),
             None => None,
         };
