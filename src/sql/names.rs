@@ -437,6 +437,14 @@ mod tests {
             "{stmt}"
         );
         assert!(stmt.contains("SELECT max(x) FROM t) AS m"), "{stmt}");
+        // A name its query's ORDER BY or GROUP BY reads stays an input column's there.
+        let stmt = crate::sql::parse::parse_one(
+            "SELECT * FROM (SELECT x::text, upper(b) FROM t GROUP BY x, b ORDER BY -x) s",
+        )
+        .unwrap()
+        .to_string();
+        assert!(!stmt.contains("AS \"x\""), "{stmt}");
+        assert!(stmt.contains("AS \"upper\""), "{stmt}");
     }
 
     #[test]

@@ -92,6 +92,8 @@ impl Parser {
                 Arc::new(SetReturningCallRule),
                 // A query's scalar subquery without an aggregate, correlated or not.
                 Arc::new(ScalarSubqueryRule),
+                // `SELECT x + 1 FROM t GROUP BY x ORDER BY 1`.
+                Arc::new(GroupedOrdinalRule),
                 // `FROM (SELECT count(*) FROM t) s` names its column `count` (last: it names
                 // the other rules' forms as PostgreSQL names what they replaced).
                 Arc::new(DerivedColumnNamesRule),
@@ -1031,10 +1033,117 @@ impl SqlStatementRewriteRule for DerivedColumnNamesRule {
 
 struct DerivedColumnNamesVisitor;
 
-/// Aliases the unaliased items of every SELECT of `body` (see [`DerivedColumnNamesRule`]).
-fn name_derived_columns(body: &mut SetExpr) {
+/// `ORDER BY k` of a grouped SELECT as `ORDER BY <its k-th item>` (the item's expression, or
+/// its alias): DataFusion refuses an ordinal that names an expression over the group key
+/// (`SELECT x + 1 FROM t GROUP BY x ORDER BY 1`: "column ... must appear in the GROUP BY
+/// clause"), which PostgreSQL sorts by (docs, 7.5 "Sorting Rows": an output column's number).
+/// A SELECT list with a wildcard is left alone (its positions are not known here).
+#[derive(Debug)]
+struct GroupedOrdinalRule;
+
+impl SqlStatementRewriteRule for GroupedOrdinalRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut GroupedOrdinalVisitor);
+        s
+    }
+}
+
+struct GroupedOrdinalVisitor;
+
+impl VisitorMut for GroupedOrdinalVisitor {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let SetExpr::Select(select) = query.body.as_ref() else {
+            return ControlFlow::Continue(());
+        };
+        let grouped = matches!(&select.group_by, GroupByExpr::Expressions(e, _) if !e.is_empty());
+        let wildcard = select.projection.iter().any(|i| {
+            matches!(
+                i,
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+            )
+        });
+        let Some(OrderBy {
+            kind: OrderByKind::Expressions(exprs),
+            ..
+        }) = &mut query.order_by
+        else {
+            return ControlFlow::Continue(());
+        };
+        if !grouped || wildcard {
+            return ControlFlow::Continue(());
+        }
+        for o in exprs {
+            let Expr::Value(ValueWithSpan {
+                value: Value::Number(n, _),
+                ..
+            }) = &o.expr
+            else {
+                continue;
+            };
+            let item = n
+                .parse::<usize>()
+                .ok()
+                .and_then(|k| k.checked_sub(1))
+                .and_then(|k| select.projection.get(k));
+            o.expr = match item {
+                Some(SelectItem::UnnamedExpr(e)) => e.clone(),
+                Some(SelectItem::ExprWithAlias { alias, .. }) => Expr::Identifier(alias.clone()),
+                // Out of range: DataFusion's error says so.
+                _ => continue,
+            };
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The names (lower-cased, the last part of a qualified name) of the columns `e` reads.
+fn read_names(e: &impl Visit, out: &mut Vec<String>) {
+    struct Names<'a>(&'a mut Vec<String>);
+    impl Visitor for Names<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            let ident = match e {
+                Expr::Identifier(i) => Some(i),
+                Expr::CompoundIdentifier(parts) => parts.last(),
+                _ => None,
+            };
+            if let Some(i) = ident {
+                self.0.push(match i.quote_style {
+                    Some(_) => i.value.clone(),
+                    None => i.value.to_lowercase(),
+                });
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = e.visit(&mut Names(out));
+}
+
+/// Aliases the unaliased items of every SELECT of `query` (see [`DerivedColumnNamesRule`]).
+/// A name that its query's `ORDER BY`, `GROUP BY`, `HAVING` or `QUALIFY` reads is not given:
+/// there DataFusion would take it for the output column, where PostgreSQL reads an input
+/// column of that name (`SELECT x::text FROM t ORDER BY -x`).
+fn name_derived_columns(query: &mut Query) {
+    let mut read = Vec::new();
+    if let Some(order) = &query.order_by {
+        read_names(order, &mut read);
+    }
+    name_select_columns(&mut query.body, &read);
+}
+
+fn name_select_columns(body: &mut SetExpr, read: &[String]) {
     match body {
         SetExpr::Select(select) => {
+            let mut read = read.to_vec();
+            read_names(&select.group_by, &mut read);
+            if let Some(h) = &select.having {
+                read_names(h, &mut read);
+            }
+            if let Some(q) = &select.qualify {
+                read_names(q, &mut read);
+            }
             let items = &mut select.projection;
             if items.iter().any(|i| {
                 matches!(
@@ -1059,9 +1168,10 @@ fn name_derived_columns(body: &mut SetExpr) {
                 let SelectItem::UnnamedExpr(e) = item else {
                     continue;
                 };
-                // A column keeps its own name; so does a repeated name.
+                // A column keeps its own name; so does a repeated name or one read above.
                 if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
                     || names.iter().filter(|n| **n == names[i]).count() > 1
+                    || read.contains(&names[i])
                 {
                     continue;
                 }
@@ -1072,10 +1182,10 @@ fn name_derived_columns(body: &mut SetExpr) {
                 };
             }
         }
-        SetExpr::Query(q) => name_derived_columns(&mut q.body),
+        SetExpr::Query(q) => name_derived_columns(q),
         SetExpr::SetOperation { left, right, .. } => {
-            name_derived_columns(left);
-            name_derived_columns(right);
+            name_select_columns(left, read);
+            name_select_columns(right, read);
         }
         _ => {}
     }
@@ -1090,7 +1200,7 @@ impl VisitorMut for DerivedColumnNamesVisitor {
         } = factor
             && alias.as_ref().is_none_or(|a| a.columns.is_empty())
         {
-            name_derived_columns(&mut subquery.body);
+            name_derived_columns(subquery);
         }
         ControlFlow::Continue(())
     }
@@ -1099,7 +1209,7 @@ impl VisitorMut for DerivedColumnNamesVisitor {
         if let Some(with) = &mut query.with {
             for cte in &mut with.cte_tables {
                 if cte.alias.columns.is_empty() {
-                    name_derived_columns(&mut cte.query.body);
+                    name_derived_columns(&mut cte.query);
                 }
             }
         }

@@ -23,7 +23,7 @@ use arrow::datatypes::{
     DataType, IntervalMonthDayNanoType, TimeUnit, TimestampMicrosecondType,
     TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
 };
-use chrono::{DateTime, FixedOffset, LocalResult, NaiveDateTime, Offset, TimeZone};
+use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
@@ -57,7 +57,8 @@ impl Default for AtTimeZone {
 #[derive(Debug, Clone, Copy)]
 enum Zone {
     Named(chrono_tz::Tz),
-    Fixed(FixedOffset),
+    /// Seconds east of UTC (an interval zone may pass a day, as PostgreSQL allows).
+    Fixed(i64),
 }
 
 fn unrecognized(text: &str) -> DataFusionError {
@@ -123,9 +124,7 @@ fn parse_zone(text: &str) -> Result<Zone> {
         .next()
         .is_some_and(|b| b == b'+' || b == b'-' || b.is_ascii_digit());
     match offset_seconds(posix).filter(|_| starts_numeric) {
-        Some(west) => Ok(Zone::Fixed(
-            FixedOffset::east_opt(-west).ok_or_else(|| unrecognized(text))?,
-        )),
+        Some(west) => Ok(Zone::Fixed(-i64::from(west))),
         None => Err(unrecognized(text)),
     }
 }
@@ -142,10 +141,7 @@ fn interval_zone(v: arrow::datatypes::IntervalMonthDayNano) -> Result<Zone> {
     if v.months != 0 || v.days != 0 {
         return Err(invalid());
     }
-    let seconds = i32::try_from(v.nanoseconds / 1_000_000_000).map_err(|_| invalid())?;
-    FixedOffset::east_opt(seconds)
-        .map(Zone::Fixed)
-        .ok_or_else(invalid)
+    Ok(Zone::Fixed(v.nanoseconds / 1_000_000_000))
 }
 
 /// Nanoseconds per unit of `unit`.
@@ -176,10 +172,10 @@ fn from_naive(t: NaiveDateTime, unit: TimeUnit) -> Option<i64> {
 }
 
 /// The offset (seconds east of UTC) of `zone` at the UTC time `utc`.
-fn offset_at(zone: Zone, utc: NaiveDateTime) -> i32 {
+fn offset_at(zone: Zone, utc: NaiveDateTime) -> i64 {
     match zone {
-        Zone::Named(z) => z.offset_from_utc_datetime(&utc).fix().local_minus_utc(),
-        Zone::Fixed(f) => f.local_minus_utc(),
+        Zone::Named(z) => i64::from(z.offset_from_utc_datetime(&utc).fix().local_minus_utc()),
+        Zone::Fixed(seconds) => seconds,
     }
 }
 
@@ -187,8 +183,7 @@ fn offset_at(zone: Zone, utc: NaiveDateTime) -> i32 {
 /// docs say).
 fn local_to_utc(zone: Zone, local: NaiveDateTime) -> Option<NaiveDateTime> {
     let Zone::Named(z) = zone else {
-        return local
-            .checked_sub_signed(chrono::Duration::seconds(i64::from(offset_at(zone, local))));
+        return local.checked_sub_signed(chrono::Duration::seconds(offset_at(zone, local)));
     };
     match z.from_local_datetime(&local) {
         LocalResult::Single(t) => Some(t.naive_utc()),
@@ -197,7 +192,7 @@ fn local_to_utc(zone: Zone, local: NaiveDateTime) -> Option<NaiveDateTime> {
             // In a gap: the offset in force a day before (no zone jumps twice in a day).
             let before = local.checked_sub_signed(chrono::Duration::days(1))?;
             let offset = offset_at(zone, before);
-            local.checked_sub_signed(chrono::Duration::seconds(i64::from(offset)))
+            local.checked_sub_signed(chrono::Duration::seconds(offset))
         }
     }
 }
@@ -322,7 +317,7 @@ impl ScalarUDFImpl for AtTimeZone {
             let t = to_naive(values.value(i), unit).ok_or_else(out_of_range)?;
             let converted = if to_local {
                 let offset = offset_at(zone, t);
-                t.checked_add_signed(chrono::Duration::seconds(i64::from(offset)))
+                t.checked_add_signed(chrono::Duration::seconds(offset))
             } else {
                 local_to_utc(zone, t)
             };
@@ -350,7 +345,7 @@ mod tests {
         let t = NaiveDateTime::parse_from_str(utc, "%Y-%m-%d %H:%M").unwrap();
         let z = parse_zone(zone).unwrap();
         let off = offset_at(z, t);
-        (t + chrono::Duration::seconds(i64::from(off)))
+        (t + chrono::Duration::seconds(off))
             .format("%Y-%m-%d %H:%M")
             .to_string()
     }
@@ -384,6 +379,15 @@ mod tests {
             "2018-03-11 07:30"
         );
         assert_eq!(utc("Asia/Tokyo", "2024-01-01 12:00"), "2024-01-01 03:00");
+        // An interval zone may pass a day (PostgreSQL: `AT TIME ZONE interval '25 hours'`).
+        let t = NaiveDateTime::parse_from_str("2024-01-01 00:00", "%Y-%m-%d %H:%M").unwrap();
+        let z = interval_zone(arrow::datatypes::IntervalMonthDayNano::new(
+            0,
+            0,
+            25 * 3_600_000_000_000,
+        ))
+        .unwrap();
+        assert_eq!(offset_at(z, t), 25 * 3600);
         for bad in ["Nowhere/Land", "", "+16", "5:3", "UTC+", "abc"] {
             assert!(parse_zone(bad).is_err(), "{bad}");
         }
