@@ -1014,25 +1014,6 @@ impl VisitorMut for AtTimeZoneVisitor {
     }
 }
 
-/// The unaliased items of a subquery in `FROM` or a `WITH` query, aliased to the names
-/// PostgreSQL gives them ([`crate::sql::names::figure_name`]), so that the outer query sees
-/// (and may name) `count`, `?column?`, `x` where DataFusion would name the columns by their
-/// text (`count(*)`, `weir_any_op(...)`). An item keeps DataFusion's name when its name
-/// would repeat another item's (PostgreSQL allows that; a DataFusion plan does not), when
-/// the SELECT list has a wildcard (whose names are not known here), and when the subquery's
-/// alias lists the column names.
-#[derive(Debug)]
-struct DerivedColumnNamesRule;
-
-impl SqlStatementRewriteRule for DerivedColumnNamesRule {
-    fn rewrite(&self, mut s: Statement) -> Statement {
-        let _ = VisitMut::visit(&mut s, &mut DerivedColumnNamesVisitor);
-        s
-    }
-}
-
-struct DerivedColumnNamesVisitor;
-
 /// `ORDER BY k` of a grouped SELECT as `ORDER BY <its k-th item>` (the item's expression, or
 /// its alias): DataFusion refuses an ordinal that names an expression over the group key
 /// (`SELECT x + 1 FROM t GROUP BY x ORDER BY 1`: "column ... must appear in the GROUP BY
@@ -1097,6 +1078,25 @@ impl VisitorMut for GroupedOrdinalVisitor {
         ControlFlow::Continue(())
     }
 }
+
+/// The unaliased items of a subquery in `FROM` or a `WITH` query, aliased to the names
+/// PostgreSQL gives them ([`crate::sql::names::figure_name`]), so that the outer query sees
+/// (and may name) `count`, `?column?`, `x` where DataFusion would name the columns by their
+/// text (`count(*)`, `weir_any_op(...)`). An item keeps DataFusion's name when its name
+/// would repeat another item's (PostgreSQL allows that; a DataFusion plan does not), when
+/// the SELECT list has a wildcard (whose names are not known here), and when the subquery's
+/// alias lists the column names.
+#[derive(Debug)]
+struct DerivedColumnNamesRule;
+
+impl SqlStatementRewriteRule for DerivedColumnNamesRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut DerivedColumnNamesVisitor);
+        s
+    }
+}
+
+struct DerivedColumnNamesVisitor;
 
 /// The names (lower-cased, the last part of a qualified name) of the columns `e` reads.
 fn read_names(e: &impl Visit, out: &mut Vec<String>) {

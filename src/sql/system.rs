@@ -1199,27 +1199,23 @@ impl PgGetIndexDef {
     fn definition(&self, oid: i64, column: i64) -> Option<String> {
         let engine = self.engine.upgrade()?;
         let oid = i32::try_from(oid).ok()?;
-        if self.constraint {
-            let index = catalog_indexes(&engine.catalog()).into_iter().find(|i| {
+        // A primary key's constraint OID is its index's, moved to the constraints' range.
+        let index = catalog_indexes(&engine.catalog()).into_iter().find(|i| {
+            if self.constraint {
                 i.primary && i.oid - PRIMARY_KEY_OID_BASE + PRIMARY_KEY_CONSTRAINT_OID_BASE == oid
-            })?;
-            let columns = index
-                .keys
-                .iter()
-                .map(|k| {
-                    let c = usize::try_from(k - 1).ok()?;
-                    Some(quote_ident(index.column_names.get(c)?))
-                })
-                .collect::<Option<Vec<String>>>()?;
-            return Some(format!("PRIMARY KEY ({})", columns.join(", ")));
-        }
-        let index = catalog_indexes(&engine.catalog())
-            .into_iter()
-            .find(|i| i.oid == oid)?;
+            } else {
+                i.oid == oid
+            }
+        })?;
         let name = |attnum: i32| -> Option<String> {
             let c = usize::try_from(attnum - 1).ok()?;
             Some(quote_ident(index.column_names.get(c)?))
         };
+        if self.constraint {
+            let columns = index.keys.iter().map(|k| name(*k));
+            let columns = columns.collect::<Option<Vec<String>>>()?;
+            return Some(format!("PRIMARY KEY ({})", columns.join(", ")));
+        }
         if column > 0 {
             let k = usize::try_from(column - 1).ok()?;
             return name(*index.keys.get(k)?);

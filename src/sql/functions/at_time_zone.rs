@@ -19,10 +19,7 @@
 //! (docs, B.1 "Handling of Invalid or Ambiguous Timestamps").
 
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
-use arrow::datatypes::{
-    DataType, IntervalMonthDayNanoType, TimeUnit, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
-};
+use arrow::datatypes::{DataType, Int64Type, IntervalMonthDayNanoType, TimeUnit};
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -104,11 +101,8 @@ fn offset_seconds(text: &str) -> Option<i32> {
 /// Parses `zone` text as PostgreSQL's `AT TIME ZONE` does (see the module docs).
 fn parse_zone(text: &str) -> Result<Zone> {
     let t = text.trim();
-    if let Some(z) = chrono_tz::TZ_VARIANTS
-        .iter()
-        .find(|z| z.name().eq_ignore_ascii_case(t))
-    {
-        return Ok(Zone::Named(*z));
+    if let Some(z) = super::datetime_input::zone_by_name(t) {
+        return Ok(Zone::Named(z));
     }
     // POSIX: `+05`, `UTC+3`, `GMT-2` are that many hours *west* of Greenwich.
     let posix = ["UTC", "GMT"]
@@ -197,23 +191,6 @@ fn local_to_utc(zone: Zone, local: NaiveDateTime) -> Option<NaiveDateTime> {
     }
 }
 
-fn timestamps(array: &ArrayRef, unit: TimeUnit) -> PrimitiveArray<arrow::datatypes::Int64Type> {
-    match unit {
-        TimeUnit::Second => array
-            .as_primitive::<TimestampSecondType>()
-            .reinterpret_cast(),
-        TimeUnit::Millisecond => array
-            .as_primitive::<TimestampMillisecondType>()
-            .reinterpret_cast(),
-        TimeUnit::Microsecond => array
-            .as_primitive::<TimestampMicrosecondType>()
-            .reinterpret_cast(),
-        TimeUnit::Nanosecond => array
-            .as_primitive::<TimestampNanosecondType>()
-            .reinterpret_cast(),
-    }
-}
-
 impl ScalarUDFImpl for AtTimeZone {
     fn name(&self) -> &str {
         "timezone"
@@ -284,7 +261,9 @@ impl ScalarUDFImpl for AtTimeZone {
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let rows = if scalar { 1 } else { args.number_rows };
         let zones = args.args[0].to_array(rows)?;
-        let values = timestamps(&args.args[1].to_array(rows)?, unit);
+        // The timestamps as their numbers of `unit` after the epoch.
+        let values = arrow::compute::cast(&args.args[1].to_array(rows)?, &DataType::Int64)?;
+        let values = values.as_primitive::<Int64Type>();
         // Text zones repeat: parse each distinct text once.
         let mut last: Option<(String, Zone)> = None;
         let mut zone_of = |i: usize| -> Result<Option<Zone>> {
@@ -326,7 +305,7 @@ impl ScalarUDFImpl for AtTimeZone {
                 .ok_or_else(out_of_range)?;
             out.push(Some(v));
         }
-        let out: PrimitiveArray<arrow::datatypes::Int64Type> = out.into_iter().collect();
+        let out: PrimitiveArray<Int64Type> = out.into_iter().collect();
         let target = self.return_type(&[zones.data_type().clone(), args.args[1].data_type()])?;
         let out: ArrayRef = arrow::compute::cast(&out, &target)?;
         if scalar {

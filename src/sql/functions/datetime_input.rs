@@ -291,10 +291,7 @@ pub fn parse_time_zone(text: &str) -> Option<TimeZoneSetting> {
             format!("{sign}{:02}:{:02}", m / 60, m % 60),
         )
     } else {
-        let name = chrono_tz::TZ_VARIANTS
-            .iter()
-            .find(|z| z.name().eq_ignore_ascii_case(text))?
-            .name();
+        let name = zone_by_name(text)?.name();
         (name.to_string(), name.to_string())
     };
     let zone = arrow.parse().ok()?;
@@ -303,6 +300,14 @@ pub fn parse_time_zone(text: &str) -> Option<TimeZoneSetting> {
         arrow,
         zone,
     })
+}
+
+/// The zone of the IANA database named `name`, case-insensitively (`utc`, `Europe/Berlin`).
+pub fn zone_by_name(name: &str) -> Option<chrono_tz::Tz> {
+    chrono_tz::TZ_VARIANTS
+        .iter()
+        .find(|z| z.name().eq_ignore_ascii_case(name))
+        .copied()
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]` of `t`, trailing fractional zeros dropped; the
