@@ -490,6 +490,57 @@ async fn extended_protocol_parameters() {
 
 /// The column names of the first row `sql` returns over the simple protocol (which sends
 /// them with the rows).
+/// A relation, its schema and its columns have one OID in every session, so an OID a driver
+/// looked up on one connection of a pool names the same relation on another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relation_oids_agree_across_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let first = server.client().await;
+    first
+        .batch_execute("CREATE TABLE oa (x INT); CREATE TABLE oc (y INT)")
+        .await
+        .unwrap();
+    const OIDS: &str = "SELECT c.relname, c.oid::int8, c.relnamespace::int8, \
+                        (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid) \
+                        FROM pg_class c WHERE c.relname IN ('oa', 'ob', 'oc', 'pg_type') \
+                        ORDER BY c.relname";
+    async fn oids(c: &tokio_postgres::Client) -> Vec<(String, i64, i64, i64)> {
+        c.query(OIDS, &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect()
+    }
+    // The first session numbers the relations it has seen, then meets `ob` after them; a
+    // session opened later meets all of them at once.
+    let before = oids(&first).await;
+    assert_eq!(before.len(), 3);
+    first
+        .batch_execute("CREATE TABLE ob (z INT)")
+        .await
+        .unwrap();
+    let seen_first = oids(&first).await;
+    let second = server.client().await;
+    let seen_second = oids(&second).await;
+    assert_eq!(seen_first.len(), 4);
+    assert_eq!(seen_first, seen_second);
+    assert_eq!(seen_first[0], before[0]);
+    // Each relation's columns are found by its OID (one column per table here).
+    assert!(
+        seen_first.iter().take(3).all(|r| r.3 == 1),
+        "{seen_first:?}"
+    );
+    for c in [&first, &second] {
+        let row = c
+            .query_one("SELECT 'ob'::regclass::int8", &[])
+            .await
+            .unwrap();
+        assert_eq!(row.get::<_, i64>(0), seen_first[1].1);
+    }
+}
+
 async fn simple_query_names(c: &tokio_postgres::Client, sql: &str) -> Vec<String> {
     let msgs = c.simple_query(sql).await.unwrap();
     let row = msgs

@@ -225,6 +225,9 @@ pub struct Engine {
     defaults: SessionVars,
     /// The connector tables' ingestion threads.
     sources: sources::Sources,
+    /// The `pg_catalog` schema all sessions share, so that a relation has one OID in every
+    /// session (built by the first session; see [`crate::sql::system::shared_pg_catalog`]).
+    pg_catalog: std::sync::OnceLock<Arc<dyn datafusion::catalog::SchemaProvider>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -378,6 +381,7 @@ impl Engine {
             checkpoint_dir,
             defaults,
             sources: Default::default(),
+            pg_catalog: std::sync::OnceLock::new(),
         }))
     }
 
@@ -474,6 +478,22 @@ impl Engine {
                 .filter_map(|c| c.stop())
                 .collect(),
         )
+    }
+
+    /// The `pg_catalog` schema shared by all sessions, built by `build` on first use.
+    ///
+    /// # Errors
+    /// `build`'s, when this is the first use.
+    pub fn pg_catalog(
+        &self,
+        build: impl FnOnce() -> Result<Arc<dyn datafusion::catalog::SchemaProvider>>,
+    ) -> Result<Arc<dyn datafusion::catalog::SchemaProvider>> {
+        if let Some(pg) = self.pg_catalog.get() {
+            return Ok(Arc::clone(pg));
+        }
+        let pg = build()?;
+        // Another session may have won the race; its schema is the one every session uses.
+        Ok(Arc::clone(self.pg_catalog.get_or_init(|| pg)))
     }
 
     /// The catalog (a copy).

@@ -444,7 +444,31 @@ fn data_row_fields(row: &pgwire::messages::data::DataRow) -> PgWireResult<Vec<Op
 /// resolves an output column of type `unknown` as `text` (docs, 10.5 "UNION, CASE, and
 /// Related Constructs", and the release notes of PostgreSQL 10). Such a column holds only
 /// NULLs when planned without parameter values; with them bound, it holds their text.
+///
+/// A catalog column's OID type (`pg_class.oid` is `oid`) survives only on its own 4-byte
+/// integer: DataFusion keeps a column's type marker through a cast, and `c.oid::int8` or
+/// `c.oid::text` is a `bigint` or `text` (as in PostgreSQL), whose values an `oid`
+/// description would make a binary client misread.
 fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
+    let unmarked;
+    let schema = if schema.fields().iter().any(|f| stale_oid_marker(f)) {
+        let fields: Vec<arrow::datatypes::Field> = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let mut f = f.as_ref().clone();
+                if stale_oid_marker(&f) {
+                    f.metadata_mut()
+                        .remove(arrow_pg::datatypes::PG_OID_ALIAS_KEY);
+                }
+                f
+            })
+            .collect();
+        unmarked = arrow::datatypes::Schema::new(fields);
+        &unmarked
+    } else {
+        schema
+    };
     let fields = arrow_schema_to_pg_fields(schema, format, None)?;
     Ok(fields
         .into_iter()
@@ -457,6 +481,13 @@ fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult
             }
         })
         .collect())
+}
+
+/// Whether `f` carries an OID type marker on values that are no longer a 4-byte OID.
+fn stale_oid_marker(f: &arrow::datatypes::Field) -> bool {
+    f.data_type() != &DataType::Int32
+        && f.metadata()
+            .contains_key(arrow_pg::datatypes::PG_OID_ALIAS_KEY)
 }
 
 /// Rows of `schema` as a query response (command tag `SELECT`).

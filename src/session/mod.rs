@@ -144,18 +144,19 @@ impl Session {
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             crate::sql::system::PgGetIndexDef::constraints(&engine),
         ));
-        // psql's \dm needs relkind 'm' for materialized views.
-        if let Some(pg) = catalog.schema("pg_catalog") {
-            catalog
-                .register_schema(
-                    "pg_catalog",
-                    Arc::new(crate::sql::system::PgCatalogOverlay::new(
-                        pg,
-                        Arc::clone(&engine),
-                    )),
-                )
-                .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
-        }
+        // The library's functions stay; its schema gives way to the one all sessions share
+        // (one OID per relation across sessions), under Weir's rows (psql's \dm needs relkind
+        // 'm' for materialized views).
+        let pg = crate::sql::system::shared_pg_catalog(&engine)?;
+        catalog
+            .register_schema(
+                "pg_catalog",
+                Arc::new(crate::sql::system::PgCatalogOverlay::new(
+                    pg,
+                    Arc::clone(&engine),
+                )),
+            )
+            .map_err(|e| Error::Internal(format!("registering schema: {e}")))?;
         // After the pg_catalog setup, whose `session_user` and `pg_encoding_to_char` these
         // replace; the user is set by `set_user` once the connection's startup names it.
         let interrupt = Arc::new(interrupt::Interrupt::default());

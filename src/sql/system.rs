@@ -1341,14 +1341,15 @@ fn quote_ident(name: &str) -> String {
 /// a role.
 #[derive(Debug, Clone)]
 pub struct RoleCatalog {
-    engine: Arc<Engine>,
+    /// Weak: the engine holds the shared `pg_catalog` schema that holds this.
+    engine: std::sync::Weak<Engine>,
 }
 
 impl RoleCatalog {
     /// The roles of `engine`.
     pub fn new(engine: &Arc<Engine>) -> Self {
         RoleCatalog {
-            engine: Arc::clone(engine),
+            engine: Arc::downgrade(engine),
         }
     }
 }
@@ -1356,13 +1357,16 @@ impl RoleCatalog {
 #[async_trait]
 impl datafusion_pg_catalog::pg_catalog::context::PgCatalogContextProvider for RoleCatalog {
     async fn roles(&self) -> Vec<String> {
-        self.engine.roles().into_iter().map(|r| r.name).collect()
+        let Some(engine) = self.engine.upgrade() else {
+            return Vec::new();
+        };
+        engine.roles().into_iter().map(|r| r.name).collect()
     }
 
     /// Always a role: one dropped since [`Self::roles`] listed it shows without attributes
     /// (the library expects every listed name to resolve).
     async fn role(&self, name: &str) -> Option<datafusion_pg_catalog::pg_catalog::context::Role> {
-        let role = self.engine.role(name);
+        let role = self.engine.upgrade().and_then(|e| e.role(name));
         Some(datafusion_pg_catalog::pg_catalog::context::Role {
             name: name.to_string(),
             is_superuser: role.as_ref().is_some_and(|r| r.superuser),
@@ -1375,4 +1379,126 @@ impl datafusion_pg_catalog::pg_catalog::context::PgCatalogContextProvider for Ro
             inherited_roles: Vec::new(),
         })
     }
+}
+
+/// The relations datafusion-pg-catalog lists in `pg_class`, `pg_attribute` and `pg_namespace`:
+/// database `weir` with schemas `pg_catalog`, `public` and `weir_catalog`. It reads the
+/// engine's catalog at each query, as a session's own schemas do, but belongs to no session,
+/// so one `pg_catalog` schema can serve them all ([`shared_pg_catalog`]).
+#[derive(Debug, Clone)]
+struct EngineCatalogInfo {
+    /// Weak: the engine holds the schema that holds this.
+    engine: std::sync::Weak<Engine>,
+    /// The shared `pg_catalog` schema itself, set once it is built (weak for the same reason).
+    pg_catalog: Arc<std::sync::OnceLock<std::sync::Weak<dyn SchemaProvider>>>,
+}
+
+impl EngineCatalogInfo {
+    fn schema(&self, catalog: &str, schema: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if catalog != crate::session::DATABASE {
+            return None;
+        }
+        match schema {
+            "pg_catalog" => self.pg_catalog.get()?.upgrade(),
+            "public" => Some(Arc::new(crate::sql::provider::PublicSchema::new(
+                self.engine.upgrade()?,
+            ))),
+            SYSTEM_SCHEMA => Some(Arc::new(WeirCatalogSchema::new(self.engine.upgrade()?))),
+            _ => None,
+        }
+    }
+
+    async fn table(
+        &self,
+        catalog: &str,
+        schema: &str,
+        table: &str,
+    ) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        match self.schema(catalog, schema) {
+            Some(s) => s.table(table).await,
+            None => Ok(None),
+        }
+    }
+}
+
+#[async_trait]
+impl datafusion_pg_catalog::pg_catalog::catalog_info::CatalogInfo for EngineCatalogInfo {
+    async fn catalog_names(&self) -> DfResult<Vec<String>> {
+        Ok(vec![crate::session::DATABASE.to_string()])
+    }
+
+    async fn schema_names(&self, catalog: &str) -> DfResult<Option<Vec<String>>> {
+        Ok((catalog == crate::session::DATABASE).then(|| {
+            ["pg_catalog", "public", SYSTEM_SCHEMA]
+                .map(String::from)
+                .to_vec()
+        }))
+    }
+
+    async fn table_names(&self, catalog: &str, schema: &str) -> DfResult<Option<Vec<String>>> {
+        Ok(self.schema(catalog, schema).map(|s| s.table_names()))
+    }
+
+    async fn table_schema(
+        &self,
+        catalog: &str,
+        schema: &str,
+        table: &str,
+    ) -> DfResult<Option<SchemaRef>> {
+        Ok(self
+            .table(catalog, schema, table)
+            .await?
+            .map(|t| t.schema()))
+    }
+
+    async fn table_type(
+        &self,
+        catalog: &str,
+        schema: &str,
+        table: &str,
+    ) -> DfResult<Option<datafusion::datasource::TableType>> {
+        Ok(self
+            .table(catalog, schema, table)
+            .await?
+            .map(|t| t.table_type()))
+    }
+}
+
+/// The `pg_catalog` schema every session of `engine` reads (before
+/// [`PgCatalogOverlay`] adds Weir's rows).
+///
+/// datafusion-pg-catalog numbers relations, schemas and their row types (OIDs from 16384) in
+/// the order it first meets them, and keeps the numbers in its schema. One schema per
+/// session gave a table a different OID in each session, so a driver that looked an OID up
+/// on one connection of a pool and used it on another read the wrong relation. This schema
+/// is built once per engine, so an OID means one relation for as long as the server runs.
+/// OIDs are not kept across restarts (PostgreSQL's are); drivers look them up per
+/// connection.
+///
+/// # Errors
+/// `Error::Internal` when the library cannot build its static tables.
+pub fn shared_pg_catalog(engine: &Arc<Engine>) -> crate::error::Result<Arc<dyn SchemaProvider>> {
+    engine.pg_catalog(|| {
+        let info = EngineCatalogInfo {
+            engine: Arc::downgrade(engine),
+            pg_catalog: Arc::new(std::sync::OnceLock::new()),
+        };
+        let internal = |e: datafusion::error::DataFusionError| {
+            crate::error::Error::Internal(format!("pg_catalog setup: {e}"))
+        };
+        let statics = Arc::new(
+            datafusion_pg_catalog::pg_catalog::PgCatalogStaticTables::try_new()
+                .map_err(internal)?,
+        );
+        let pg: Arc<dyn SchemaProvider> = Arc::new(
+            datafusion_pg_catalog::pg_catalog::PgCatalogSchemaProvider::try_new(
+                info.clone(),
+                statics,
+                RoleCatalog::new(engine),
+            )
+            .map_err(internal)?,
+        );
+        let _ = info.pg_catalog.set(Arc::downgrade(&pg));
+        Ok(pg)
+    })
 }
