@@ -1319,27 +1319,37 @@ impl Session {
 
     /// Plans a SELECT and returns the output names to show when they differ from the plan's
     /// (PostgreSQL's names, [`names::shown_names`]); when its output names repeat (legal in
-    /// PostgreSQL: `SELECT 1, 1`), plans it with unique internal names.
+    /// PostgreSQL: `SELECT 1, 1`), plans it with unique internal names. A catalog query that
+    /// plans neither way gets the compatibility layer's version ([`Self::plan_with_fallback`]);
+    /// repeated names are tried first, as Weir's own rewrites hold for them and the layer's
+    /// need not (`SELECT 23::regtype, 25::regtype` shows two type names).
     async fn plan_select(
         &self,
         sql: &str,
         stmt: Statement,
     ) -> Result<(LogicalPlan, Option<Vec<String>>)> {
-        match self.plan_with_fallback(sql, stmt.clone()).await {
+        let err = match self.plan_statement(stmt.clone()).await {
             Ok(plan) => {
-                let planned = field_names(&plan);
-                let shown = names::shown_names(&stmt, &planned);
-                Ok((plan, shown))
+                let shown = names::shown_names(&stmt, &field_names(&plan));
+                return Ok((plan, shown));
             }
             Err(e) if is_duplicate_name_error(&e) => match names::unique_output_names(&stmt) {
-                Some((renamed, shown)) => {
-                    let plan = self.plan_statement(renamed).await?;
-                    Ok((plan, Some(shown)))
-                }
-                None => Err(e),
+                Some((renamed, shown)) => match self.plan_statement(renamed).await {
+                    Ok(plan) => return Ok((plan, Some(shown))),
+                    Err(renamed) => renamed,
+                },
+                None => e,
             },
-            Err(e) => Err(e),
+            Err(e) => e,
+        };
+        if parse::mentions_catalog(&stmt)
+            && let Ok(compat) = parse::parse_one_compat(sql)
+            && let Ok(plan) = self.plan_statement(compat).await
+        {
+            let shown = names::shown_names(&stmt, &field_names(&plan));
+            return Ok((plan, shown));
         }
+        Err(err)
     }
 
     /// The view query to store for `CREATE MATERIALIZED VIEW name (columns) AS query`: the

@@ -66,6 +66,8 @@ impl Parser {
                 Arc::new(StripCollate),
                 // `OPERATOR(pg_catalog.~)` is the plain operator.
                 Arc::new(RewritePgCatalogOperator),
+                // `x::regclass` shown (or cast to text) is the relation's name.
+                Arc::new(RegNameOutputRule),
                 // `'name'::regclass` looks the oid up.
                 Arc::new(RewriteRegCastToSubquery::new()),
                 // `SELECT version()` names its column `version`.
@@ -1009,6 +1011,218 @@ impl VisitorMut for AtTimeZoneVisitor {
             let ts = std::mem::replace(timestamp.as_mut(), Expr::value(Value::Null));
             let zone = std::mem::replace(time_zone.as_mut(), Expr::value(Value::Null));
             *expr = function_call("timezone", vec![zone, ts]);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The OID alias types whose values print as a name (PostgreSQL docs, 8.19 "Object Identifier
+/// Types"): the lookup of the name, a query whose `WHERE` ends in `= weir_reg_value` (its
+/// aliases are Weir's, so that the value may read the outer query's `c` or `n`).
+fn reg_name_lookup(cast_type: &SqlDataType) -> Option<&'static str> {
+    let name = match cast_type {
+        SqlDataType::Regclass => "regclass".to_string(),
+        SqlDataType::Custom(name, args) if args.is_empty() => name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(|i| i.value.to_ascii_lowercase())?,
+        _ => return None,
+    };
+    Some(match name.as_str() {
+        // A relation outside the search path (`public`, and `pg_catalog` always) is
+        // schema-qualified, as PostgreSQL's regclassout prints it.
+        "regclass" => {
+            "SELECT CASE WHEN weir_reg_n.nspname IN ('public', 'pg_catalog') \
+             THEN quote_ident(weir_reg_c.relname) \
+             ELSE quote_ident(weir_reg_n.nspname) || '.' || quote_ident(weir_reg_c.relname) END \
+             FROM pg_catalog.pg_class weir_reg_c \
+             JOIN pg_catalog.pg_namespace weir_reg_n ON weir_reg_n.oid = weir_reg_c.relnamespace \
+             WHERE weir_reg_c.oid = weir_reg_value"
+        }
+        "regtype" => {
+            "SELECT format_type(weir_reg_t.oid, NULL) FROM pg_catalog.pg_type weir_reg_t \
+             WHERE weir_reg_t.oid = weir_reg_value"
+        }
+        "regnamespace" => {
+            "SELECT quote_ident(weir_reg_n.nspname) FROM pg_catalog.pg_namespace weir_reg_n \
+             WHERE weir_reg_n.oid = weir_reg_value"
+        }
+        "regrole" => {
+            "SELECT quote_ident(weir_reg_r.rolname) FROM pg_catalog.pg_roles weir_reg_r \
+             WHERE weir_reg_r.oid = weir_reg_value"
+        }
+        _ => return None,
+    })
+}
+
+/// `value` (an `x::regclass`-like cast) as its name: `COALESCE((lookup), value::text)`, the
+/// OID's digits when no object has it, as PostgreSQL prints an unknown OID.
+fn reg_name_expr(value: Expr, lookup: &str) -> Expr {
+    let Ok(mut query) = SqlParser::new(&PostgreSqlDialect {})
+        .try_with_sql(lookup)
+        .and_then(|mut p| p.parse_query())
+    else {
+        return value;
+    };
+    if let SetExpr::Select(select) = query.body.as_mut()
+        && let Some(Expr::BinaryOp { right, .. }) = &mut select.selection
+    {
+        **right = value.clone();
+    }
+    let digits = Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(value),
+        data_type: SqlDataType::Text,
+        array: false,
+        format: None,
+    };
+    function_call("coalesce", vec![Expr::Subquery(query), digits])
+}
+
+/// PostgreSQL prints a value of an OID alias type (`regclass`, `regtype`, `regnamespace`,
+/// `regrole`) as the object's name, and casts it to text as that name (docs, 8.19): psql's
+/// `\d+` shows `reloftype::regtype::text`, asyncpg reads `elemtype::regtype::text`, and users
+/// write `SELECT 't'::regclass` or `attrelid::regclass`. Weir's values of these types are
+/// OIDs (integers), so a query's
+/// - output column that is such a cast, and
+/// - cast of such a cast to `text`, `varchar` or `name`, anywhere in it,
+///
+/// become a lookup of the name in `pg_catalog` ([`reg_name_expr`]). Elsewhere (`WHERE
+/// c.oid = 't'::regclass`) the value stays the OID it compares as. The output column is
+/// `text` where PostgreSQL's is the alias type, and it sorts by name where PostgreSQL's
+/// sorts by OID. Statements other than queries (a view's definition) are left alone.
+#[derive(Debug)]
+struct RegNameOutputRule;
+
+impl SqlStatementRewriteRule for RegNameOutputRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        if let Statement::Query(query) = &mut s {
+            name_reg_columns(&mut query.body);
+            let _ = VisitMut::visit(query.as_mut(), &mut RegTextVisitor);
+            reg_output_columns(&mut query.body);
+        }
+        s
+    }
+}
+
+/// Aliases the unaliased output columns that hold an OID alias cast to the name PostgreSQL
+/// gives them, before the casts are rewritten (`1043::regtype::text` is `text`).
+fn name_reg_columns(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
+            for item in &mut select.projection {
+                let SelectItem::UnnamedExpr(e) = item else {
+                    continue;
+                };
+                let mut found = false;
+                let _ = Visit::visit(e, &mut RegCastFinder(&mut found));
+                if found {
+                    let alias = Ident::with_quote('"', crate::sql::names::figure_name(e));
+                    let expr = std::mem::replace(e, Expr::value(Value::Null));
+                    *item = SelectItem::ExprWithAlias { expr, alias };
+                }
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            name_reg_columns(left);
+            name_reg_columns(right);
+        }
+        SetExpr::Query(q) => name_reg_columns(&mut q.body),
+        _ => {}
+    }
+}
+
+/// Sets its flag on a cast to an OID alias type that prints as a name.
+struct RegCastFinder<'a>(&'a mut bool);
+
+impl Visitor for RegCastFinder<'_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+        if let Expr::Cast { data_type, .. } = e
+            && reg_name_lookup(data_type).is_some()
+        {
+            *self.0 = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The output columns of a query body (each branch of a set operation) that are an OID alias
+/// cast, as names ([`RegNameOutputRule`]), keeping the column's name.
+fn reg_output_columns(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
+            for item in &mut select.projection {
+                let (expr, alias) = match item {
+                    SelectItem::UnnamedExpr(e) => (e, None),
+                    SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.clone())),
+                    _ => continue,
+                };
+                let Expr::Cast { data_type, .. } = &*expr else {
+                    continue;
+                };
+                let Some(lookup) = reg_name_lookup(data_type) else {
+                    continue;
+                };
+                let alias = alias.unwrap_or_else(|| {
+                    Ident::with_quote('"', crate::sql::names::figure_name(expr))
+                });
+                let value = std::mem::replace(expr, Expr::value(Value::Null));
+                *item = SelectItem::ExprWithAlias {
+                    expr: reg_name_expr(value, lookup),
+                    alias,
+                };
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            reg_output_columns(left);
+            reg_output_columns(right);
+        }
+        SetExpr::Query(q) => reg_output_columns(&mut q.body),
+        _ => {}
+    }
+}
+
+/// `x::regclass::text` (and `::varchar`, `::name`) as the name (see [`RegNameOutputRule`]).
+struct RegTextVisitor;
+
+impl VisitorMut for RegTextVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } = expr
+        else {
+            return ControlFlow::Continue(());
+        };
+        let textual = match data_type {
+            SqlDataType::Text | SqlDataType::Varchar(_) | SqlDataType::CharacterVarying(_) => true,
+            SqlDataType::Custom(name, args) if args.is_empty() => {
+                name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
+                    ["text", "name", "varchar"].contains(&i.value.to_ascii_lowercase().as_str())
+                })
+            }
+            _ => false,
+        };
+        if !textual {
+            return ControlFlow::Continue(());
+        }
+        let Expr::Cast {
+            data_type: inner_type,
+            ..
+        } = inner.as_ref()
+        else {
+            return ControlFlow::Continue(());
+        };
+        if let Some(lookup) = reg_name_lookup(inner_type) {
+            let value = std::mem::replace(inner.as_mut(), Expr::value(Value::Null));
+            **inner = reg_name_expr(value, lookup);
         }
         ControlFlow::Continue(())
     }
