@@ -216,6 +216,9 @@ fn classify_datafusion(e: DataFusionError) -> Error {
     if let Some(e) = invalid_text_input(&message) {
         return e;
     }
+    if let Some(e) = integer_cast_overflow(&message) {
+        return e;
+    }
     let lower = message.to_ascii_lowercase();
     match e {
         DataFusionError::SQL(..) => Error::Parse(message),
@@ -283,14 +286,19 @@ fn classify_datafusion(e: DataFusionError) -> Error {
     }
 }
 
+/// The rest of Arrow's cast error `message` after `start` (with or without its "Cast error: ").
+fn cast_error<'a>(message: &'a str, start: &str) -> Option<&'a str> {
+    message
+        .strip_prefix("Cast error: ")
+        .unwrap_or(message)
+        .strip_prefix(start)
+}
+
 /// Arrow's "Cannot cast string 'abc' to value of Int32 type" as PostgreSQL says it: `22P02`
 /// `invalid input syntax for type integer: "abc"`. `NaN` and `Infinity`, which PostgreSQL's
 /// `numeric` holds and Weir's (a 128-bit decimal) cannot, are `0A000` naming them.
 fn invalid_text_input(message: &str) -> Option<Error> {
-    let rest = message
-        .strip_prefix("Cast error: ")
-        .unwrap_or(message)
-        .strip_prefix("Cannot cast string '")?;
+    let rest = cast_error(message, "Cannot cast string '")?;
     let (value, target) = rest.rsplit_once("' to value of ")?;
     let target = target.strip_suffix(" type")?;
     let type_name = target
@@ -301,6 +309,15 @@ fn invalid_text_input(message: &str) -> Option<Error> {
         value.trim().to_ascii_lowercase().as_str(),
         "nan" | "infinity" | "+infinity" | "-infinity" | "inf" | "+inf" | "-inf"
     );
+    let integer = matches!(type_name.as_str(), "smallint" | "integer" | "bigint");
+    let digits = value.trim().trim_start_matches(['+', '-']);
+    if integer && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        // Well formed, but past the type's range (PostgreSQL's int4in and its kin).
+        return Some(Error::data(
+            "22003",
+            format!("value \"{value}\" is out of range for type {type_name}"),
+        ));
+    }
     if type_name == "numeric" && special {
         return Some(Error::NotSupported(format!(
             "numeric value \"{value}\": NaN and infinity in numeric are not supported (use double precision)"
@@ -310,6 +327,20 @@ fn invalid_text_input(message: &str) -> Option<Error> {
         "22P02",
         format!("invalid input syntax for type {type_name}: \"{value}\""),
     ))
+}
+
+/// Arrow's "Can't cast value 32768 to type Int16" (a number cast to a narrower integer type)
+/// as PostgreSQL says it: `22003` `smallint out of range`.
+fn integer_cast_overflow(message: &str) -> Option<Error> {
+    let rest = cast_error(message, "Can't cast value ")?;
+    let (_, target) = rest.rsplit_once(" to type ")?;
+    let type_name = match target.trim() {
+        "Int16" => "smallint",
+        "Int32" => "integer",
+        "Int64" => "bigint",
+        _ => return None,
+    };
+    Some(Error::data("22003", format!("{type_name} out of range")))
 }
 
 /// Trims DataFusion's "Error during planning: " style prefixes so users see the message itself.

@@ -2247,7 +2247,6 @@ fn concat_as(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch>
     Ok(arrow::compute::concat_batches(schema, &parts)?)
 }
 
-/// True when planning failed because two output columns have the same name.
 /// The declared type modifiers of a `CREATE TABLE`'s columns, by column index
 /// (`varchar(n)`, `char(n)`, `numeric(p, s)`; `char` alone is `char(1)` as in PostgreSQL).
 ///
@@ -2316,6 +2315,7 @@ fn declared_type_modifiers(stmt: &Statement) -> Result<Vec<crate::catalog::TypeM
         .collect()
 }
 
+/// True when planning failed because two output columns have the same name.
 fn is_duplicate_name_error(e: &Error) -> bool {
     let m = e.to_string().to_ascii_lowercase();
     // DataFusion also refuses a qualified and an unqualified output column of one name

@@ -146,12 +146,56 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
         .and_then(|mut p| p.parse_statements())
         .map_err(parse_error)?;
     let mut stmt = exactly_one(statements)?;
+    check_cast_lengths(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
     for rule in &PARSER.rules {
         stmt = rule.rewrite(stmt);
     }
     Ok(stmt)
+}
+
+/// Refuses a cast to `varchar(n)` or `char(n)` whose length PostgreSQL refuses
+/// (`anychar_typmodin`): `22023` `length for type varchar must be at least 1` for 0, and
+/// `... cannot exceed 10485760` above that.
+///
+/// # Errors
+/// `22023` as above.
+fn check_cast_lengths(stmt: &Statement) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::CharacterLength;
+    struct Lengths;
+    impl Visitor for Lengths {
+        type Break = Error;
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<Error> {
+            let Expr::Cast { data_type, .. } = e else {
+                return ControlFlow::Continue(());
+            };
+            let (name, length) = match data_type {
+                SqlDataType::Varchar(l) | SqlDataType::CharacterVarying(l) => ("varchar", l),
+                SqlDataType::Char(l) | SqlDataType::Character(l) => ("char", l),
+                _ => return ControlFlow::Continue(()),
+            };
+            match length {
+                Some(CharacterLength::IntegerLength { length: 0, .. }) => {
+                    ControlFlow::Break(Error::data(
+                        "22023",
+                        format!("length for type {name} must be at least 1"),
+                    ))
+                }
+                Some(CharacterLength::IntegerLength { length, .. }) if *length > 10_485_760 => {
+                    ControlFlow::Break(Error::data(
+                        "22023",
+                        format!("length for type {name} cannot exceed 10485760"),
+                    ))
+                }
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    match stmt.visit(&mut Lengths) {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
 }
 
 /// Parses one statement with datafusion-pg-catalog's whole compatibility layer, including
