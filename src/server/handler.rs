@@ -1029,10 +1029,7 @@ impl ExtendedQueryHandler for Conn {
     {
         let stmt = &portal.statement.statement;
         let params = if portal.parameter_len() > 0 {
-            let inferred: Vec<Option<&DataType>> = stmt.params.iter().map(|t| t.as_ref()).collect();
-            Some(arrow_pg::datatypes::df::deserialize_parameters(
-                portal, &inferred,
-            )?)
+            Some(bind_parameters(portal, &stmt.params)?)
         } else {
             None
         };
@@ -1054,6 +1051,54 @@ impl ExtendedQueryHandler for Conn {
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
         }
     }
+}
+
+/// The values of a portal's parameters, read by arrow-pg as the client's declared type or
+/// else the type the statement implies (`inferred`).
+///
+/// A NULL whose type neither gives (psycopg sends `None` untyped: `SELECT coalesce($1,
+/// 'x')`) arrow-pg leaves out of its list, which left `$1` without a value (`42601` "No value
+/// found for placeholder"); it is put back as an untyped NULL, which takes the type its use
+/// gives it, as PostgreSQL's `unknown` NULL does.
+///
+/// # Errors
+/// arrow-pg's, for a value that does not decode as its type; `42P18` when some other
+/// parameter has no value.
+fn bind_parameters(
+    portal: &Portal<Prepared>,
+    inferred: &[Option<DataType>],
+) -> PgWireResult<datafusion::common::ParamValues> {
+    use datafusion::common::{ParamValues, ScalarValue};
+    let types: Vec<Option<&DataType>> = inferred.iter().map(|t| t.as_ref()).collect();
+    let mut values = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
+    let n = portal.parameter_len();
+    if let ParamValues::List(list) = &mut values
+        && list.len() < n
+    {
+        for i in 0..n {
+            let declared = portal
+                .statement
+                .parameter_types
+                .get(i)
+                .cloned()
+                .flatten()
+                .filter(|t| *t != Type::UNKNOWN);
+            let untyped = declared.is_none() && inferred.get(i).is_none_or(Option::is_none);
+            if untyped && portal.parameters.get(i).is_some_and(Option::is_none) {
+                list.insert(i.min(list.len()), ScalarValue::Null.into());
+            }
+        }
+        if list.len() != n {
+            return Err(pg_error(&Error::plan(
+                "42P18",
+                format!(
+                    "could not determine data type of parameter ${}",
+                    list.len() + 1
+                ),
+            )));
+        }
+    }
+    Ok(values)
 }
 
 #[async_trait]

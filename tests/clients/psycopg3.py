@@ -147,6 +147,14 @@ def select_param_echo_binary():
     conn.commit()
 
 
+def null_param():
+    # psycopg sends None untyped: PostgreSQL's NULL of type unknown, which coalesce resolves.
+    with conn.cursor() as cur:
+        cur.execute("SELECT coalesce(%s, 'fallback') AS c, %s::int AS i", (None, None))
+        eq(cur.fetchone(), ("fallback", None), "untyped NULL parameters")
+    conn.commit()
+
+
 def simple_protocol():
     # A ClientCursor merges the parameters into the text and sends a simple Query.
     with psycopg.ClientCursor(conn) as cur:
@@ -303,6 +311,7 @@ for name, fn in [
     ("param_interval_arith", param_interval_arith),
     ("select_param_echo", select_param_echo),
     ("select_param_echo_binary", select_param_echo_binary),
+    ("null_param", null_param),
     ("simple_protocol", simple_protocol),
     ("binary_results", binary_results),
     ("binary_params", binary_params),
