@@ -539,6 +539,25 @@ async fn relation_oids_agree_across_sessions() {
             .unwrap();
         assert_eq!(row.get::<_, i64>(0), seen_first[1].1);
     }
+    // The catalogs' OID columns are `oid`, as PostgreSQL declares them (none `regclass` or
+    // `regnamespace`), and read as numbers in binary; an OID cast to a wider integer is that.
+    let described = first
+        .prepare(
+            "SELECT c.oid, c.relnamespace, a.attrelid, a.atttypid, c.oid::int8 \
+             FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid WHERE c.relname = 'ob'",
+        )
+        .await
+        .unwrap();
+    use tokio_postgres::types::Type;
+    let types: Vec<&Type> = described.columns().iter().map(|c| c.type_()).collect();
+    assert_eq!(
+        types,
+        [&Type::OID, &Type::OID, &Type::OID, &Type::OID, &Type::INT8]
+    );
+    let row = first.query_one(&described, &[]).await.unwrap();
+    assert_eq!(i64::from(row.get::<_, u32>(2)), seen_first[1].1);
+    assert_eq!(i64::from(row.get::<_, u32>(1)), seen_first[1].2);
+    assert_eq!(row.get::<_, u32>(3), 23);
 }
 
 async fn simple_query_names(c: &tokio_postgres::Client, sql: &str) -> Vec<String> {

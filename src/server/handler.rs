@@ -445,27 +445,35 @@ fn data_row_fields(row: &pgwire::messages::data::DataRow) -> PgWireResult<Vec<Op
 /// Related Constructs", and the release notes of PostgreSQL 10). Such a column holds only
 /// NULLs when planned without parameter values; with them bound, it holds their text.
 ///
-/// A catalog column's OID type (`pg_class.oid` is `oid`) survives only on its own 4-byte
-/// integer: DataFusion keeps a column's type marker through a cast, and `c.oid::int8` or
-/// `c.oid::text` is a `bigint` or `text` (as in PostgreSQL), whose values an `oid`
-/// description would make a binary client misread.
+/// A catalog column is described as `oid`, as PostgreSQL's catalogs declare their OID
+/// columns (`pg_class.relnamespace`, `pg_attribute.attrelid`, `atttypid`), where
+/// datafusion-pg-catalog marks some as `regnamespace`, `regclass` or `regtype`, whose
+/// values drivers read as names (psycopg returned `'16454'`, asyncpg a string). The marker
+/// survives only on its own 4-byte integer: DataFusion keeps a column's marker through a
+/// cast, and `c.oid::int8` or `c.oid::text` is a `bigint` or `text` (as in PostgreSQL),
+/// whose values an `oid` description would make a binary client misread.
 fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
-    let unmarked;
-    let schema = if schema.fields().iter().any(|f| stale_oid_marker(f)) {
+    use arrow_pg::datatypes::PG_OID_ALIAS_KEY;
+    let described;
+    let schema = if schema.fields().iter().any(|f| oid_marker_to_fix(f)) {
         let fields: Vec<arrow::datatypes::Field> = schema
             .fields()
             .iter()
             .map(|f| {
                 let mut f = f.as_ref().clone();
-                if stale_oid_marker(&f) {
-                    f.metadata_mut()
-                        .remove(arrow_pg::datatypes::PG_OID_ALIAS_KEY);
+                if oid_marker_to_fix(&f) {
+                    if f.data_type() == &DataType::Int32 {
+                        f.metadata_mut()
+                            .insert(PG_OID_ALIAS_KEY.to_string(), "oid".to_string());
+                    } else {
+                        f.metadata_mut().remove(PG_OID_ALIAS_KEY);
+                    }
                 }
                 f
             })
             .collect();
-        unmarked = arrow::datatypes::Schema::new(fields);
-        &unmarked
+        described = arrow::datatypes::Schema::new(fields);
+        &described
     } else {
         schema
     };
@@ -483,11 +491,13 @@ fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult
         .collect())
 }
 
-/// Whether `f` carries an OID type marker on values that are no longer a 4-byte OID.
-fn stale_oid_marker(f: &arrow::datatypes::Field) -> bool {
-    f.data_type() != &DataType::Int32
-        && f.metadata()
-            .contains_key(arrow_pg::datatypes::PG_OID_ALIAS_KEY)
+/// Whether `f` carries an OID type marker other than `oid` on a 4-byte integer, or any on
+/// values that are no longer a 4-byte OID (see [`pg_fields`]).
+fn oid_marker_to_fix(f: &arrow::datatypes::Field) -> bool {
+    match f.metadata().get(arrow_pg::datatypes::PG_OID_ALIAS_KEY) {
+        Some(kind) => f.data_type() != &DataType::Int32 || kind != "oid",
+        None => false,
+    }
 }
 
 /// Rows of `schema` as a query response (command tag `SELECT`).

@@ -1941,7 +1941,7 @@ fn datetime_text_cast(
         DataType::Interval(_) => (Target::Interval, "interval"),
         DataType::Timestamp(_, Some(_)) => (Target::Timestamp, "timestamp with time zone"),
         DataType::Timestamp(_, None) => (Target::Timestamp, "timestamp"),
-        _ => return Ok(Transformed::no(Expr::Cast(c))),
+        _ => return number_text_cast(c, schema),
     };
     let rewritten = matches!(c.expr.as_ref(), Expr::ScalarFunction(f)
         if f.name() == DateTimeText::name_of(target));
@@ -1971,6 +1971,34 @@ fn datetime_text_cast(
             expr: Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
                 udf,
                 vec![text],
+            ))),
+            field: c.field,
+        },
+    )))
+}
+
+/// A cast of text (not already rewritten) to `double precision`, `real` or `numeric`,
+/// rewritten to cast the text as [`super::functions::number_input`] checks it; other casts
+/// unchanged.
+fn number_text_cast(
+    c: datafusion::logical_expr::Cast,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    use super::functions::number_input::{NumberTarget, NumberText};
+    let Some(target) = NumberTarget::of(c.field.data_type()) else {
+        return Ok(Transformed::no(Expr::Cast(c)));
+    };
+    let rewritten =
+        matches!(c.expr.as_ref(), Expr::ScalarFunction(f) if f.name() == NumberText::NAME);
+    if rewritten || c.expr.get_type(schema)? != DataType::Utf8 {
+        return Ok(Transformed::no(Expr::Cast(c)));
+    }
+    let udf = Arc::new(ScalarUDF::new_from_impl(NumberText::new(target)));
+    Ok(Transformed::yes(Expr::Cast(
+        datafusion::logical_expr::Cast {
+            expr: Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
+                udf,
+                vec![*c.expr],
             ))),
             field: c.field,
         },

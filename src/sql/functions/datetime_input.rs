@@ -97,21 +97,7 @@ impl ScalarUDFImpl for DateTimeText {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let zone: Option<Tz> = self.zone.as_deref().map(str::parse).transpose()?;
-        let convert = |v: Option<&str>| v.map(|s| self.convert(s, zone.as_ref())).transpose();
-        match &args.args[0] {
-            ColumnarValue::Scalar(ScalarValue::Utf8(v)) => Ok(ColumnarValue::Scalar(
-                ScalarValue::Utf8(convert(v.as_deref())?),
-            )),
-            other => {
-                let array = other.to_array(args.number_rows)?;
-                let out: StringArray = array
-                    .as_string::<i32>()
-                    .iter()
-                    .map(convert)
-                    .collect::<Result<_>>()?;
-                Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
-            }
-        }
+        super::map_text(&args, |s| self.convert(s, zone.as_ref()))
     }
 }
 

@@ -12,6 +12,7 @@ pub mod at_time_zone;
 pub mod datetime_input;
 pub mod float_sum;
 pub mod json;
+pub mod number_input;
 pub mod pg_info;
 pub mod to_char;
 
@@ -56,6 +57,35 @@ pub(crate) fn pg_type_name(t: &DataType) -> String {
         DataType::Interval(_) | DataType::Duration(_) => "interval".into(),
         DataType::Time32(_) | DataType::Time64(_) => "time without time zone".into(),
         other => other.to_string(),
+    }
+}
+
+/// A function of one text argument applied row by row (NULL stays NULL): `f`'s text, or its
+/// error, for each value.
+///
+/// # Errors
+/// `f`'s first error.
+pub(crate) fn map_text(
+    args: &datafusion::logical_expr::ScalarFunctionArgs,
+    f: impl Fn(&str) -> datafusion::common::Result<String>,
+) -> datafusion::common::Result<datafusion::logical_expr::ColumnarValue> {
+    use arrow::array::{ArrayRef, AsArray, StringArray};
+    use datafusion::common::ScalarValue;
+    use datafusion::logical_expr::ColumnarValue;
+    let convert = |v: Option<&str>| v.map(&f).transpose();
+    match &args.args[0] {
+        ColumnarValue::Scalar(ScalarValue::Utf8(v)) => Ok(ColumnarValue::Scalar(
+            ScalarValue::Utf8(convert(v.as_deref())?),
+        )),
+        other => {
+            let array = other.to_array(args.number_rows)?;
+            let out: StringArray = array
+                .as_string::<i32>()
+                .iter()
+                .map(convert)
+                .collect::<datafusion::common::Result<_>>()?;
+            Ok(ColumnarValue::Array(std::sync::Arc::new(out) as ArrayRef))
+        }
     }
 }
 
