@@ -18,7 +18,12 @@
 //! `WEIR_SCALING_TOPN=1` it has two Top-N views as well: `top3`, the three largest `v` of each
 //! `grp` (`row_number() OVER (PARTITION BY grp ORDER BY v DESC) <= 3`, partitions of N/1,000
 //! rows), and `top10`, the ten largest `v` of the whole table (`ORDER BY v DESC LIMIT 10`, one
-//! partition of N rows). Each N runs twice, side by side:
+//! partition of N rows). With `WEIR_SCALING_DYNFILTER=dynamic` it has a view of the rows above
+//! the table's average, `above_avg` (`WHERE v > (SELECT avg(v) FROM t)`: a dynamic filter,
+//! each move of the average reads the rows it passes over), and with
+//! `WEIR_SCALING_DYNFILTER=cross` the same view written with float casts, which Weir plans as a
+//! cross join with the one-row average and a filter (each move re-reads every row). Each N
+//! runs twice, side by side:
 //! with the rows of tables and views in the state backend (RocksDB, `--memory-limit` from
 //! `WEIR_SCALING_MEMORY_LIMIT`, default `1GB`) and with them in memory; each run is a child
 //! process of its own so that its memory figures are its own (`WEIR_SCALING_MODES`, default
@@ -92,6 +97,22 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
             .await
             .expect("Top-N schema");
     }
+    match dynfilter().as_deref() {
+        Some("dynamic") => client
+            .batch_execute(
+                "CREATE MATERIALIZED VIEW above_avg AS SELECT id, v FROM t WHERE v > (SELECT avg(v) FROM t)",
+            )
+            .await
+            .expect("dynamic filter schema"),
+        Some("cross") => client
+            .batch_execute(
+                "CREATE MATERIALIZED VIEW above_avg AS SELECT id, v FROM t \
+                 WHERE v::float8 > (SELECT avg(v)::float8 FROM t)",
+            )
+            .await
+            .expect("cross join schema"),
+        _ => {}
+    }
     let t0 = Instant::now();
     load(client, rows).await;
     client.batch_execute("FLUSH").await.expect("flush");
@@ -158,6 +179,10 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
     }
 }
 
+fn dynfilter() -> Option<String> {
+    std::env::var("WEIR_SCALING_DYNFILTER").ok()
+}
+
 fn topn_enabled() -> bool {
     std::env::var("WEIR_SCALING_TOPN").is_ok_and(|v| v == "1")
 }
@@ -202,6 +227,18 @@ async fn check_answers(client: &tokio_postgres::Client, rows: u64) {
             scalar(client, "SELECT count(*), sum(v) FROM j").await,
             vec![n, sum_v],
             "j"
+        );
+    }
+    if dynfilter().is_some() {
+        // v > sum / n, compared exactly as v * n > sum.
+        let above: Vec<i128> = (0..rows)
+            .map(|id| (mix(id) % 1_000_000) as i128)
+            .filter(|v| v * n > sum_v)
+            .collect();
+        assert_eq!(
+            scalar(client, "SELECT count(*), sum(v) FROM above_avg").await,
+            vec![above.len() as i128, above.iter().sum::<i128>()],
+            "above_avg"
         );
     }
     if topn_enabled() {

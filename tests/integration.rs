@@ -896,6 +896,67 @@ async fn grouping_sets_and_distinct_on_views_survive_a_restart() {
     server.stop().await;
 }
 
+/// Views joining a table with a single-row aggregate (no equi-key) keep their state across a
+/// restart: the stored rows of both sides are joined again when the aggregate moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_row_joins_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE t (id INT, x INT);
+             CREATE TABLE s (y INT);
+             CREATE MATERIALIZED VIEW above AS SELECT id FROM t WHERE x > (SELECT sum(y) FROM s);
+             CREATE MATERIALIZED VIEW share AS SELECT t.id, t.x, a.total FROM t, (SELECT sum(x) AS total FROM t) a;
+             INSERT INTO t VALUES (1, 10), (2, 20), (3, 30);
+             INSERT INTO s VALUES (15);
+             FLUSH",
+        )
+        .await
+        .unwrap();
+        drop(c);
+        server.stop().await;
+    }
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    let above = "SELECT id FROM above ORDER BY id";
+    let share = "SELECT id, x, total FROM share ORDER BY id";
+    assert_eq!(
+        common::query_text(&c, above).await,
+        vec![vec!["2"], vec!["3"]]
+    );
+    // 10 + 20 + 30 = 60.
+    assert_eq!(
+        common::query_text(&c, share).await,
+        vec![
+            vec!["1", "10", "60"],
+            vec!["2", "20", "60"],
+            vec!["3", "30", "60"]
+        ]
+    );
+    // The threshold falls to 15 - 10 = 5 and a row of x = 4 arrives: 1, 2 and 3 pass, 4 not;
+    // the total becomes 64.
+    c.batch_execute("INSERT INTO s VALUES (-10); INSERT INTO t VALUES (4, 4); FLUSH")
+        .await
+        .unwrap();
+    assert_eq!(
+        common::query_text(&c, above).await,
+        vec![vec!["1"], vec!["2"], vec!["3"]]
+    );
+    assert_eq!(
+        common::query_text(&c, share).await,
+        vec![
+            vec!["1", "10", "64"],
+            vec!["2", "20", "64"],
+            vec!["3", "30", "64"],
+            vec!["4", "4", "64"]
+        ]
+    );
+    server.stop().await;
+}
+
 /// A statement that panics (here by a failpoint) fails with `XX000`; the connection, an open
 /// transaction's rules and the data stay as they were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,8 @@
 //! correlated scalar subqueries (equality and other correlations) and multi-row ones (a subquery returning two rows is 21000),
 //! interval comparison and ordering (`'48 hours' > '1 day'`), `x op ANY(array)` with NULL
 //! elements, `sum(bigint)` past 2^63, set operations with and without `ALL` (copies counted),
-//! grouping sets, `DISTINCT ON` and outer joins with conditions beside the key. `WEIR_PG_SEEDS` sets the number of seeds (200), `WEIR_PG_SEED_START` the first (0).
+//! grouping sets, `DISTINCT ON`, outer joins with conditions beside the key, and comparisons
+//! and cross joins with a single-row aggregate (`v > (SELECT sum(w) FROM b)`). `WEIR_PG_SEEDS` sets the number of seeds (200), `WEIR_PG_SEED_START` the first (0).
 
 use crate::common;
 
@@ -389,6 +390,24 @@ fn views(rng: &mut StdRng) -> Vec<(String, String)> {
                 "SELECT DISTINCT ON (k) k, v, big FROM a ORDER BY k, v {} NULLS LAST, big",
                 if rng.random_bool(0.5) { "DESC" } else { "ASC" },
             ),
+        ),
+        (
+            // A comparison with a single-row aggregate (a dynamic filter), or with its float
+            // cast (a cross join and a filter); b may be empty (the aggregate is NULL).
+            "v_dynfilter".into(),
+            format!(
+                "SELECT k, v FROM a WHERE {} {} (SELECT {}(w) FROM b){}",
+                if rng.random_bool(0.3) { "v::float8" } else { "v" },
+                ["<", "<=", ">", ">="][rng.random_range(0..4)],
+                ["sum", "max", "min", "avg"][rng.random_range(0..4)],
+                if rng.random_bool(0.5) { " AND k <> 2" } else { "" }
+            ),
+        ),
+        (
+            // A cross join with a global aggregate.
+            "v_crossagg".into(),
+            "SELECT a.k, a.v, s.total, s.n FROM a, (SELECT sum(w) AS total, count(*) AS n FROM b) AS s"
+                .into(),
         ),
         (
             "v_notexists".into(),

@@ -1145,9 +1145,16 @@ impl Session {
             })
             .cloned()
             .collect();
-        let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+        let mut state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
             .with_optimizer_rules(rules)
             .build();
+        // An uncorrelated scalar subquery becomes a join with its one row, which the dataflow
+        // maintains, instead of a value computed once when the plan runs.
+        state
+            .config_mut()
+            .options_mut()
+            .optimizer
+            .enable_physical_uncorrelated_scalar_subquery = false;
         let plan = state.optimize(&plan)?;
         self.materialize_table_functions(plan).await
     }

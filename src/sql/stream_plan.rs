@@ -29,6 +29,162 @@ use crate::stream::ops::semi_join::SemiKind;
 use crate::stream::ops::temporal_filter::TemporalBound;
 use crate::stream::plan::{StreamNode, StreamPlan};
 
+/// Whether `plan` yields at most one row whatever its inputs hold: an aggregate without
+/// `GROUP BY` (exactly one row), a constant relation of at most one row, or such a plan under
+/// projections, filters, aliases and sorts. An `array_agg` without `GROUP BY` (how `IN
+/// (subquery)` under `OR` and a subquery without an aggregate are rewritten) does not count:
+/// its one row holds every row of its input, so each change would cost them all.
+fn at_most_one_row(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Aggregate(a) => {
+            a.group_expr.is_empty()
+                && !a.aggr_expr.iter().any(|e| {
+                    let e = match e {
+                        Expr::Alias(a) => a.expr.as_ref(),
+                        e => e,
+                    };
+                    matches!(e, Expr::AggregateFunction(f) if f.func.name() == "array_agg")
+                })
+        }
+        LogicalPlan::Values(v) => v.values.len() <= 1,
+        LogicalPlan::EmptyRelation(_) => true,
+        LogicalPlan::Projection(p) => at_most_one_row(&p.input),
+        LogicalPlan::Filter(f) => at_most_one_row(&f.input),
+        LogicalPlan::SubqueryAlias(a) => at_most_one_row(&a.input),
+        LogicalPlan::Sort(s) => at_most_one_row(&s.input),
+        _ => false,
+    }
+}
+
+/// A projection of a filtered join without an equi-key whose one side holds at most one row,
+/// where one conjunct compares an expression of the other side with one of the single row
+/// and nothing above the join reads the single row's columns otherwise (`SELECT id FROM t
+/// WHERE x > (SELECT sum(y) FROM s)`): a [`StreamNode::DynamicFilter`], whose cost follows
+/// the rows the threshold's move flips instead of every row. `None` when the plan has
+/// another shape (it is then planned as a cross join and a filter).
+fn dynamic_filter(
+    p: &datafusion::logical_expr::Projection,
+    sources: &mut BTreeSet<RelationId>,
+) -> Result<Option<StreamNode>> {
+    use crate::stream::ops::dynamic_filter::Comparison;
+    use datafusion::logical_expr::utils::split_conjunction;
+    use datafusion::logical_expr::{BinaryExpr, Operator as Op};
+    let (filter, j) = match p.input.as_ref() {
+        LogicalPlan::Filter(f) => match f.input.as_ref() {
+            LogicalPlan::Join(j) => (Some(&f.predicate), j),
+            _ => return Ok(None),
+        },
+        LogicalPlan::Join(j) => (None, j),
+        _ => return Ok(None),
+    };
+    if !j.on.is_empty() {
+        return Ok(None);
+    }
+    // The side of many rows and the single-row side. An outer join's ON conditions pad
+    // rows instead of dropping them, so only a WHERE above it may filter.
+    let (many, one) = match j.join_type {
+        JoinType::Inner if at_most_one_row(&j.right) => (&j.left, &j.right),
+        JoinType::Inner if at_most_one_row(&j.left) => (&j.right, &j.left),
+        JoinType::Left if j.filter.is_none() && at_most_one_row(&j.right) => (&j.left, &j.right),
+        JoinType::Right if j.filter.is_none() && at_most_one_row(&j.left) => (&j.right, &j.left),
+        _ => return Ok(None),
+    };
+    let conjuncts: Vec<&Expr> = filter
+        .into_iter()
+        .chain(j.filter.as_ref())
+        .flat_map(split_conjunction)
+        .collect();
+    let reads_only = |e: &Expr, side: &LogicalPlan| {
+        e.column_refs()
+            .iter()
+            .all(|c| side.schema().index_of_column(c).is_ok())
+    };
+    if conjuncts
+        .iter()
+        .any(|c| crate::sql::temporal::contains_now(c))
+        || !p.expr.iter().all(|e| reads_only(e, many))
+    {
+        return Ok(None);
+    }
+    let mut found = None;
+    let mut rest = Vec::new();
+    for c in conjuncts {
+        if reads_only(c, many) {
+            rest.push(c.clone());
+            continue;
+        }
+        let Expr::BinaryExpr(BinaryExpr { left, op, right }) = c else {
+            return Ok(None);
+        };
+        let comparison = match op {
+            Op::Lt => Comparison::Lt,
+            Op::LtEq => Comparison::LtEq,
+            Op::Gt => Comparison::Gt,
+            Op::GtEq => Comparison::GtEq,
+            _ => return Ok(None),
+        };
+        // `value <op> threshold`, or the other way round with the comparison turned.
+        let (value, threshold, comparison) = if reads_only(left, many) && reads_only(right, one) {
+            (left, right, comparison)
+        } else if reads_only(left, one) && reads_only(right, many) {
+            let turned = match comparison {
+                Comparison::Lt => Comparison::Gt,
+                Comparison::LtEq => Comparison::GtEq,
+                Comparison::Gt => Comparison::Lt,
+                Comparison::GtEq => Comparison::LtEq,
+            };
+            (right, left, turned)
+        } else {
+            return Ok(None);
+        };
+        if found.is_some() || value.column_refs().is_empty() {
+            return Ok(None);
+        }
+        found = Some((
+            value.as_ref().clone(),
+            threshold.as_ref().clone(),
+            comparison,
+        ));
+    }
+    let Some((value, threshold, comparison)) = found else {
+        return Ok(None);
+    };
+    // Floats stay a filter: the state's key order is IEEE's total order, where -0 sorts
+    // below 0 and a NaN of either sign is no longer beyond every number, while SQL's
+    // comparison takes -0 = 0.
+    let value_type = value.get_type(many.schema())?;
+    if value_type.is_floating() || threshold.get_type(one.schema())? != value_type {
+        return Ok(None);
+    }
+    let left = build(many, sources)?;
+    let right = build(one, sources)?;
+    let mut node = StreamNode::DynamicFilter {
+        value: physical(&value, many.schema())?,
+        threshold: physical(&threshold, one.schema())?,
+        value_type,
+        comparison,
+        left: Box::new(left),
+        right: Box::new(right),
+    };
+    if let Some(rest) = datafusion::logical_expr::utils::conjunction(rest) {
+        node = StreamNode::Filter {
+            input: Box::new(node),
+            predicate: physical(&rest, many.schema())?,
+            display: rest.to_string(),
+        };
+    }
+    let exprs = p
+        .expr
+        .iter()
+        .map(|e| physical(e, many.schema()))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(StreamNode::Project {
+        input: Box::new(node),
+        exprs,
+        schema: nullable_schema(p.schema.as_arrow()),
+    }))
+}
+
 /// The columns of `plan`'s output that identify a row (its stream key), when the plan shows
 /// one: the group columns of an aggregate, carried through projections that keep them and
 /// filters. Empty when none is known (the whole row is then the key). A view's state table
@@ -322,9 +478,9 @@ fn time_driven(node: &StreamNode) -> bool {
         | StreamNode::Project { input, .. }
         | StreamNode::HashAgg { input, .. }
         | StreamNode::OverWindow { input, .. } => time_driven(input),
-        StreamNode::HashJoin { left, right, .. } | StreamNode::SemiJoin { left, right, .. } => {
-            time_driven(left) || time_driven(right)
-        }
+        StreamNode::HashJoin { left, right, .. }
+        | StreamNode::SemiJoin { left, right, .. }
+        | StreamNode::DynamicFilter { left, right, .. } => time_driven(left) || time_driven(right),
         StreamNode::Union { inputs, .. } => inputs.iter().any(time_driven),
     }
 }
@@ -424,6 +580,9 @@ fn build_hinted(
 ) -> Result<StreamNode> {
     match plan {
         LogicalPlan::Projection(p) => {
+            if let Some(node) = dynamic_filter(p, sources)? {
+                return Ok(node);
+            }
             let hint = hint.and_then(|h| {
                 let mut e = match &p.expr[h.column] {
                     Expr::Alias(a) => a.expr.as_ref(),
@@ -598,10 +757,26 @@ fn build_hinted(
                     )));
                 }
             };
-            if j.on.is_empty() {
-                return Err(Error::not_supported(
-                    "a join without an equality condition (cross join) in a materialized view is not supported",
-                ));
+            // A join without an equi-key runs as one with a constant key when one side holds at
+            // most one row (a global aggregate, as `WHERE x > (SELECT sum(y) FROM t)` plans):
+            // a change of the other side then pairs with that row alone. An outer join must
+            // not preserve the single-row side: its padding would count the other side's rows
+            // on every change of them.
+            let cross = j.on.is_empty();
+            if cross {
+                let (one_left, one_right) = (at_most_one_row(&j.left), at_most_one_row(&j.right));
+                let allowed = semi.is_none()
+                    && match kind {
+                        JoinKind::Inner => one_left || one_right,
+                        JoinKind::Left => one_right,
+                        JoinKind::Right => one_left,
+                        JoinKind::Full => false,
+                    };
+                if !allowed {
+                    return Err(Error::not_supported(
+                        "a join without an equality condition (cross join) in a materialized view is not supported, unless one side is a single row (an aggregate without GROUP BY) that an outer join does not preserve",
+                    ));
+                }
             }
             if j.filter.is_some() && semi.is_some() {
                 return Err(Error::not_supported(
@@ -659,7 +834,7 @@ fn build_hinted(
                 });
             }
             let schema = nullable_schema(j.schema.as_arrow());
-            let bounds = if kind == JoinKind::Inner {
+            let bounds = if kind == JoinKind::Inner && !cross {
                 join_bounds(j, &on, &left, &right)
             } else {
                 Vec::new()

@@ -14,6 +14,7 @@ use datafusion::physical_expr::window::WindowExpr;
 use crate::common::RelationId;
 use crate::error::Result;
 use crate::stream::Operator;
+use crate::stream::ops::dynamic_filter::{Comparison, DynamicFilter};
 use crate::stream::ops::exchange::{Exchange, ExchangeInput};
 use crate::stream::ops::filter::Filter;
 use crate::stream::ops::hash_agg::{AggCall, HashAgg};
@@ -177,6 +178,22 @@ pub enum StreamNode {
         /// The conjunct as SQL, for EXPLAIN.
         display: String,
     },
+    /// The left rows whose value compares with the right side's single row
+    /// ([`DynamicFilter`]).
+    DynamicFilter {
+        /// The filtered rows.
+        left: Box<StreamNode>,
+        /// At most one row (an aggregate without `GROUP BY`).
+        right: Box<StreamNode>,
+        /// The compared value, over the left schema.
+        value: Arc<dyn PhysicalExpr>,
+        /// The threshold, over the right schema.
+        threshold: Arc<dyn PhysicalExpr>,
+        /// Their type.
+        value_type: DataType,
+        /// `value <comparison> threshold`.
+        comparison: Comparison,
+    },
     /// `UNION ALL` of inputs of one schema ([`Union`]).
     Union {
         /// The inputs.
@@ -229,7 +246,9 @@ impl StreamNode {
             StreamNode::Filter { input, .. } | StreamNode::TemporalFilter { input, .. } => {
                 input.width()
             }
-            StreamNode::SemiJoin { left, .. } => left.width(),
+            StreamNode::SemiJoin { left, .. } | StreamNode::DynamicFilter { left, .. } => {
+                left.width()
+            }
             StreamNode::Values { rows, .. } => rows.num_columns(),
         }
     }
@@ -360,6 +379,21 @@ impl StreamNode {
                 Arc::clone(predicate),
                 *bound,
                 display.clone(),
+            )?),
+            StreamNode::DynamicFilter {
+                left,
+                right,
+                value,
+                threshold,
+                value_type,
+                comparison,
+            } => Box::new(DynamicFilter::try_new(
+                left.build_with(how)?,
+                right.build_with(how)?,
+                Arc::clone(value),
+                Arc::clone(threshold),
+                value_type.clone(),
+                *comparison,
             )?),
             StreamNode::Union { inputs, schema } => Box::new(Union {
                 inputs: inputs

@@ -154,6 +154,9 @@ pub struct HashJoin {
     /// Each side's rows keyed by (join key, row); see the type's docs.
     left_state: StateTable,
     right_state: StateTable,
+    /// Whether the join has no equi-key and joins on a constant one instead (every row of
+    /// each side under one key; planned only when one side holds at most one row).
+    cross: bool,
     /// Bounds between the sides' columns that watermarks turn into state cleaning and output
     /// watermarks (see [`JoinBound`]).
     bounds: Vec<JoinBound>,
@@ -183,7 +186,9 @@ pub(crate) fn side_schema(key_types: &[DataType], side: &SchemaRef) -> SchemaRef
 }
 
 impl HashJoin {
-    /// Builds the join.
+    /// Builds the join. Without keys (`key_types` empty) it is a cross join: every row of
+    /// each side is kept under one constant key, so a change of one side pairs with all of
+    /// the other's rows; the planner builds one only when a side holds at most one row.
     ///
     /// # Errors
     /// Arrow errors when a key or column type has no row encoding.
@@ -197,6 +202,18 @@ impl HashJoin {
         kind: JoinKind,
         schema: SchemaRef,
     ) -> Result<Self> {
+        // No equi-key (a cross join with a single-row side): every row has the same key.
+        let cross = key_types.is_empty();
+        let (left_keys, right_keys, key_types) = if cross {
+            let constant = || -> Arc<dyn PhysicalExpr> {
+                Arc::new(datafusion::physical_expr::expressions::Literal::new(
+                    ScalarValue::Boolean(Some(true)),
+                ))
+            };
+            (vec![constant()], vec![constant()], vec![DataType::Boolean])
+        } else {
+            (left_keys, right_keys, key_types)
+        };
         let key_converter = RowConverter::new(
             key_types
                 .iter()
@@ -223,6 +240,7 @@ impl HashJoin {
             right_rows,
             left_state,
             right_state,
+            cross,
             bounds: Vec::new(),
             expiry: [None, None],
             expired_rows: 0,
@@ -759,12 +777,20 @@ impl Operator for HashJoin {
             .as_ref()
             .map(|c| format!(" condition={c}"))
             .unwrap_or_default();
-        out.push(format!(
-            "{}StreamHashJoin: {:?} on [{}]{condition} (state tables: left and right rows keyed by the join key)",
-            "  ".repeat(depth),
-            self.kind,
-            on.join(", ")
-        ));
+        if self.cross {
+            out.push(format!(
+                "{}StreamHashJoin: {:?} cross join with a single-row side{condition} (state tables: left and right rows)",
+                "  ".repeat(depth),
+                self.kind,
+            ));
+        } else {
+            out.push(format!(
+                "{}StreamHashJoin: {:?} on [{}]{condition} (state tables: left and right rows keyed by the join key)",
+                "  ".repeat(depth),
+                self.kind,
+                on.join(", ")
+            ));
+        }
         for e in self.expiry.iter().flatten() {
             let b = &self.bounds[e.bound];
             let (side, schema) = match b.side {

@@ -1,5 +1,6 @@
 //! Streaming operators, one file each.
 
+pub mod dynamic_filter;
 pub mod exchange;
 pub mod filter;
 pub mod hash_agg;
