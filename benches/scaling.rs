@@ -19,10 +19,10 @@
 //! `grp` (`row_number() OVER (PARTITION BY grp ORDER BY v DESC) <= 3`, partitions of N/1,000
 //! rows), and `top10`, the ten largest `v` of the whole table (`ORDER BY v DESC LIMIT 10`, one
 //! partition of N rows). With `WEIR_SCALING_DYNFILTER=dynamic` it has a view of the rows above
-//! the table's average, `above_avg` (`WHERE v > (SELECT avg(v) FROM t)`: a dynamic filter,
-//! each move of the average reads the rows it passes over), and with
-//! `WEIR_SCALING_DYNFILTER=cross` the same view written with float casts, which Weir plans as a
-//! cross join with the one-row average and a filter (each move re-reads every row). Each N
+//! the table's average, `above_avg` (`WHERE v > (SELECT avg(v)::numeric FROM t)`: a dynamic
+//! filter, each move of the average reads the rows it passes over), and with
+//! `WEIR_SCALING_DYNFILTER=cross` the same view compared as `double precision`, which Weir plans
+//! as a cross join with the one-row average and a filter (each move re-reads every row). Each N
 //! runs twice, side by side:
 //! with the rows of tables and views in the state backend (RocksDB, `--memory-limit` from
 //! `WEIR_SCALING_MEMORY_LIMIT`, default `1GB`) and with them in memory; each run is a child
@@ -100,7 +100,8 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
     match dynfilter().as_deref() {
         Some("dynamic") => client
             .batch_execute(
-                "CREATE MATERIALIZED VIEW above_avg AS SELECT id, v FROM t WHERE v > (SELECT avg(v) FROM t)",
+                "CREATE MATERIALIZED VIEW above_avg AS SELECT id, v FROM t \
+                 WHERE v > (SELECT avg(v)::numeric FROM t)",
             )
             .await
             .expect("dynamic filter schema"),

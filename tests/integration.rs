@@ -904,10 +904,28 @@ async fn single_row_joins_survive_a_restart() {
     {
         let server = common::TestServer::start(dir.path()).await;
         let c = server.client().await;
+        c.batch_execute("CREATE TABLE t (id INT, x INT); CREATE TABLE s (y INT)")
+            .await
+            .unwrap();
+        // The comparison is a dynamic filter; the cross join keeps the single row's column.
+        let plan = |sql: &'static str| {
+            let c = &c;
+            async move {
+                common::query_text(c, &format!("EXPLAIN CREATE MATERIALIZED VIEW p AS {sql}"))
+                    .await
+                    .concat()
+                    .join("\n")
+            }
+        };
+        let above = plan("SELECT id FROM t WHERE x > (SELECT sum(y) FROM s)").await;
+        assert!(above.contains("StreamDynamicFilter"), "{above}");
+        let share = plan("SELECT t.id, a.total FROM t, (SELECT sum(x) AS total FROM t) a").await;
+        assert!(
+            share.contains("cross join with a single-row side"),
+            "{share}"
+        );
         c.batch_execute(
-            "CREATE TABLE t (id INT, x INT);
-             CREATE TABLE s (y INT);
-             CREATE MATERIALIZED VIEW above AS SELECT id FROM t WHERE x > (SELECT sum(y) FROM s);
+            "CREATE MATERIALIZED VIEW above AS SELECT id FROM t WHERE x > (SELECT sum(y) FROM s);
              CREATE MATERIALIZED VIEW share AS SELECT t.id, t.x, a.total FROM t, (SELECT sum(x) AS total FROM t) a;
              INSERT INTO t VALUES (1, 10), (2, 20), (3, 30);
              INSERT INTO s VALUES (15);
