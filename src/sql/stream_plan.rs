@@ -149,11 +149,8 @@ fn dynamic_filter(
     let Some((value, threshold, comparison)) = found else {
         return Ok(None);
     };
-    // Floats stay a filter: the state's key order is IEEE's total order, where -0 sorts
-    // below 0 and a NaN of either sign is no longer beyond every number, while SQL's
-    // comparison takes -0 = 0.
     let value_type = value.get_type(many.schema())?;
-    if value_type.is_floating() || threshold.get_type(one.schema())? != value_type {
+    if threshold.get_type(one.schema())? != value_type {
         return Ok(None);
     }
     let left = build(many, sources)?;

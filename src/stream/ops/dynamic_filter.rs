@@ -26,6 +26,44 @@ use crate::state::StateTable;
 use crate::state::table::{KeyLayout, KeyRange, batch_from_columns};
 use crate::stream::{EpochContext, Operator, StateVisitor, input_path, state_name};
 
+/// Floats as SQL compares them, for the key order: `-0` as `0` and every NaN as one positive
+/// NaN, so that Arrow's row encoding (IEEE 754 total order) orders them as PostgreSQL's
+/// float comparison does (`-0 = 0`; NaN equal to NaN and above every other value). Other
+/// types unchanged.
+fn canonical(values: ArrayRef) -> ArrayRef {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Float32Type, Float64Type};
+    match values.data_type() {
+        DataType::Float64 => Arc::new(
+            values
+                .as_primitive::<Float64Type>()
+                .unary::<_, Float64Type>(|v| {
+                    if v == 0.0 {
+                        0.0
+                    } else if v.is_nan() {
+                        f64::NAN
+                    } else {
+                        v
+                    }
+                }),
+        ),
+        DataType::Float32 => Arc::new(
+            values
+                .as_primitive::<Float32Type>()
+                .unary::<_, Float32Type>(|v| {
+                    if v == 0.0 {
+                        0.0
+                    } else if v.is_nan() {
+                        f32::NAN
+                    } else {
+                        v
+                    }
+                }),
+        ),
+        _ => values,
+    }
+}
+
 /// How a row's value must compare with the threshold to pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comparison {
@@ -41,7 +79,7 @@ pub enum Comparison {
 
 impl Comparison {
     /// Whether `value` passes against `threshold`, both in the state's key encoding (which
-    /// orders values as the type does: Arrow's row format).
+    /// orders values as the type does: Arrow's row format, floats made canonical first).
     fn holds(self, value: &[u8], threshold: &[u8]) -> bool {
         match self {
             Comparison::Lt => value < threshold,
@@ -141,7 +179,7 @@ impl DynamicFilter {
             ));
         }
         let row = self.right_rows.to_batch()?;
-        let t = self.threshold.evaluate(&row)?.into_array(1)?;
+        let t = canonical(self.threshold.evaluate(&row)?.into_array(1)?);
         Ok(self.encode(&t)?.pop().flatten())
     }
 
@@ -149,7 +187,7 @@ impl DynamicFilter {
     /// their encoded values.
     fn state_rows(&self, change: &ChangeBatch) -> Result<(ChangeBatch, Vec<Box<[u8]>>)> {
         let n = change.len();
-        let v = self.value.evaluate(&change.batch)?.into_array(n)?;
+        let v = canonical(self.value.evaluate(&change.batch)?.into_array(n)?);
         let encoded = self.encode(&v)?;
         let mut columns = vec![v];
         columns.extend(change.batch.columns().iter().cloned());
