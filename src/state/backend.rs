@@ -144,6 +144,10 @@ pub enum OpenMode {
     Existing,
 }
 
+/// The most sorted runs a job's instance keeps (universal compaction's `max_read_amp`): a
+/// read of a key checks each run's bloom filter, a scan merges one iterator per run.
+const MAX_SORTED_RUNS: u32 = 12;
+
 /// How an instance is read, which decides whether its memtables keep a bloom filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reads {
@@ -307,6 +311,22 @@ impl StateBackend {
         let default =
             rocksdb::ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
         let db = DB::open_cf_descriptors(&opts, dir, [default])?;
+        if reads == Reads::Scans {
+            // Universal compaction merges runs of similar size (each at most 1% larger than
+            // the newer ones together); when the number of runs reaches the trigger (4) and
+            // no such set exists, it falls back to merging the two newest runs whatever
+            // their sizes. With checkpoint-sized flushes that fallback made one run absorb
+            // every new flush: each checkpoint re-persisted a run that grew with the state
+            // (1 MB for 8 KB of change at 10 MB of state). Allowing up to `MAX_SORTED_RUNS`
+            // runs (RocksDB's `max_read_amp`) leaves room for the size-ratio merges, whose
+            // runs double in size (a byte is rewritten log2(state / flush) times); the
+            // fallback fires only past 2^(MAX_SORTED_RUNS - 1) flushes' worth of state, and
+            // then merges runs of at most state / 2^(MAX_SORTED_RUNS - 1).
+            db.set_options(&[(
+                "compaction_options_universal",
+                &format!("{{max_read_amp={MAX_SORTED_RUNS}}}"),
+            )])?;
+        }
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         let backend = Arc::new(StateBackend {
