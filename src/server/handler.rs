@@ -541,16 +541,8 @@ fn encode_rows(
                         let v = col
                             .as_primitive::<arrow::datatypes::Decimal128Type>()
                             .value(r);
-                        rust_decimal::Decimal::try_from_i128_with_scale(v, *scale as u32)
-                            .map(|d| d.normalize())
+                        NumericText(pg_numeric(v, *scale, true))
                     });
-                    let value = value.transpose().map_err(|e| {
-                        PgWireError::UserError(Box::new(ErrorInfo::new(
-                            "ERROR".into(),
-                            "22003".into(),
-                            format!("numeric value out of range: {e}"),
-                        )))
-                    })?;
                     Encoder::encode_field(&mut encoder, &value, &fields[c])?;
                 }
                 // arrow-pg encodes an interval's slot without looking at its null bit.
@@ -696,6 +688,91 @@ fn pg_numeric(v: i128, scale: i8, trim: bool) -> String {
         s.insert(0, '-');
     }
     s
+}
+
+/// A `numeric` value in its text form ([`pg_numeric`]), sent as that text or in PostgreSQL's
+/// binary form (`numeric_send` in PostgreSQL's `numeric.c`: the digit count, the weight of
+/// the first digit, the sign, the display scale, then base-10,000 digits as 16-bit
+/// integers). Every one of the 38 digits is sent: `rust_decimal`, which pgwire's own numeric
+/// encoding uses, holds 28.
+#[derive(Debug)]
+struct NumericText(String);
+
+impl NumericText {
+    /// The binary form of the value (see the type's docs).
+    fn binary(&self) -> Vec<u8> {
+        let (negative, digits) = match self.0.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, self.0.as_str()),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let int = int.trim_start_matches('0');
+        let dscale = frac.len() as u16;
+        // Whole groups of four: the integer part padded on the left, the fraction on the right.
+        let int = format!("{}{int}", "0".repeat((4 - int.len() % 4) % 4));
+        let frac = format!("{frac}{}", "0".repeat((4 - frac.len() % 4) % 4));
+        let group = |s: &str| -> Vec<i16> {
+            s.as_bytes()
+                .chunks(4)
+                .map(|c| c.iter().fold(0i16, |n, d| n * 10 + i16::from(d - b'0')))
+                .collect()
+        };
+        let mut groups = group(&int);
+        let mut weight = groups.len() as i16 - 1;
+        groups.extend(group(&frac));
+        let leading = groups.iter().take_while(|g| **g == 0).count();
+        groups.drain(..leading);
+        weight -= leading as i16;
+        while groups.last() == Some(&0) {
+            groups.pop();
+        }
+        if groups.is_empty() {
+            weight = 0;
+        }
+        let sign: u16 = if negative && !groups.is_empty() {
+            0x4000
+        } else {
+            0
+        };
+        let mut out = Vec::with_capacity(8 + 2 * groups.len());
+        out.extend_from_slice(&(groups.len() as i16).to_be_bytes());
+        out.extend_from_slice(&weight.to_be_bytes());
+        out.extend_from_slice(&sign.to_be_bytes());
+        out.extend_from_slice(&dscale.to_be_bytes());
+        for g in groups {
+            out.extend_from_slice(&g.to_be_bytes());
+        }
+        out
+    }
+}
+
+impl postgres_types::ToSql for NumericText {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.binary());
+        Ok(postgres_types::IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+
+    postgres_types::to_sql_checked!();
+}
+
+impl pgwire::types::ToSqlText for NumericText {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut bytes::BytesMut,
+        _format_options: &pgwire::types::format::FormatOptions,
+    ) -> std::result::Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(postgres_types::IsNull::No)
+    }
 }
 
 /// PostgreSQL's spelling of a non-finite float, if `f` is one.
@@ -1159,7 +1236,7 @@ impl CopyHandler for Conn {
 
 #[cfg(test)]
 mod tests {
-    use super::{pg_float, pg_float32, pg_numeric};
+    use super::{NumericText, pg_float, pg_float32, pg_numeric};
 
     /// Expected texts are PostgreSQL 15's (`SELECT 1e15::float8, ...` with psql).
     #[test]
@@ -1206,5 +1283,33 @@ mod tests {
         assert_eq!(pg_numeric(0, 10, true), "0");
         assert_eq!(pg_numeric(0, 2, false), "0.00");
         assert_eq!(pg_numeric(-12, 0, false), "-12");
+    }
+
+    /// The binary form as PostgreSQL's `numeric_send` writes it (header: ndigits, weight,
+    /// sign, dscale; then base-10,000 digits), worked out by hand.
+    #[test]
+    fn numeric_binary() {
+        let words = |s: &str| -> Vec<i16> {
+            NumericText(s.into())
+                .binary()
+                .chunks(2)
+                .map(|c| i16::from_be_bytes([c[0], c[1]]))
+                .collect()
+        };
+        // 12345.678 = 1·10000 + 2345 + 6780/10000
+        assert_eq!(words("12345.678"), [3, 1, 0, 3, 1, 2345, 6780]);
+        // -0.00012 = -(1/10000 + 2000/10000²), dscale 5
+        assert_eq!(words("-0.00012"), [2, -1, 0x4000, 5, 1, 2000]);
+        // 0.00000012 = 12/10000², the leading zero group dropped
+        assert_eq!(words("0.00000012"), [1, -2, 0, 8, 12]);
+        assert_eq!(words("0"), [0, 0, 0, 0]);
+        assert_eq!(words("100000000"), [1, 2, 0, 0, 1]);
+        // 38 digits: 9223372036854775807.3333333333333333333
+        assert_eq!(
+            words("9223372036854775807.3333333333333333333"),
+            [
+                10, 4, 0, 19, 922, 3372, 368, 5477, 5807, 3333, 3333, 3333, 3333, 3330
+            ]
+        );
     }
 }

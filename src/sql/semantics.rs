@@ -1,7 +1,7 @@
 //! PostgreSQL's evaluation rules where DataFusion's defaults differ: integer overflow is an
 //! error, `numeric` arithmetic has bounded cost and PostgreSQL's result scales, intervals
 //! compare after normalising units, `x op ANY(array)` follows SQL's NULL rule, and
-//! `sum(bigint)` is `numeric`.
+//! `sum(bigint)` and `avg(integer)` are `numeric`.
 //!
 //! ```text
 //!  LogicalPlan ─► DataFusion analyzer (type coercion, ...) ─► PgSemantics (this module)
@@ -45,6 +45,7 @@ use datafusion::prelude::SessionContext;
 use crate::error::Error;
 use crate::sql::functions::datetime_input::{DateTimeText, Target, TimestampOutput};
 use crate::sql::functions::float_sum::PgFloatSum;
+use crate::sql::functions::int_avg::PgIntAvg;
 
 /// The most decimals a `numeric` product keeps when its exact scale does not fit in 38
 /// digits, and the least a `numeric` quotient has.
@@ -1526,7 +1527,8 @@ fn float_meets_numeric(
 /// consistently); `sum(smallint)` and `sum(integer)` are `bigint` as in DataFusion;
 /// `sum(real)` is `real` and `sum(double precision)` fails with 22003 when it overflows
 /// ([`PgFloatSum`] in place of DataFusion's `sum`; `sum(DISTINCT ...)` of floats keeps
-/// DataFusion's). The same holds for `sum(...) OVER (...)`.
+/// DataFusion's). The same holds for `sum(...) OVER (...)`. `avg` of an integer argument is
+/// `numeric` ([`PgIntAvg`]; `avg(DISTINCT ...)` keeps DataFusion's `double precision`).
 #[derive(Debug)]
 pub struct PgSumTypes;
 
@@ -1577,7 +1579,43 @@ impl AnalyzerRule for PgSumTypes {
                                 Ok(DataType::Float16 | DataType::Float32 | DataType::Float64)
                             )
                     };
+                    // A single integer argument of `avg`, not yet given to PgIntAvg.
+                    let int_avg = |f: &Arc<AggregateUDF>, args: &[Expr], distinct: bool| -> bool {
+                        !distinct
+                            && args.len() == 1
+                            && (f.inner().as_ref() as &dyn std::any::Any)
+                                .downcast_ref::<PgIntAvg>()
+                                .is_none()
+                            && matches!(
+                                args[0].get_type(&schema),
+                                Ok(DataType::Int8
+                                    | DataType::Int16
+                                    | DataType::Int32
+                                    | DataType::Int64
+                                    | DataType::UInt8
+                                    | DataType::UInt16
+                                    | DataType::UInt32)
+                            )
+                    };
                     let t = e.transform_up(|e| match e {
+                        Expr::AggregateFunction(mut af)
+                            if af.func.name() == "avg"
+                                && int_avg(&af.func, &af.params.args, af.params.distinct) =>
+                        {
+                            af.func = Arc::new(AggregateUDF::new_from_impl(PgIntAvg::new()));
+                            Ok(Transformed::yes(Expr::AggregateFunction(af)))
+                        }
+                        Expr::WindowFunction(mut wf)
+                            if matches!(&wf.fun,
+                                WindowFunctionDefinition::AggregateUDF(f)
+                                    if f.name() == "avg"
+                                        && int_avg(f, &wf.params.args, wf.params.distinct)) =>
+                        {
+                            wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
+                                AggregateUDF::new_from_impl(PgIntAvg::new()),
+                            ));
+                            Ok(Transformed::yes(Expr::WindowFunction(wf)))
+                        }
                         Expr::AggregateFunction(mut af) if af.func.name() == "sum" => {
                             if !af.params.distinct && float(&af.func, &af.params.args) {
                                 af.func = Arc::new(AggregateUDF::new_from_impl(PgFloatSum::new()));

@@ -172,6 +172,23 @@ def binary_results():
     eq(row, ROWS[2], "row 3 in binary")
 
 
+def binary_numeric_38_digits():
+    # avg(bigint) is numeric (16 decimals); this one has 35 digits, past the 28 that
+    # rust_decimal holds. Expected: (2^63 - 1 + 2^63 - 1 - (2^63 - 2)) / 3 by hand.
+    q = """SELECT avg(x), sum(x) FROM (VALUES (9223372036854775807::bigint),
+           (9223372036854775807), (-9223372036854775806)) v(x)"""
+    for binary in (False, True):
+        with conn.cursor(binary=binary) as cur:
+            cur.execute(q)
+            row = cur.fetchone()
+        conn.commit()
+        eq(
+            row,
+            (Decimal("3074457345618258602.6666666666666667"), Decimal(9223372036854775808)),
+            f"avg and sum of bigints ({'binary' if binary else 'text'})",
+        )
+
+
 def binary_params():
     with conn.cursor() as cur:
         cur.execute(
@@ -314,6 +331,7 @@ for name, fn in [
     ("null_param", null_param),
     ("simple_protocol", simple_protocol),
     ("binary_results", binary_results),
+    ("binary_numeric_38_digits", binary_numeric_38_digits),
     ("binary_params", binary_params),
     ("prepared", prepared),
     ("pipeline", pipeline),

@@ -11,6 +11,7 @@
 pub mod at_time_zone;
 pub mod datetime_input;
 pub mod float_sum;
+pub mod int_avg;
 pub mod json;
 pub mod number_input;
 pub mod pg_info;

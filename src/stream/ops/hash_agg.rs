@@ -21,6 +21,7 @@ use crate::common::ChangeBatch;
 use crate::common::exact_sum::ExactSum;
 use crate::error::{Error, Result};
 use crate::sql::functions::float_sum::float_sum_value;
+use crate::sql::functions::int_avg::{AVG_SCALE, int_avg_value};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
 
@@ -710,11 +711,17 @@ impl HashAgg {
                 };
                 ScalarValue::Decimal128(if *n == 0 { None } else { Some(*sum) }, p, s)
             }
-            (AggKind::Avg, Acc::SumInt { n, sum }) => ScalarValue::Float64(if *n == 0 {
-                None
-            } else {
-                Some(*sum as f64 / *n as f64)
-            }),
+            // PostgreSQL's `avg(integer)` is `numeric` (PgIntAvg in batch queries).
+            (AggKind::Avg, Acc::SumInt { n, sum }) => match &a.out_type {
+                DataType::Decimal128(p, s) if *s == AVG_SCALE => {
+                    ScalarValue::Decimal128(int_avg_value(*n, *sum), *p, *s)
+                }
+                _ => ScalarValue::Float64(if *n == 0 {
+                    None
+                } else {
+                    Some(*sum as f64 / *n as f64)
+                }),
+            },
             (AggKind::Avg, Acc::SumFloat { n, sum }) => ScalarValue::Float64(if *n == 0 {
                 None
             } else {
