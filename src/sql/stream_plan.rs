@@ -116,26 +116,23 @@ fn dynamic_filter(
         let Expr::BinaryExpr(BinaryExpr { left, op, right }) = c else {
             return Ok(None);
         };
+        // `value <op> threshold`, or the other way round with the operator swapped.
+        let (value, threshold, op) = if reads_only(left, many) && reads_only(right, one) {
+            (left, right, *op)
+        } else if reads_only(left, one) && reads_only(right, many) {
+            match op.swap() {
+                Some(swapped) => (right, left, swapped),
+                None => return Ok(None),
+            }
+        } else {
+            return Ok(None);
+        };
         let comparison = match op {
             Op::Lt => Comparison::Lt,
             Op::LtEq => Comparison::LtEq,
             Op::Gt => Comparison::Gt,
             Op::GtEq => Comparison::GtEq,
             _ => return Ok(None),
-        };
-        // `value <op> threshold`, or the other way round with the comparison turned.
-        let (value, threshold, comparison) = if reads_only(left, many) && reads_only(right, one) {
-            (left, right, comparison)
-        } else if reads_only(left, one) && reads_only(right, many) {
-            let turned = match comparison {
-                Comparison::Lt => Comparison::Gt,
-                Comparison::LtEq => Comparison::GtEq,
-                Comparison::Gt => Comparison::Lt,
-                Comparison::GtEq => Comparison::LtEq,
-            };
-            (right, left, turned)
-        } else {
-            return Ok(None);
         };
         if found.is_some() || value.column_refs().is_empty() {
             return Ok(None);

@@ -121,6 +121,9 @@ pub struct DynamicFilter {
     converter: RowConverter,
     rows: StateTable,
     right_rows: StateTable,
+    /// The threshold of `right_rows`, encoded ([`Self::current`]), kept between epochs: an
+    /// epoch that does not change the right side does not evaluate it again.
+    threshold_key: Option<Box<[u8]>>,
 }
 
 impl DynamicFilter {
@@ -150,6 +153,7 @@ impl DynamicFilter {
             converter: RowConverter::new(vec![SortField::new(value_type)])?,
             rows: StateTable::with_layout(Arc::new(layout)),
             right_rows,
+            threshold_key: None,
         })
     }
 
@@ -295,7 +299,7 @@ impl Operator for DynamicFilter {
     fn process(&mut self, ctx: &EpochContext) -> Result<Vec<ChangeBatch>> {
         // Δout = ΔL against the old threshold, then the rows of the new L whose verdict the
         // threshold's move flips.
-        let old = self.current()?;
+        let old = self.threshold_key.clone();
         let mut out = Vec::new();
         for change in self.left.process(ctx)? {
             if change.is_empty() {
@@ -332,6 +336,7 @@ impl Operator for DynamicFilter {
             if new != old {
                 out.extend(self.flipped(old.as_deref(), new.as_deref())?);
             }
+            self.threshold_key = new;
         }
         Ok(out)
     }
@@ -361,6 +366,8 @@ impl Operator for DynamicFilter {
 
     fn restore(&mut self) -> Result<()> {
         self.left.restore()?;
-        self.right.restore()
+        self.right.restore()?;
+        self.threshold_key = self.current()?;
+        Ok(())
     }
 }
