@@ -550,7 +550,7 @@ fn pow10(n: u32) -> Option<i256> {
 }
 
 /// `n / d` rounded half away from zero; `None` when `d` is zero.
-fn div_round(n: i256, d: i256) -> Option<i256> {
+pub(crate) fn div_round(n: i256, d: i256) -> Option<i256> {
     let q = n.checked_div(d)?;
     let r = n.checked_rem(d)?;
     let twice = r.checked_mul(i256::from_i128(2))?;

@@ -25,6 +25,8 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 
+use crate::sql::semantics::div_round;
+
 /// The decimals of an integer average (see the module docs).
 pub const AVG_SCALE: i8 = 16;
 
@@ -106,22 +108,10 @@ pub fn int_avg_value(n: i64, sum: i128) -> Option<i128> {
     if n <= 0 {
         return None;
     }
-    // |sum| < 2^127 and 10^16 < 2^54: the product fits in 256 bits.
+    // |sum| < 2^127 and 10^16 < 2^54: the product fits in 256 bits; |average| ≤ 2^63, so
+    // the quotient fits in 38 digits.
     let num = i256::from_i128(sum).wrapping_mul(i256::from_i128(10i128.pow(AVG_SCALE as u32)));
-    let d = i256::from_i128(n as i128);
-    let (q, r) = (num.wrapping_div(d), num.wrapping_rem(d));
-    let twice = r.wrapping_abs().wrapping_mul(i256::from_i128(2));
-    let q = if twice >= d {
-        if num.is_negative() {
-            q.wrapping_sub(i256::ONE)
-        } else {
-            q.wrapping_add(i256::ONE)
-        }
-    } else {
-        q
-    };
-    // |average| ≤ 2^63, so q fits in 38 digits.
-    q.to_i128()
+    div_round(num, i256::from_i128(n as i128))?.to_i128()
 }
 
 /// One group's average: the count of non-NULL values and their exact sum.
