@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::sql::parse::parse_one;
-use crate::sql::{copy, event_time, names, parse, provider, stream_plan};
+use crate::sql::{copy, event_time, names, parse, provider, stream_plan, subplan};
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ParamValues;
@@ -26,6 +26,12 @@ use super::{PendingCopy, Session, UndoLog, cursors};
 use crate::common::ChangeBatch;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+
+/// A query's physical plan and the task context to run it in.
+type PhysicalQuery = (
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    Arc<datafusion::execution::TaskContext>,
+);
 
 /// What a statement returns to the client.
 #[derive(Debug)]
@@ -1285,11 +1291,121 @@ impl Session {
         Arc<datafusion::execution::TaskContext>,
         SchemaRef,
     )> {
-        let df = self.ctx.execute_logical_plan(plan).await?;
-        let task = Arc::new(df.task_ctx());
-        let physical = df.create_physical_plan().await?;
+        let (physical, task) = self.physical_plan(plan, 0).await?;
         let schema = output_schema(physical.schema().as_ref(), names.as_deref());
         Ok((physical, task, schema))
+    }
+
+    /// A query's physical plan and task context. When DataFusion cannot plan a correlated
+    /// scalar subquery, each one is evaluated first, once per distinct outer value, and the
+    /// values joined in ([`subplan`]); `depth` counts the subqueries evaluated inside others.
+    ///
+    /// # Errors
+    /// `21000` a subquery returned more than one row; `0A000` more than
+    /// [`subplan::MAX_SUBPLAN_VALUES`] outer values, or subqueries nested deeper than 8;
+    /// planning and execution errors of the query and its subqueries.
+    fn physical_plan(
+        &self,
+        plan: LogicalPlan,
+        depth: usize,
+    ) -> futures::future::BoxFuture<'_, Result<PhysicalQuery>> {
+        Box::pin(async move {
+            let mut plan = plan;
+            // First as it is; then with the shapes DataFusion cannot decorrelate evaluated;
+            // then with every correlated scalar subquery evaluated (those DataFusion would
+            // join, only if the plan still cannot run).
+            for pass in [None, Some(true), Some(false)] {
+                if let Some(hard_only) = pass {
+                    plan = self.evaluate_subqueries(plan, depth, hard_only).await?;
+                }
+                let df = self.ctx.execute_logical_plan(plan.clone()).await?;
+                let task = Arc::new(df.task_ctx());
+                let e = match df.create_physical_plan().await {
+                    Ok(physical) => return Ok((physical, task)),
+                    Err(e) => e,
+                };
+                // DataFusion's decorrelation fails on some shapes instead of leaving them (a
+                // recursive CTE in the subquery: "ambiguous field"), so any failure of a plan
+                // that holds such a subquery is retried.
+                let next = match pass {
+                    None => true,
+                    Some(true) => false,
+                    Some(false) => return Err(e.into()),
+                };
+                if !subplan::is_unplannable_subquery(&e)
+                    && subplan::candidate(&plan, next)?.is_none()
+                {
+                    return Err(e.into());
+                }
+                if depth >= 8 {
+                    return Err(Error::not_supported(
+                        "correlated subqueries nested more than 8 deep",
+                    ));
+                }
+            }
+            Err(Error::Internal("the last pass returns".into()))
+        })
+    }
+
+    /// Replaces each correlated scalar subquery of `plan` (with `hard_only`, each of a shape
+    /// DataFusion cannot decorrelate) by its values, one evaluation per distinct outer value
+    /// (see [`subplan`]).
+    async fn evaluate_subqueries(
+        &self,
+        mut plan: LogicalPlan,
+        depth: usize,
+        hard_only: bool,
+    ) -> Result<LogicalPlan> {
+        let mut n = 0usize;
+        while let Some(c) = subplan::candidate(&plan, hard_only)? {
+            let (physical, task) = self.physical_plan(c.keys.clone(), depth + 1).await?;
+            let batches = datafusion::physical_plan::collect(physical, task).await?;
+            let count: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            if count > subplan::MAX_SUBPLAN_VALUES {
+                return Err(Error::not_supported(format!(
+                    "a correlated subquery of this shape over more than {} distinct outer \
+                     values (it is evaluated once per value)",
+                    subplan::MAX_SUBPLAN_VALUES
+                )));
+            }
+            let mut rows = Vec::with_capacity(count);
+            for b in &batches {
+                for r in 0..b.num_rows() {
+                    rows.push(
+                        b.columns()
+                            .iter()
+                            .map(|col| datafusion::common::ScalarValue::try_from_array(col, r))
+                            .collect::<std::result::Result<Vec<_>, _>>()?,
+                    );
+                }
+            }
+            let mut values = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let bound = c.bound(row)?;
+                let field = bound.schema().field(0).clone();
+                let (physical, task) = self.physical_plan(bound, depth + 1).await?;
+                let out = datafusion::physical_plan::collect(physical, task).await?;
+                match subplan::single_value(&out, &field)? {
+                    Some(v) => values.push(v),
+                    None => {
+                        return Err(Error::data(
+                            "21000",
+                            "more than one row returned by a subquery used as an expression",
+                        ));
+                    }
+                }
+            }
+            let replaced = c.replace(plan.clone(), rows, values)?;
+            if replaced == plan || n == 64 {
+                // Not expected: the node is in the plan, each replacement removes a subquery.
+                return Err(Error::not_supported(
+                    "this correlated scalar subquery (it could not be evaluated per outer value)",
+                ));
+            }
+            plan = replaced;
+            n += 1;
+        }
+        Ok(plan)
     }
 
     async fn run_query(&self, plan: LogicalPlan, names: Option<Vec<String>>) -> Result<Output> {

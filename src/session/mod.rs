@@ -139,6 +139,9 @@ impl Session {
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             crate::sql::system::PgGetIndexDef::new(&engine),
         ));
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            crate::sql::system::ViewDefinition::new(&engine),
+        ));
         // In place of the library's, which gives '' for every constraint.
         ctx.deregister_udf("pg_get_constraintdef");
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(

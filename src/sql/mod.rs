@@ -15,6 +15,7 @@ pub mod provider;
 pub mod semantics;
 pub mod set_ops;
 pub mod stream_plan;
+pub mod subplan;
 pub mod system;
 pub mod temporal;
 pub mod using_joins;

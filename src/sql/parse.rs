@@ -58,6 +58,8 @@ impl Parser {
                 Arc::new(StripCallableQualifier),
                 // `pg_get_serial_sequence(...)` is NULL: Weir has no sequences.
                 Arc::new(NoSequencesRule),
+                // `pg_get_viewdef(oid)` is the view's query, looked up by name.
+                Arc::new(ViewDefinitionRule),
                 // `'{a,b}'::text[]` array literals.
                 Arc::new(FixArrayLiteral),
                 // `current_schema`, `current_role` without parentheses are calls.
@@ -504,6 +506,7 @@ impl VisitorMut for CurrentSchemaVisitor {
 ///  FROM generate_series(1, 3) g       ─►  FROM generate_series(1, 3) AS g(g)
 ///  FROM generate_series(1, 3)         ─►  FROM generate_series(1, 3) AS generate_series(generate_series)
 ///  FROM generate_series(1, 3) AS s(x)     (unchanged)
+///  FROM pg_catalog.unnest(a) x         ─►  FROM UNNEST(a) AS x(x)
 /// ```
 #[derive(Debug)]
 struct SeriesColumnName;
@@ -521,6 +524,44 @@ impl VisitorMut for SeriesColumnVisitor {
     type Break = ();
 
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        // `pg_catalog.unnest(a)` is `unnest(a)`, which the parser reads as UNNEST only
+        // without the qualifier (an earlier rule may have stripped it already).
+        if let TableFactor::Table {
+            name,
+            alias,
+            args: Some(args),
+            with_ordinality,
+            ..
+        } = factor
+            && (name.0.len() == 1
+                || name.0.len() == 2
+                    && name.0[0]
+                        .as_ident()
+                        .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_catalog")))
+        {
+            let unnest = name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("unnest"));
+            let exprs: Option<Vec<Expr>> = args
+                .args
+                .iter()
+                .map(|a| match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                    _ => None,
+                })
+                .collect();
+            if unnest && let Some(array_exprs) = exprs {
+                *factor = TableFactor::UNNEST {
+                    alias: alias.take(),
+                    array_exprs,
+                    with_offset: false,
+                    with_offset_alias: None,
+                    with_ordinality: *with_ordinality,
+                };
+            }
+        }
         if let TableFactor::UNNEST {
             alias,
             array_exprs,
@@ -2009,6 +2050,74 @@ impl VisitorMut for NoSequencesVisitor {
                 format: None,
             };
         }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `pg_get_viewdef(view_oid [, pretty])` (PostgreSQL docs, 9.26 "System Information
+/// Functions") is the view's name looked up in `pg_class`, then its query
+/// ([`crate::sql::system::ViewDefinition`]):
+///
+/// ```text
+///  pg_get_viewdef(x [, pretty])
+///    ─► (SELECT weir_view_definition(weir_vd.relname) FROM pg_catalog.pg_class weir_vd
+///        WHERE weir_vd.oid = x)
+/// ```
+///
+/// NULL for an OID that is no materialized view (PostgreSQL errors for an OID that is no
+/// relation). The `pretty` flag and a wrap column have no effect: the query is shown as it was
+/// written.
+#[derive(Debug)]
+struct ViewDefinitionRule;
+
+impl SqlStatementRewriteRule for ViewDefinitionRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut ViewDefinitionVisitor);
+        s
+    }
+}
+
+struct ViewDefinitionVisitor;
+
+impl VisitorMut for ViewDefinitionVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Function(f) = expr else {
+            return ControlFlow::Continue(());
+        };
+        let FunctionArguments::List(list) = &f.args else {
+            return ControlFlow::Continue(());
+        };
+        if f.over.is_some()
+            || !(1..=2).contains(&list.args.len())
+            || !f
+                .name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_get_viewdef"))
+        {
+            return ControlFlow::Continue(());
+        }
+        let FunctionArg::Unnamed(FunctionArgExpr::Expr(oid)) = &list.args[0] else {
+            return ControlFlow::Continue(());
+        };
+        let Ok(mut query) = SqlParser::new(&PostgreSqlDialect {})
+            .try_with_sql(
+                "SELECT weir_view_definition(weir_vd.relname) FROM pg_catalog.pg_class weir_vd \
+                 WHERE weir_vd.oid = weir_vd_value",
+            )
+            .and_then(|mut p| p.parse_query())
+        else {
+            return ControlFlow::Continue(());
+        };
+        if let SetExpr::Select(select) = query.body.as_mut()
+            && let Some(Expr::BinaryOp { right, .. }) = &mut select.selection
+        {
+            **right = oid.clone();
+        }
+        *expr = Expr::Subquery(query);
         ControlFlow::Continue(())
     }
 }

@@ -1318,6 +1318,89 @@ impl datafusion::logical_expr::ScalarUDFImpl for PgGetIndexDef {
     }
 }
 
+/// `weir_view_definition(name text) → text`: the defining query of the materialized view
+/// `name`, as PostgreSQL's `pg_get_viewdef` shows one (a leading space, the query, `;`),
+/// with the query as it was written after `AS`; NULL for a name that is no view. Weir's
+/// form of `pg_get_viewdef(oid)` (see [`crate::sql::parse`]), which looks the OID's name up
+/// in `pg_class` first; psql's `\d+` of a view reads it.
+#[derive(Debug)]
+pub struct ViewDefinition {
+    /// Weak: a view's plan could hold the function, and the engine holds the views.
+    engine: std::sync::Weak<Engine>,
+    signature: datafusion::logical_expr::Signature,
+}
+
+impl ViewDefinition {
+    /// The function over `engine`'s catalog.
+    pub fn new(engine: &Arc<Engine>) -> Self {
+        ViewDefinition {
+            engine: Arc::downgrade(engine),
+            signature: datafusion::logical_expr::Signature::exact(
+                vec![DataType::Utf8],
+                datafusion::logical_expr::Volatility::Stable,
+            ),
+        }
+    }
+}
+
+impl PartialEq for ViewDefinition {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Weak::ptr_eq(&self.engine, &other.engine)
+    }
+}
+
+impl Eq for ViewDefinition {}
+
+impl std::hash::Hash for ViewDefinition {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::sync::Weak::as_ptr(&self.engine).hash(state);
+    }
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for ViewDefinition {
+    fn name(&self) -> &str {
+        "weir_view_definition"
+    }
+
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: datafusion::logical_expr::ScalarFunctionArgs,
+    ) -> DfResult<datafusion::logical_expr::ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = datafusion::logical_expr::ColumnarValue::values_to_arrays(&args.args)?;
+        let names = arrow::compute::cast(&arrays[0], &DataType::Utf8)?;
+        let names = arrow::array::cast::AsArray::as_string::<i32>(&names);
+        let catalog = self.engine.upgrade().map(|e| e.catalog());
+        let out: StringArray = (0..n)
+            .map(|i| {
+                if arrow::array::Array::is_null(names, i) {
+                    return None;
+                }
+                let name = names.value(i);
+                catalog.as_ref()?.relations().find_map(|r| match &r.kind {
+                    crate::catalog::RelationKind::MaterializedView { query, .. }
+                        if r.name == name =>
+                    {
+                        Some(format!(" {};", query.trim().trim_end_matches(';')))
+                    }
+                    _ => None,
+                })
+            })
+            .collect();
+        Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(
+            out,
+        )))
+    }
+}
+
 /// An identifier as PostgreSQL's `quote_ident` prints it: bare when it is lower-case
 /// letters, digits and underscores not starting with a digit, else double-quoted.
 fn quote_ident(name: &str) -> String {
