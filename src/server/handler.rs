@@ -141,6 +141,8 @@ pub struct Parser {
 pub struct Prepared {
     sql: String,
     params: Vec<Option<DataType>>,
+    /// The parameters cast to `oid` or `oid[]`, described as such.
+    param_oids: Vec<Option<crate::sql::oid_columns::OidKind>>,
     schema: Option<SchemaRef>,
 }
 
@@ -462,7 +464,7 @@ fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult
             .map(|f| {
                 let mut f = f.as_ref().clone();
                 if oid_marker_to_fix(&f) {
-                    if f.data_type() == &DataType::Int32 {
+                    if f.data_type() == &DataType::Int32 || is_oid_array(&f) {
                         f.metadata_mut()
                             .insert(PG_OID_ALIAS_KEY.to_string(), "oid".to_string());
                     } else {
@@ -484,6 +486,16 @@ fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult
         .map(|(info, f)| {
             if f.data_type() == &DataType::Null {
                 FieldInfo::new(info.name().into(), None, None, Type::TEXT, info.format())
+            } else if is_oid_array(f) {
+                // Its 4-byte elements are written as `oid`s: an array's binary form names
+                // the element type of its description.
+                FieldInfo::new(
+                    info.name().into(),
+                    None,
+                    None,
+                    Type::OID_ARRAY,
+                    info.format(),
+                )
             } else {
                 info
             }
@@ -492,12 +504,23 @@ fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult
 }
 
 /// Whether `f` carries an OID type marker other than `oid` on a 4-byte integer, or any on
-/// values that are no longer a 4-byte OID (see [`pg_fields`]).
+/// values that are no longer a 4-byte OID or an array of them (see [`pg_fields`]).
 fn oid_marker_to_fix(f: &arrow::datatypes::Field) -> bool {
     match f.metadata().get(arrow_pg::datatypes::PG_OID_ALIAS_KEY) {
-        Some(kind) => f.data_type() != &DataType::Int32 || kind != "oid",
+        Some(kind) => (f.data_type() != &DataType::Int32 && !is_oid_array(f)) || kind != "oid",
         None => false,
     }
+}
+
+/// Whether `f` is an array of 4-byte integers marked as OIDs: `oid[]` (the marker is the
+/// list field's, see [`crate::sql::oid_columns`]).
+fn is_oid_array(f: &arrow::datatypes::Field) -> bool {
+    matches!(f.data_type(), DataType::List(item) | DataType::LargeList(item)
+        if item.data_type() == &DataType::Int32)
+        && f.metadata()
+            .get(arrow_pg::datatypes::PG_OID_ALIAS_KEY)
+            .map(String::as_str)
+            == Some("oid")
 }
 
 /// Rows of `schema` as a query response (command tag `SELECT`).
@@ -1012,22 +1035,34 @@ impl QueryParser for Parser {
             session.after_panic();
         }
         let (params, schema) = described.map_err(|e| pg_error(&e))?;
+        let param_oids = crate::sql::oid_columns::oid_parameters(&sql);
         Ok(Some(Prepared {
             sql,
             params,
+            param_oids,
             schema,
         }))
     }
 
     fn get_parameter_types(&self, stmt: &Prepared) -> PgWireResult<Vec<Type>> {
+        use crate::sql::oid_columns::OidKind;
         stmt.params
             .iter()
-            .map(|t| match t {
-                Some(t) => into_pg_type(t),
-                // Nothing gives the parameter a type (`SELECT $1`): PostgreSQL resolves it
-                // as `text`.
-                None => Ok(Type::TEXT),
-            })
+            .enumerate()
+            .map(
+                |(i, t)| match (t, stmt.param_oids.get(i).copied().flatten()) {
+                    (Some(DataType::Int32), Some(OidKind::Oid)) => Ok(Type::OID),
+                    (Some(DataType::List(item)), Some(OidKind::OidArray))
+                        if item.data_type() == &DataType::Int32 =>
+                    {
+                        Ok(Type::OID_ARRAY)
+                    }
+                    (Some(t), _) => into_pg_type(t),
+                    // Nothing gives the parameter a type (`SELECT $1`): PostgreSQL resolves it
+                    // as `text`.
+                    (None, _) => Ok(Type::TEXT),
+                },
+            )
             .collect()
     }
 

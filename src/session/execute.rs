@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::sql::parse::parse_one;
-use crate::sql::{copy, event_time, names, parse, provider, stream_plan, subplan};
+use crate::sql::{copy, event_time, names, oid_columns, parse, provider, stream_plan, subplan};
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ParamValues;
@@ -1281,7 +1281,8 @@ impl Session {
     /// Runs a query; `names` are the output column names when they differ from the plan's
     /// (a SELECT list may repeat a name, which a DataFusion plan may not).
     /// A query's physical plan, its task context, and the schema its rows are shown with:
-    /// the executed plan's types (after Weir's rewrites) under the names to show.
+    /// the executed plan's types (after Weir's rewrites) under the names to show, the
+    /// columns derived from OIDs marked as such ([`oid_columns`]).
     async fn physical_query(
         &self,
         plan: LogicalPlan,
@@ -1291,8 +1292,12 @@ impl Session {
         Arc<datafusion::execution::TaskContext>,
         SchemaRef,
     )> {
+        let kinds = oid_columns::oid_columns(&plan);
         let (physical, task) = self.physical_plan(plan, 0).await?;
-        let schema = output_schema(physical.schema().as_ref(), names.as_deref());
+        let schema = oid_columns::mark(
+            output_schema(physical.schema().as_ref(), names.as_deref()),
+            &kinds,
+        );
         Ok((physical, task, schema))
     }
 
@@ -2247,14 +2252,15 @@ impl Session {
         let schema = if is_query {
             // The analyzed plan's schema: analyzer rules may change result types (sum(bigint)
             // is numeric); the rows executed later have these types.
+            let kinds = oid_columns::oid_columns(&plan);
             let state = self.ctx.state();
             let analyzed = state
                 .analyzer()
                 .execute_and_check(plan.clone(), state.config_options(), |_, _| {})
                 .unwrap_or(plan);
-            Some(output_schema(
-                analyzed.schema().as_arrow(),
-                names.as_deref(),
+            Some(oid_columns::mark(
+                output_schema(analyzed.schema().as_arrow(), names.as_deref()),
+                &kinds,
             ))
         } else {
             returning

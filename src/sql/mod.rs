@@ -10,6 +10,7 @@ pub mod event_time;
 pub mod functions;
 pub mod named_windows;
 pub(crate) mod names;
+pub mod oid_columns;
 pub mod parse;
 pub mod provider;
 pub mod semantics;

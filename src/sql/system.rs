@@ -430,7 +430,8 @@ pub const INDEX_OID_BASE: i32 = 1_000_000;
 /// views get `relkind = 'm'` in `pg_class` (the library knows only tables and views), so
 /// that psql's `\dm` lists them and `\d name` calls them materialized views; secondary
 /// indexes appear in `pg_class` (`relkind = 'i'`, and `relhasindex` on their relations)
-/// and in `pg_index`, so that psql's `\di` and the `Indexes:` of `\d name` show them.
+/// and in `pg_index`, so that psql's `\di` and the `Indexes:` of `\d name` show them;
+/// `pg_matviews` lists the materialized views.
 #[derive(Debug)]
 pub struct PgCatalogOverlay {
     inner: Arc<dyn SchemaProvider>,
@@ -575,6 +576,30 @@ impl SchemaProvider for PgCatalogOverlay {
                     }) as Arc<dyn TableProvider>
                 }))
             }
+            "pg_matviews" => {
+                let indexes = self.indexes();
+                let views = self
+                    .engine
+                    .catalog()
+                    .relations()
+                    .filter_map(|r| match &r.kind {
+                        crate::catalog::RelationKind::MaterializedView { query, .. } => {
+                            Some(MatViewRow {
+                                name: r.name.clone(),
+                                has_indexes: indexes.iter().any(|i| i.relation == r.name),
+                                definition: view_definition(query),
+                            })
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                Ok(table.map(|inner| {
+                    Arc::new(Overlaid {
+                        inner,
+                        with: Overlay::MatViews { views },
+                    }) as Arc<dyn TableProvider>
+                }))
+            }
             _ => Ok(table),
         }
     }
@@ -703,6 +728,8 @@ enum Overlay {
         class: Arc<dyn TableProvider>,
         indexes: Vec<IndexRow>,
     },
+    /// `pg_matviews`: one row per materialized view (the library's table is empty).
+    MatViews { views: Vec<MatViewRow> },
     /// `pg_constraint`: one row per table's primary key (`contype = 'p'`, after the
     /// library's rows); `conkey` and `confkey` as arrays.
     Constraint {
@@ -852,9 +879,49 @@ impl TableProvider for Overlaid {
                 let oids = class_oids(&read_all(class, state).await?);
                 vector_rows(constraint_rows(batches, &schema, &oids, indexes)?, &schema)?
             }
+            Overlay::MatViews { views } => matview_rows(batches, &schema, views)?,
         };
         memory_exec(out, self.schema(), projection)
     }
+}
+
+/// A materialized view as `pg_matviews` shows it.
+#[derive(Debug, Clone)]
+struct MatViewRow {
+    name: String,
+    /// Whether an index is built on it.
+    has_indexes: bool,
+    /// Its query, as [`view_definition`] gives it.
+    definition: String,
+}
+
+/// `batches` of `pg_matviews` (`schema`) followed by one row per view of `views`: schema
+/// `public`, owner `postgres` (every relation's `relowner` is 0, which `pg_get_userbyid`
+/// names `postgres`), no tablespace, always populated (a view is computed when created).
+fn matview_rows(
+    mut batches: Vec<RecordBatch>,
+    schema: &SchemaRef,
+    views: &[MatViewRow],
+) -> DfResult<Vec<RecordBatch>> {
+    for v in views {
+        let values = std::collections::HashMap::from([
+            ("schemaname", ScalarValue::from("public")),
+            ("matviewname", ScalarValue::from(v.name.as_str())),
+            ("matviewowner", ScalarValue::from("postgres")),
+            ("hasindexes", ScalarValue::Boolean(Some(v.has_indexes))),
+            ("ispopulated", ScalarValue::Boolean(Some(true))),
+            ("definition", ScalarValue::from(v.definition.as_str())),
+        ]);
+        batches.push(one_row(schema, &values)?);
+    }
+    Ok(batches)
+}
+
+/// A view's query as PostgreSQL's `pg_get_viewdef` and `pg_matviews.definition` show it: a
+/// leading space, the query, `;` (the query as written after `AS`, where PostgreSQL
+/// deparses it).
+fn view_definition(query: &str) -> String {
+    format!(" {};", query.trim().trim_end_matches(';'))
 }
 
 /// The `oid` of the schema `name` in `pg_namespace` batches.
@@ -1389,7 +1456,7 @@ impl datafusion::logical_expr::ScalarUDFImpl for ViewDefinition {
                     crate::catalog::RelationKind::MaterializedView { query, .. }
                         if r.name == name =>
                     {
-                        Some(format!(" {};", query.trim().trim_end_matches(';')))
+                        Some(view_definition(query))
                     }
                     _ => None,
                 })
