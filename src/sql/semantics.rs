@@ -45,7 +45,7 @@ use datafusion::prelude::SessionContext;
 use crate::error::Error;
 use crate::sql::functions::datetime_input::{DateTimeText, Target, TimestampOutput};
 use crate::sql::functions::float_sum::PgFloatSum;
-use crate::sql::functions::int_avg::PgIntAvg;
+use crate::sql::functions::int_avg::{PgIntAvg, PgNumericSum};
 
 /// The most decimals a `numeric` product keeps when its exact scale does not fit in 38
 /// digits, and the least a `numeric` quotient has.
@@ -1527,8 +1527,10 @@ fn float_meets_numeric(
 /// consistently); `sum(smallint)` and `sum(integer)` are `bigint` as in DataFusion;
 /// `sum(real)` is `real` and `sum(double precision)` fails with 22003 when it overflows
 /// ([`PgFloatSum`] in place of DataFusion's `sum`; `sum(DISTINCT ...)` of floats keeps
-/// DataFusion's). The same holds for `sum(...) OVER (...)`. `avg` of an integer argument is
-/// `numeric` ([`PgIntAvg`]; `avg(DISTINCT ...)` keeps DataFusion's `double precision`).
+/// DataFusion's); `sum(numeric)` is exact and fails with 22003 past its precision
+/// ([`PgNumericSum`]; DataFusion's wraps around). The same holds for `sum(...) OVER (...)`. `avg` of an integer argument is
+/// `numeric`, and of a `numeric` one rounded to 16 decimals or the argument's ([`PgIntAvg`];
+/// `avg(DISTINCT ...)` keeps DataFusion's: `double precision`, or 4 more decimals).
 #[derive(Debug)]
 pub struct PgSumTypes;
 
@@ -1579,7 +1581,17 @@ impl AnalyzerRule for PgSumTypes {
                                 Ok(DataType::Float16 | DataType::Float32 | DataType::Float64)
                             )
                     };
-                    // A single integer argument of `avg`, not yet given to PgIntAvg.
+                    // A single numeric argument of `sum` (a bigint one once widened), not yet
+                    // given to PgNumericSum.
+                    let numeric = |f: &Arc<AggregateUDF>, args: &[Expr], distinct: bool| -> bool {
+                        !distinct
+                            && args.len() == 1
+                            && (f.inner().as_ref() as &dyn std::any::Any)
+                                .downcast_ref::<PgNumericSum>()
+                                .is_none()
+                            && matches!(args[0].get_type(&schema), Ok(DataType::Decimal128(_, _)))
+                    };
+                    // A single integer or numeric argument of `avg`, not yet given to PgIntAvg.
                     let int_avg = |f: &Arc<AggregateUDF>, args: &[Expr], distinct: bool| -> bool {
                         !distinct
                             && args.len() == 1
@@ -1594,7 +1606,8 @@ impl AnalyzerRule for PgSumTypes {
                                     | DataType::Int64
                                     | DataType::UInt8
                                     | DataType::UInt16
-                                    | DataType::UInt32)
+                                    | DataType::UInt32
+                                    | DataType::Decimal128(_, _))
                             )
                     };
                     let t = e.transform_up(|e| match e {
@@ -1621,7 +1634,13 @@ impl AnalyzerRule for PgSumTypes {
                                 af.func = Arc::new(AggregateUDF::new_from_impl(PgFloatSum::new()));
                                 return Ok(Transformed::yes(Expr::AggregateFunction(af)));
                             }
-                            Ok(if widen(&mut af.params.args) {
+                            let widened = widen(&mut af.params.args);
+                            if numeric(&af.func, &af.params.args, af.params.distinct) {
+                                af.func =
+                                    Arc::new(AggregateUDF::new_from_impl(PgNumericSum::new()));
+                                return Ok(Transformed::yes(Expr::AggregateFunction(af)));
+                            }
+                            Ok(if widened {
                                 Transformed::yes(Expr::AggregateFunction(af))
                             } else {
                                 Transformed::no(Expr::AggregateFunction(af))
@@ -1641,7 +1660,17 @@ impl AnalyzerRule for PgSumTypes {
                                 ));
                                 return Ok(Transformed::yes(Expr::WindowFunction(wf)));
                             }
-                            Ok(if widen(&mut wf.params.args) {
+                            let widened = widen(&mut wf.params.args);
+                            let numeric_sum = matches!(&wf.fun,
+                                WindowFunctionDefinition::AggregateUDF(f)
+                                    if numeric(f, &wf.params.args, wf.params.distinct));
+                            if numeric_sum {
+                                wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
+                                    AggregateUDF::new_from_impl(PgNumericSum::new()),
+                                ));
+                                return Ok(Transformed::yes(Expr::WindowFunction(wf)));
+                            }
+                            Ok(if widened {
                                 Transformed::yes(Expr::WindowFunction(wf))
                             } else {
                                 Transformed::no(Expr::WindowFunction(wf))

@@ -21,7 +21,7 @@ use crate::common::ChangeBatch;
 use crate::common::exact_sum::ExactSum;
 use crate::error::{Error, Result};
 use crate::sql::functions::float_sum::float_sum_value;
-use crate::sql::functions::int_avg::{AVG_SCALE, int_avg_value};
+use crate::sql::functions::int_avg::{AVG_SCALE, avg_value, int_avg_value, sum_value};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
 
@@ -709,7 +709,8 @@ impl HashAgg {
                     DataType::Decimal128(p, s) => (*p, *s),
                     _ => (38, self.arg_scale(call)),
                 };
-                ScalarValue::Decimal128(if *n == 0 { None } else { Some(*sum) }, p, s)
+                // PostgreSQL's `sum(numeric)` never wraps (PgNumericSum in batch queries).
+                ScalarValue::Decimal128(sum_value(*n, *sum)?, p, s)
             }
             // PostgreSQL's `avg(integer)` is `numeric` (PgIntAvg in batch queries).
             (AggKind::Avg, Acc::SumInt { n, sum }) => match &a.out_type {
@@ -730,21 +731,10 @@ impl HashAgg {
             (AggKind::Avg, Acc::SumDecimal { n, sum }) => {
                 let scale = self.arg_scale(call);
                 match &a.out_type {
-                    DataType::Decimal128(p, s) => {
-                        if *n == 0 {
-                            ScalarValue::Decimal128(None, *p, *s)
-                        } else {
-                            let shift = (*s as i32 - scale as i32).max(0) as u32;
-                            let num = sum * 10i128.pow(shift);
-                            let d = *n as i128;
-                            // Round half away from zero, as PostgreSQL's numeric division does.
-                            let q = if (num >= 0) == (d >= 0) {
-                                (num + d / 2) / d
-                            } else {
-                                (num - d / 2) / d
-                            };
-                            ScalarValue::Decimal128(Some(q), *p, *s)
-                        }
+                    // PostgreSQL's `avg(numeric)`, as PgIntAvg in batch queries: 16 decimals
+                    // or the argument's, rounded half away from zero.
+                    DataType::Decimal128(p, s) if *s >= scale => {
+                        ScalarValue::Decimal128(avg_value(*n, *sum, scale, *s)?, *p, *s)
                     }
                     _ => ScalarValue::Float64(if *n == 0 {
                         None
@@ -1116,7 +1106,13 @@ impl ArgValues {
             (ArgValues::Decimal(a), Acc::SumDecimal { n, sum }) => {
                 if a.is_valid(i) {
                     *n += w;
-                    *sum += a.as_primitive::<Decimal128Type>().value(i) * w as i128;
+                    // Checked: a sum past 38 digits fails (22003) instead of wrapping.
+                    *sum = a
+                        .as_primitive::<Decimal128Type>()
+                        .value(i)
+                        .checked_mul(w as i128)
+                        .and_then(|v| sum.checked_add(v))
+                        .ok_or_else(|| Error::data("22003", "numeric field overflow"))?;
                 }
             }
             (ArgValues::Bits(a), Acc::Bits { n, ones }) => {
