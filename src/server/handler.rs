@@ -464,7 +464,7 @@ fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult
             .map(|f| {
                 let mut f = f.as_ref().clone();
                 if oid_marker_to_fix(&f) {
-                    if f.data_type() == &DataType::Int32 || is_oid_array(&f) {
+                    if f.data_type() == &DataType::Int32 {
                         f.metadata_mut()
                             .insert(PG_OID_ALIAS_KEY.to_string(), "oid".to_string());
                     } else {

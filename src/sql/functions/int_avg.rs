@@ -318,8 +318,8 @@ struct IntAvg {
 impl IntAvg {
     /// Adds (`weight` 1) or retracts (-1) the non-NULL values of `values`.
     fn apply(&mut self, values: &ArrayRef, weight: i64) -> datafusion::common::Result<()> {
-        if let DataType::Decimal128(_, s) = values.data_type() {
-            let values = arrow::compute::cast(values, &DataType::Decimal128(38, *s))?;
+        if let DataType::Decimal128(_, _) = values.data_type() {
+            // The raw values are in units of the argument's scale, the sum's.
             let values = values.as_primitive::<Decimal128Type>();
             for i in 0..values.len() {
                 if values.is_valid(i) {
