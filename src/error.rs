@@ -329,11 +329,19 @@ fn invalid_text_input(message: &str) -> Option<Error> {
     ))
 }
 
-/// Arrow's "Can't cast value 32768 to type Int16" (a number cast to a narrower integer type)
-/// as PostgreSQL says it: `22003` `smallint out of range`.
+/// Arrow's "Can't cast value 32768 to type Int16" (a number cast to a narrower integer type;
+/// "value of 32768 is out of range Int16" from a decimal) as PostgreSQL says it: `22003` `smallint out of range`.
 fn integer_cast_overflow(message: &str) -> Option<Error> {
-    let rest = cast_error(message, "Can't cast value ")?;
-    let (_, target) = rest.rsplit_once(" to type ")?;
+    // A float's cast: "Can't cast value 1e20 to type Int32"; a decimal's: "value of
+    // 100000000000000000000 is out of range Int32".
+    let target = match cast_error(message, "Can't cast value ") {
+        Some(rest) => rest.rsplit_once(" to type ")?.1,
+        None => {
+            cast_error(message, "value of ")?
+                .rsplit_once(" is out of range ")?
+                .1
+        }
+    };
     let type_name = match target.trim() {
         "Int16" => "smallint",
         "Int32" => "integer",

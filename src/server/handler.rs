@@ -542,7 +542,8 @@ fn query_response(
 }
 
 /// Encodes `batch` as data rows of `fields`, stopping at the first value that cannot be
-/// encoded. An unconstrained `numeric` (38 digits) sent in binary drops its trailing
+/// encoded. Every `numeric` is sent as [`NumericText`] (all its digits and its scale: `0.0`
+/// keeps its decimal, `1e-30` its 30); an unconstrained one (38 digits) drops its trailing
 /// fractional zeros, as its text form does (see [`pg_numeric`]).
 fn encode_rows(
     fields: &Arc<Vec<pgwire::api::results::FieldInfo>>,
@@ -557,14 +558,13 @@ fn encode_rows(
         for (c, col) in batch.columns().iter().enumerate() {
             let field = schema.field(c);
             match col.data_type() {
-                DataType::Decimal128(p, scale)
-                    if *p == crate::sql::semantics::NUMERIC_MAX_PRECISION =>
-                {
+                DataType::Decimal128(p, scale) => {
+                    let trim = *p == crate::sql::semantics::NUMERIC_MAX_PRECISION;
                     let value = (!col.is_null(r)).then(|| {
                         let v = col
                             .as_primitive::<arrow::datatypes::Decimal128Type>()
                             .value(r);
-                        NumericText(pg_numeric(v, *scale, true))
+                        NumericText(pg_numeric(v, *scale, trim))
                     });
                     Encoder::encode_field(&mut encoder, &value, &fields[c])?;
                 }
@@ -599,14 +599,6 @@ fn pg_text_columns(
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     for (i, col) in batch.columns().iter().enumerate() {
         if format.format_for(i) != pgwire::api::results::FieldFormat::Text {
-            // The binary numeric encoder holds at most 28 decimals: round to them.
-            if let DataType::Decimal128(p, s) = col.data_type()
-                && *s > 28
-            {
-                columns[i] = arrow::compute::cast(col, &DataType::Decimal128(*p, 28))?;
-                fields[i] = Field::new(fields[i].name(), DataType::Decimal128(*p, 28), true);
-                changed = true;
-            }
             continue;
         }
         let text: Option<StringArray> = match col.data_type() {

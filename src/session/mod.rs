@@ -92,6 +92,9 @@ impl Session {
             .with_information_schema(true)
             .with_target_partitions(2);
         config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+        // `1.5` is a `numeric` literal, as in PostgreSQL (see `crate::sql::parse`'s
+        // `NumericLiteralRule` for the literals' texts).
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
         // TIMESTAMPTZ columns carry UTC; timestamps are stored and shown in UTC.
         config.options_mut().execution.time_zone = Some("+00:00".to_string());
         config

@@ -52,6 +52,9 @@ impl Parser {
     fn new() -> Self {
         Parser {
             rules: vec![
+                // `1e3`, `1.5`, `99999999999999999999` are `numeric` literals, as PostgreSQL
+                // reads them (first: the other rules see the literal's final text).
+                Arc::new(NumericLiteralRule),
                 // `pg_class` means `pg_catalog.pg_class`, as PostgreSQL's search_path has it.
                 Arc::new(PrependUnqualifiedPgTableName),
                 // `pg_catalog.pg_get_userbyid(...)` names the same function unqualified.
@@ -207,7 +210,8 @@ fn check_cast_lengths(stmt: &Statement) -> Result<()> {
 /// # Errors
 /// [`Error::Parse`] (`42601`).
 pub fn parse_one_compat(sql: &str) -> Result<Statement> {
-    exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)
+    let stmt = exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)?;
+    Ok(NumericLiteralRule.rewrite(stmt))
 }
 
 /// The statement text with each parameter `$n` whose type the client declared (a non-zero
@@ -1065,6 +1069,149 @@ impl VisitorMut for IntervalLiteralVisitor {
             }
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// The most digits a numeric literal may have and stay `numeric` (Arrow's `Decimal128`).
+const NUMERIC_LITERAL_MAX_DIGITS: usize = 38;
+
+/// Number literals typed as PostgreSQL types them (`make_const` in parser/parse_node.c): an
+/// integer that fits `bigint` is an integer, any other number (a decimal point, an exponent,
+/// or an integer beyond `bigint`) is `numeric`, exact. The session plans decimal literals as
+/// decimals (DataFusion's `parse_float_as_decimal`); this rule gives each literal a text that
+/// DataFusion reads as the same `numeric` value and scale PostgreSQL's `numeric_in` gives:
+///
+/// ```text
+///   1.50              ─► 1.50        numeric(3, 2)
+///   1.5e-3            ─► 0.0015      numeric(4, 4)
+///   1e3               ─► 1000e0      numeric(4, 0)   (an exponent of 0: no negative scale)
+///   99999999999999999999 ─► 99999999999999999999e0   numeric(20, 0)
+///   -9223372036854775808 ─► -9223372036854775808     bigint (a minus folded into the literal)
+/// ```
+///
+/// A literal of more than 38 digits (precision or scale) has no `Decimal128`; it is read as
+/// `double precision` (`CAST('1e100' AS DOUBLE PRECISION)`), an approximation PostgreSQL
+/// does not make.
+#[derive(Debug)]
+struct NumericLiteralRule;
+
+impl SqlStatementRewriteRule for NumericLiteralRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut NumericLiteralVisitor);
+        s
+    }
+}
+
+struct NumericLiteralVisitor;
+
+impl VisitorMut for NumericLiteralVisitor {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        // `-9223372036854775808` is one `bigint` literal (PostgreSQL's grammar negates a
+        // constant in place, `doNegate`), as DataFusion plans a minus over a number.
+        if let Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr: inner,
+        } = expr
+            && let Expr::Value(ValueWithSpan {
+                value: Value::Number(n, long),
+                ..
+            }) = inner.as_ref()
+            && !n.starts_with('-')
+        {
+            *expr = Expr::value(Value::Number(format!("-{n}"), *long));
+        }
+        if let Expr::Value(ValueWithSpan {
+            value: Value::Number(n, _),
+            ..
+        }) = expr
+        {
+            match numeric_literal(n) {
+                NumericLiteral::AsWritten => {}
+                NumericLiteral::Numeric(text) => *n = text,
+                NumericLiteral::Double => {
+                    *expr = Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(Expr::value(Value::SingleQuotedString(n.clone()))),
+                        data_type: SqlDataType::DoublePrecision,
+                        array: false,
+                        format: None,
+                    };
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// How a number literal's text is planned (see [`NumericLiteralRule`]).
+#[derive(Debug, PartialEq)]
+enum NumericLiteral {
+    /// DataFusion reads the text as PostgreSQL does (a `bigint`, or a plain decimal).
+    AsWritten,
+    /// This text, which DataFusion reads as the literal's `numeric` value and scale.
+    Numeric(String),
+    /// Beyond 38 digits: read as `double precision`.
+    Double,
+}
+
+/// The plan of one number literal's text (an optional `-`, digits, an optional `.` and
+/// digits, an optional exponent). Text with `_` separators is left to DataFusion.
+fn numeric_literal(text: &str) -> NumericLiteral {
+    if text.contains('_') || text.parse::<i64>().is_ok() {
+        return NumericLiteral::AsWritten;
+    }
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => match unsigned[at + 1..].parse::<i64>() {
+            Ok(e) => (&unsigned[..at], e),
+            Err(_) => return NumericLiteral::AsWritten,
+        },
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if !(whole.bytes().chain(fraction.bytes())).all(|b| b.is_ascii_digit()) {
+        return NumericLiteral::AsWritten;
+    }
+    // value = digits * 10^-scale
+    let mut digits: String = whole.chars().chain(fraction.chars()).collect();
+    let mut scale = fraction.len() as i64 - exponent;
+    if scale < 0 {
+        if scale < -(NUMERIC_LITERAL_MAX_DIGITS as i64) {
+            return NumericLiteral::Double;
+        }
+        digits.extend(std::iter::repeat_n('0', scale.unsigned_abs() as usize));
+        scale = 0;
+    }
+    let significant = digits.trim_start_matches('0');
+    let scale = scale as usize;
+    if significant.len().max(scale) > NUMERIC_LITERAL_MAX_DIGITS {
+        return NumericLiteral::Double;
+    }
+    let sign = if negative { "-" } else { "" };
+    let normal = if scale == 0 {
+        // An exponent of 0 makes DataFusion read a decimal of scale 0, not an integer.
+        format!(
+            "{sign}{}e0",
+            if significant.is_empty() {
+                "0"
+            } else {
+                significant
+            }
+        )
+    } else {
+        let padded = format!("{significant:0>width$}", width = scale + 1);
+        let (int_part, frac_part) = padded.split_at(padded.len() - scale);
+        format!("{sign}{int_part}.{frac_part}")
+    };
+    if normal == text {
+        NumericLiteral::AsWritten
+    } else {
+        NumericLiteral::Numeric(normal)
     }
 }
 
@@ -2135,6 +2282,47 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn number_literals_read_as_postgresql_types_them() {
+        use NumericLiteral::{AsWritten, Double, Numeric};
+        let n = |t: &str| Numeric(t.to_string());
+        // Values and scales as PostgreSQL 15's `numeric_in` gives them (`SELECT 1e3`: 1000,
+        // `1.5e-3`: 0.0015, `2.50e1`: 25.0, `.5`: 0.5, `5.`: 5, `-0.0`: 0.0).
+        assert_eq!(numeric_literal("1"), AsWritten);
+        assert_eq!(numeric_literal("-9223372036854775808"), AsWritten);
+        assert_eq!(
+            numeric_literal("9223372036854775808"),
+            n("9223372036854775808e0")
+        );
+        assert_eq!(
+            numeric_literal("-9223372036854775809"),
+            n("-9223372036854775809e0")
+        );
+        assert_eq!(numeric_literal("1.50"), AsWritten);
+        assert_eq!(numeric_literal("-1.5"), AsWritten);
+        assert_eq!(numeric_literal("1e3"), n("1000e0"));
+        assert_eq!(numeric_literal("1E+2"), n("100e0"));
+        assert_eq!(numeric_literal("1.5e-3"), n("0.0015"));
+        assert_eq!(numeric_literal("2.50e1"), n("25.0"));
+        assert_eq!(numeric_literal(".5"), n("0.5"));
+        assert_eq!(numeric_literal("5."), n("5e0"));
+        assert_eq!(numeric_literal("-0.0"), AsWritten);
+        assert_eq!(numeric_literal("00012.5"), n("12.5"));
+        assert_eq!(numeric_literal("0e5"), n("0e0"));
+        // 38 nines fit a Decimal128; 39 digits, or a scale past 38, do not.
+        let nines = "9".repeat(38);
+        assert_eq!(numeric_literal(&nines), n(&format!("{nines}e0")));
+        assert_eq!(numeric_literal(&format!("9{nines}")), Double);
+        assert_eq!(numeric_literal("1e38"), Double);
+        assert_eq!(
+            numeric_literal("1e-38"),
+            n(&format!("0.{}1", "0".repeat(37)))
+        );
+        assert_eq!(numeric_literal("1e-39"), Double);
+        assert_eq!(numeric_literal("1e-1000000000"), Double);
+        assert_eq!(numeric_literal("1_000.5"), AsWritten);
+    }
 
     #[test]
     fn table_options_are_taken_off_create_table() {

@@ -7,7 +7,7 @@
 //!  LogicalPlan ─► DataFusion analyzer (type coercion, ...) ─► PgSemantics (this module)
 //!     a + b    (integers)          ─► int_add(a, b)        checked: 22003 "integer out of range"
 //!     a * b    (numeric, 38 digits) ─► numeric_mul(a, b)    exact in 256 bits, rounded to scale
-//!     a / b    (numeric)            ─► numeric_div(a, b)    rounded to PostgreSQL's 20 decimals
+//!     a / b    (numeric)            ─► numeric_div(a, b)    rounded to PostgreSQL's decimals
 //!     i1 < i2  (intervals)          ─► interval_cmp_key(i1) < interval_cmp_key(i2)
 //!     ORDER BY i (interval)         ─► ORDER BY interval_cmp_key(i)
 //! ```
@@ -19,9 +19,11 @@
 //! `numeric` (PostgreSQL docs, 8.1.2 "Arbitrary Precision Numbers"): Weir stores a `numeric`
 //! as a 128-bit decimal of at most 38 digits; unconstrained `numeric` has scale 10. PostgreSQL
 //! keeps every digit of a product; here a product whose exact scale does not fit is rounded
-//! to [`NUMERIC_MAX_SCALE`] decimals (never fewer than its operands have), and a quotient has
-//! at least [`NUMERIC_MAX_SCALE`] decimals, as PostgreSQL's `select_div_scale` gives for
-//! quotients below 1. A result beyond 38 digits is error 22003, never a wrap or a runaway.
+//! to [`NUMERIC_MAX_SCALE`] decimals (never fewer than its operands have), and a quotient is
+//! rounded to the decimals PostgreSQL's `select_div_scale` gives its values (at least 16
+//! significant digits), held in a column of [`NUMERIC_MAX_SCALE`] decimals unless its integer
+//! digits need the room ([`numeric_div_scale`]). A result beyond 38 digits is error 22003,
+//! never a wrap or a runaway.
 
 use std::sync::Arc;
 
@@ -48,7 +50,7 @@ use crate::sql::functions::float_sum::PgFloatSum;
 use crate::sql::functions::int_avg::{PgIntAvg, PgNumericSum};
 
 /// The most decimals a `numeric` product keeps when its exact scale does not fit in 38
-/// digits, and the least a `numeric` quotient has.
+/// digits, and the decimals of a `numeric` quotient's column (see [`numeric_div_scale`]).
 pub const NUMERIC_MAX_SCALE: i8 = 20;
 
 /// The most digits of a `numeric` (a 128-bit decimal).
@@ -534,15 +536,107 @@ impl NumericArith {
     }
 }
 
-/// The result scale of a `numeric` product or quotient of operands of scales `s1` and `s2`
-/// (see the module docs).
-pub fn numeric_result_scale(div: bool, s1: i8, s2: i8) -> i8 {
+/// The result scale of a `numeric` product of operands of scales `s1` and `s2` (see the
+/// module docs).
+pub fn numeric_result_scale(s1: i8, s2: i8) -> i8 {
     let widest = s1.max(s2).max(NUMERIC_MAX_SCALE);
-    if div {
-        widest.min(NUMERIC_MAX_PRECISION as i8)
-    } else {
-        (s1.saturating_add(s2)).min(widest)
+    (s1.saturating_add(s2)).min(widest)
+}
+
+/// The column scale of a `numeric` quotient of `Decimal128(p1, s1)` by `Decimal128(_, s2)`:
+/// [`NUMERIC_MAX_SCALE`] decimals (the operands' when they have more), fewer when the
+/// quotient's integer digits need the room: a dividend of `p1 - s1` integer digits divided
+/// by at least 10^-`s2` has at most `p1 - s1 + s2` (`bigint / 3.0`: 21 digits, 17 decimals).
+/// An unconstrained `numeric` (38 digits) keeps 18 integer digits. Each value is rounded to
+/// PostgreSQL's scale for it ([`pg_div_scale`]), then held at this scale.
+pub fn numeric_div_scale(p1: u8, s1: i8, s2: i8) -> i8 {
+    let max = NUMERIC_MAX_PRECISION as i8;
+    let widest = s1.max(s2).max(NUMERIC_MAX_SCALE).min(max);
+    if p1 >= NUMERIC_MAX_PRECISION {
+        return widest;
     }
+    let int_digits = i16::from(p1) - i16::from(s1) + i16::from(s2);
+    let room = (i16::from(max) - int_digits).clamp(0, i16::from(max)) as i8;
+    widest.min(room)
+}
+
+/// An integer literal cast to `numeric` (as type coercion casts `1` in `1 / 3.0`) as a
+/// `numeric` literal of just its digits; any other expression as it is.
+fn tight_decimal_literal(e: Expr) -> Expr {
+    let int = |v: &ScalarValue| match v {
+        ScalarValue::Int64(Some(i)) => Some(*i),
+        ScalarValue::Int32(Some(i)) => Some(i64::from(*i)),
+        ScalarValue::Int16(Some(i)) => Some(i64::from(*i)),
+        _ => None,
+    };
+    if let Expr::Cast(c) = &e
+        && let DataType::Decimal128(_, 0) = c.field.data_type()
+        && let Expr::Literal(v, _) = c.expr.as_ref()
+        && let Some(i) = int(v)
+    {
+        let digits = (i.unsigned_abs().checked_ilog10().unwrap_or(0) + 1) as u8;
+        return Expr::Literal(
+            ScalarValue::Decimal128(Some(i128::from(i)), digits, 0),
+            None,
+        );
+    }
+    e
+}
+
+/// The weight and first digit of `v`·10^-`scale` in PostgreSQL's base-10,000 form (the
+/// digit group holding the leading non-zero digit, and that group's value): (0, 0) for zero.
+fn base10000_lead(v: i128, scale: i8) -> (i32, u32) {
+    let a = v.unsigned_abs();
+    if a == 0 {
+        return (0, 0);
+    }
+    let exponent = a.ilog10() as i32 - i32::from(scale);
+    let weight = exponent.div_euclid(4);
+    let k = i32::from(scale) + 4 * weight;
+    let first = if k >= 0 {
+        a / 10u128.pow(k as u32)
+    } else {
+        a * 10u128.pow((-k) as u32)
+    };
+    (weight, first as u32)
+}
+
+/// The decimals PostgreSQL gives the quotient of `x`·10^-`sx` by `y`·10^-`sy` whose display
+/// scales are `dx` and `dy` (`select_div_scale` in PostgreSQL's `numeric.c`): at least 16
+/// significant digits (`NUMERIC_MIN_SIG_DIGITS`) by the quotient's estimated weight, and no
+/// fewer than either operand's display scale: 10 / 3 has 16 decimals, 1 / 3.0 has 20,
+/// 9223372036854775807 / 3.0 has 1.
+pub fn pg_div_scale(x: i128, sx: i8, dx: i8, y: i128, sy: i8, dy: i8) -> i32 {
+    let (w1, d1) = base10000_lead(x, sx);
+    let (w2, d2) = base10000_lead(y, sy);
+    let mut qweight = w1 - w2;
+    if d1 <= d2 {
+        qweight -= 1;
+    }
+    (16 - qweight * 4)
+        .max(i32::from(dx))
+        .max(i32::from(dy))
+        .max(0)
+}
+
+/// The display scale of a value `v`·10^-`scale` of a `Decimal128(p, scale)` column:
+/// `scale` for a constrained `numeric` (p < 38), as PostgreSQL's `numeric(p, s)` holds; an
+/// unconstrained one does not keep the scale it was written with, so its decimals without
+/// trailing zeros (as it prints).
+fn display_scale(v: i128, p: u8, scale: i8) -> i8 {
+    if p < NUMERIC_MAX_PRECISION || scale <= 0 {
+        return scale;
+    }
+    let mut d = scale;
+    let mut a = v.unsigned_abs();
+    if a == 0 {
+        return 0;
+    }
+    while d > 0 && a.is_multiple_of(10) {
+        a /= 10;
+        d -= 1;
+    }
+    d
 }
 
 fn pow10(n: u32) -> Option<i256> {
@@ -580,10 +674,15 @@ impl ScalarUDFImpl for NumericArith {
 
     fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
         match (&arg_types[0], &arg_types[1]) {
-            (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2)) => Ok(DataType::Decimal128(
-                NUMERIC_MAX_PRECISION,
-                numeric_result_scale(self.op == NumOp::Div, *s1, *s2),
-            )),
+            (DataType::Decimal128(p1, s1), DataType::Decimal128(_, s2)) => {
+                Ok(DataType::Decimal128(
+                    NUMERIC_MAX_PRECISION,
+                    match self.op {
+                        NumOp::Mul => numeric_result_scale(*s1, *s2),
+                        NumOp::Div => numeric_div_scale(*p1, *s1, *s2),
+                    },
+                ))
+            }
             (a, b) => Err(DataFusionError::Plan(format!(
                 "{} expects two numeric arguments, got {a} and {b}",
                 self.name()
@@ -596,7 +695,7 @@ impl ScalarUDFImpl for NumericArith {
         args: ScalarFunctionArgs,
     ) -> datafusion::common::Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2)) =
+        let (DataType::Decimal128(p1, s1), DataType::Decimal128(p2, s2)) =
             (arrays[0].data_type(), arrays[1].data_type())
         else {
             return Err(DataFusionError::Internal(format!(
@@ -604,8 +703,11 @@ impl ScalarUDFImpl for NumericArith {
                 self.name()
             )));
         };
-        let (s1, s2) = (*s1, *s2);
-        let scale = numeric_result_scale(self.op == NumOp::Div, s1, s2);
+        let (p1, s1, p2, s2) = (*p1, *s1, *p2, *s2);
+        let scale = match self.op {
+            NumOp::Mul => numeric_result_scale(s1, s2),
+            NumOp::Div => numeric_div_scale(p1, s1, s2),
+        };
         let a = arrays[0].as_primitive::<Decimal128Type>();
         let b = arrays[1].as_primitive::<Decimal128Type>();
         let limit = pow10(u32::from(NUMERIC_MAX_PRECISION)).unwrap_or(i256::MAX);
@@ -634,8 +736,19 @@ impl ScalarUDFImpl for NumericArith {
                     if y == i256::ZERO {
                         return Err(ours(Error::data("22012", "division by zero")));
                     }
-                    // x/y at `scale`: x·10^(scale+s2-s1) / y.
-                    let k = i32::from(scale) + i32::from(s2) - i32::from(s1);
+                    // Rounded at PostgreSQL's scale for these values (at most the column's),
+                    // then held at the column's: x·10^(r+s2-s1) / y, times 10^(scale-r).
+                    let (xv, yv) = (a.value(i), b.value(i));
+                    let r = pg_div_scale(
+                        xv,
+                        s1,
+                        display_scale(xv, p1, s1),
+                        yv,
+                        s2,
+                        display_scale(yv, p2, s2),
+                    )
+                    .min(i32::from(scale));
+                    let k = r + i32::from(s2) - i32::from(s1);
                     let (n, d) = if k >= 0 {
                         let f = pow10(k as u32).ok_or_else(overflow)?;
                         (x.checked_mul(f).ok_or_else(overflow)?, y)
@@ -643,7 +756,9 @@ impl ScalarUDFImpl for NumericArith {
                         let f = pow10((-k) as u32).ok_or_else(overflow)?;
                         (x, y.checked_mul(f).ok_or_else(overflow)?)
                     };
-                    div_round(n, d).ok_or_else(overflow)?
+                    let q = div_round(n, d).ok_or_else(overflow)?;
+                    let up = pow10((i32::from(scale) - r) as u32).ok_or_else(overflow)?;
+                    q.checked_mul(up).ok_or_else(overflow)?
                 }
             };
             if v.wrapping_abs() >= limit {
@@ -1949,6 +2064,12 @@ fn rewrite_expr(
                         _ => Transformed::yes(call(n, vec![*left, *right])),
                     }
                 }
+                // `1 / 3.0`: the integer literal is read as a decimal of its own digits, not
+                // of bigint's 20, so that the quotient's column keeps PostgreSQL's 20
+                // decimals (see `numeric_div_scale`).
+                Some(n @ "numeric_div") => {
+                    Transformed::yes(call(n, vec![tight_decimal_literal(*left), *right]))
+                }
                 Some(n) => Transformed::yes(call(n, vec![*left, *right])),
                 None => Transformed::no(Expr::BinaryExpr(BinaryExpr { left, op, right })),
             })
@@ -1959,6 +2080,35 @@ fn rewrite_expr(
             if !matches!(inner.as_ref(), Expr::Literal(..)) && is_int(&inner.get_type(schema)?) =>
         {
             Ok(Transformed::yes(call("int_neg", vec![*inner])))
+        }
+        // `floor`/`ceil` of a `numeric` is an integral `numeric` (scale 0, PostgreSQL's
+        // `numeric_floor`); DataFusion keeps the argument's scale (`floor(1.5)` = `1.0`).
+        Expr::ScalarFunction(f)
+            if matches!(f.func.name(), "floor" | "ceil") && f.args.len() == 1 =>
+        {
+            match f.args[0].get_type(schema)? {
+                DataType::Decimal128(p, s) if s > 0 => {
+                    // One more integer digit than the argument's, for the argument too
+                    // (DataFusion rounds in its type): ceil(9.5) = 10.
+                    let wider = p.saturating_add(1).min(NUMERIC_MAX_PRECISION);
+                    let digits =
+                        (i16::from(p) - i16::from(s) + 1).clamp(1, NUMERIC_MAX_PRECISION.into());
+                    let arg = f.args[0]
+                        .clone()
+                        .cast_to(&DataType::Decimal128(wider, s), schema)?;
+                    let rounded = Expr::ScalarFunction(ScalarFunction::new_udf(
+                        Arc::clone(&f.func),
+                        vec![arg],
+                    ));
+                    Ok(Transformed::yes(Expr::Cast(
+                        datafusion::logical_expr::Cast::new(
+                            Box::new(rounded),
+                            DataType::Decimal128(digits as u8, 0),
+                        ),
+                    )))
+                }
+                _ => Ok(Transformed::no(Expr::ScalarFunction(f))),
+            }
         }
         // A timestamp cast to text prints PostgreSQL's output form.
         Expr::Cast(c)
@@ -2146,12 +2296,36 @@ mod tests {
 
     #[test]
     fn result_scales() {
-        assert_eq!(numeric_result_scale(false, 10, 10), 20);
-        assert_eq!(numeric_result_scale(false, 20, 10), 20);
-        assert_eq!(numeric_result_scale(false, 2, 2), 4);
-        assert_eq!(numeric_result_scale(false, 30, 2), 30);
-        assert_eq!(numeric_result_scale(true, 2, 2), 20);
-        assert_eq!(numeric_result_scale(true, 25, 2), 25);
+        assert_eq!(numeric_result_scale(10, 10), 20);
+        assert_eq!(numeric_result_scale(20, 10), 20);
+        assert_eq!(numeric_result_scale(2, 2), 4);
+        assert_eq!(numeric_result_scale(30, 2), 30);
+        assert_eq!(numeric_div_scale(10, 2, 2), 20);
+        assert_eq!(numeric_div_scale(38, 25, 2), 25);
+        assert_eq!(numeric_div_scale(38, 10, 0), 20);
+        // bigint (20 digits) / 3.0: 21 integer digits leave 17 decimals.
+        assert_eq!(numeric_div_scale(20, 0, 1), 17);
+        assert_eq!(numeric_div_scale(37, 0, 10), 0);
+    }
+
+    #[test]
+    fn quotients_take_postgresql_display_scales() {
+        // select_div_scale as PostgreSQL 15 prints these quotients: 10 / 3 =
+        // 3.3333333333333333, 1 / 3.0 = 0.33333333333333333333, 1000000.0 / 3 =
+        // 333333.333333333333, 9223372036854775807 / 3.0 = 3074457345618258602.3,
+        // 12345678901234567890.5 / 7.5 = 1646090520164609052.1, 1 / 30000 =
+        // 0.000033333333333333333333, 0 / 7 = 0.00000000000000000000.
+        assert_eq!(pg_div_scale(10, 0, 0, 3, 0, 0), 16);
+        assert_eq!(pg_div_scale(1, 0, 0, 30, 1, 1), 20);
+        assert_eq!(pg_div_scale(10_000_000, 1, 1, 3, 0, 0), 12);
+        assert_eq!(pg_div_scale(i128::from(i64::MAX), 0, 0, 30, 1, 1), 1);
+        assert_eq!(pg_div_scale(123_456_789_012_345_678_905, 1, 1, 75, 1, 1), 1);
+        assert_eq!(pg_div_scale(1, 0, 0, 30_000, 0, 0), 24);
+        assert_eq!(pg_div_scale(0, 0, 0, 7, 0, 0), 20);
+        assert_eq!(base10000_lead(1, 30), (-8, 100));
+        assert_eq!(display_scale(15_000_000_000, 38, 10), 1);
+        assert_eq!(display_scale(1_500, 10, 3), 3);
+        assert_eq!(display_scale(0, 38, 10), 0);
     }
 
     #[test]
