@@ -4,6 +4,7 @@
 //!  to_char(timestamp | timestamptz | date | interval | time, text)  PostgreSQL template patterns
 //!  to_char(smallint | integer | bigint | numeric | real | double precision, text)
 //!  timezone(text | interval, timestamp | timestamptz)               `AT TIME ZONE`
+//!  ceiling(x), sign(x), mod(y, x)                                    see `math`
 //! ```
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
@@ -13,6 +14,7 @@ pub mod datetime_input;
 pub mod float_sum;
 pub mod int_avg;
 pub mod json;
+pub mod math;
 pub mod number_input;
 pub mod pg_info;
 pub mod to_char;
@@ -31,6 +33,7 @@ pub fn register(ctx: &SessionContext) {
     ctx.deregister_udf("to_char");
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
+    math::register(ctx);
 }
 
 /// The PostgreSQL name of an Arrow type as Weir maps them (`integer` for `Int32`, `text` for
