@@ -1124,7 +1124,13 @@ impl Session {
                 "a materialized view needs a SELECT query".into(),
             ));
         }
-        let plan = self.plan_statement(stmt).await?;
+        let plan = match self.plan_statement(stmt.clone()).await {
+            // Expressions that differ only in a cast share a name (see `names::name_casts`).
+            Err(e) if is_duplicate_name_error(&e) && names::name_casts(&stmt) != stmt => {
+                self.plan_statement(names::name_casts(&stmt)).await?
+            }
+            other => other?,
+        };
         // `now()` stays a function of the epoch (temporal filters), not the planning time.
         let plan = crate::sql::temporal::mark_now(plan)?;
         // Without `eliminate_join`: it turns an inner join whose output needs only one
@@ -1461,13 +1467,33 @@ impl Session {
                 let shown = names::shown_names(&stmt, &field_names(&plan));
                 return Ok((plan, shown));
             }
-            Err(e) if is_duplicate_name_error(&e) => match names::unique_output_names(&stmt) {
-                Some((renamed, shown)) => match self.plan_statement(renamed).await {
-                    Ok(plan) => return Ok((plan, Some(shown))),
-                    Err(renamed) => renamed,
-                },
-                None => e,
-            },
+            Err(e) if is_duplicate_name_error(&e) => {
+                // Repeated output names; or names repeated inside the plan by expressions that
+                // differ only in a cast (`max(ts), max(ts::date)`).
+                let (renamed, shown) = match names::unique_output_names(&stmt) {
+                    Some((renamed, shown)) => (renamed, Some(shown)),
+                    None => (stmt.clone(), None),
+                };
+                let mut err = e;
+                for attempt in [renamed.clone(), names::name_casts(&renamed)] {
+                    if attempt == stmt {
+                        continue;
+                    }
+                    match self.plan_statement(attempt).await {
+                        Ok(plan) => {
+                            let shown =
+                                shown.or_else(|| names::shown_names(&stmt, &field_names(&plan)));
+                            return Ok((plan, shown));
+                        }
+                        Err(again) if is_duplicate_name_error(&again) => err = again,
+                        Err(other) => {
+                            err = other;
+                            break;
+                        }
+                    }
+                }
+                err
+            }
             Err(e) => e,
         };
         if parse::mentions_catalog(&stmt)

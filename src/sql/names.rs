@@ -363,9 +363,64 @@ pub fn unique_output_names(stmt: &Statement) -> Option<(Statement, Vec<String>)>
     Some((stmt, names))
 }
 
+/// Name of the identity function [`name_casts`] wraps casts in (see
+/// `crate::sql::semantics`'s `CastNamed`).
+pub const CAST_NAMED_FUNCTION: &str = "weir_cast_named";
+
+/// The statement with each cast of a column or expression (not of a literal or parameter)
+/// wrapped as `weir_cast_named(CAST(x AS t), 't')`, for a query DataFusion refuses because
+/// two expressions that differ only in a cast share a name: DataFusion names a cast by its
+/// argument alone, so `max(ts), max(ts::date)` are both `max(ts)` in one aggregate, and
+/// `GROUP BY x::text, x` repeats `x`. The wrapper (the value unchanged) carries the type in
+/// its name. The output names are figured before, from the statement as written.
+pub fn name_casts(stmt: &Statement) -> Statement {
+    use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
+    struct Casts;
+    impl VisitorMut for Casts {
+        type Break = ();
+        fn post_visit_expr(&mut self, e: &mut Expr) -> std::ops::ControlFlow<()> {
+            if let Expr::Cast {
+                expr, data_type, ..
+            } = e
+                && !matches!(expr.as_ref(), Expr::Value(_))
+            {
+                let tag = Expr::value(Value::SingleQuotedString(data_type.to_string()));
+                let cast = std::mem::replace(e, Expr::value(Value::Null));
+                *e = crate::sql::parse::function_call(CAST_NAMED_FUNCTION, vec![cast, tag]);
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut stmt = stmt.clone();
+    let _ = VisitMut::visit(&mut stmt, &mut Casts);
+    stmt
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn casts_of_expressions_are_named_by_their_type() {
+        let stmt = crate::sql::parse::parse_one(
+            "SELECT max(ts), max(ts::date), '1'::int, $1::text FROM t GROUP BY x::text",
+        )
+        .unwrap();
+        let named = name_casts(&stmt).to_string();
+        assert!(
+            named.contains("max(weir_cast_named(ts::DATE, 'DATE'))"),
+            "{named}"
+        );
+        assert!(
+            named.contains("GROUP BY weir_cast_named(x::TEXT, 'TEXT')"),
+            "{named}"
+        );
+        // Literals and parameters keep their casts as they are.
+        assert!(
+            named.contains("'1'::INT,") && named.contains("$1::TEXT"),
+            "{named}"
+        );
+    }
 
     #[test]
     fn repeated_names_are_kept() {

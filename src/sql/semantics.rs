@@ -89,6 +89,43 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(OneRow::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ArrayOrEmpty::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(CastNamed::new()));
+}
+
+/// `weir_cast_named(value, type)`: `value` unchanged; the type's text only tells apart the
+/// names of expressions that differ in a cast ([`crate::sql::names::name_casts`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CastNamed {
+    signature: Signature,
+}
+
+impl CastNamed {
+    fn new() -> Self {
+        CastNamed {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for CastNamed {
+    fn name(&self) -> &str {
+        crate::sql::names::CAST_NAMED_FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        Ok(args.args[0].clone())
+    }
 }
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
