@@ -1167,10 +1167,22 @@ fn numeric_literal(text: &str) -> NumericLiteral {
         None => (false, text),
     };
     let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(at) => match unsigned[at + 1..].parse::<i64>() {
-            Ok(e) => (&unsigned[..at], e),
-            Err(_) => return NumericLiteral::AsWritten,
-        },
+        Some(at) => {
+            let exponent = &unsigned[at + 1..];
+            match exponent.parse::<i64>() {
+                Ok(e) => (&unsigned[..at], e),
+                // An exponent past 64 bits: far beyond 38 digits either way.
+                Err(_)
+                    if exponent
+                        .trim_start_matches(['+', '-'])
+                        .bytes()
+                        .all(|b| b.is_ascii_digit()) =>
+                {
+                    return NumericLiteral::Double;
+                }
+                Err(_) => return NumericLiteral::AsWritten,
+            }
+        }
         None => (unsigned, 0),
     };
     let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
@@ -1179,7 +1191,7 @@ fn numeric_literal(text: &str) -> NumericLiteral {
     }
     // value = digits * 10^-scale
     let mut digits: String = whole.chars().chain(fraction.chars()).collect();
-    let mut scale = fraction.len() as i64 - exponent;
+    let mut scale = (fraction.len() as i64).saturating_sub(exponent);
     if scale < 0 {
         if scale < -(NUMERIC_LITERAL_MAX_DIGITS as i64) {
             return NumericLiteral::Double;
@@ -2321,6 +2333,10 @@ mod tests {
         );
         assert_eq!(numeric_literal("1e-39"), Double);
         assert_eq!(numeric_literal("1e-1000000000"), Double);
+        assert_eq!(numeric_literal("1e99999999999999999999"), Double);
+        assert_eq!(numeric_literal("1e-99999999999999999999"), Double);
+        assert_eq!(numeric_literal("1e-9223372036854775808"), Double);
+        assert_eq!(numeric_literal("1e9223372036854775807"), Double);
         assert_eq!(numeric_literal("1_000.5"), AsWritten);
     }
 
