@@ -580,19 +580,22 @@ pub fn numeric_result_scale(s1: i8, s2: i8) -> i8 {
     (s1.saturating_add(s2)).min(widest)
 }
 
-/// The column scale of a `numeric` quotient of `Decimal128(p1, s1)` by `Decimal128(_, s2)`:
+/// The column scale of a `numeric` quotient of `Decimal128(p1, s1)` by `Decimal128(p2, s2)`:
 /// [`NUMERIC_MAX_SCALE`] decimals (the operands' when they have more), fewer when the
 /// quotient's integer digits need the room: a dividend of `p1 - s1` integer digits divided
 /// by at least 10^-`s2` has at most `p1 - s1 + s2` (`bigint / 3.0`: 21 digits, 17 decimals).
-/// An unconstrained `numeric` (38 digits) keeps 18 integer digits. Each value is rounded to
+/// An unconstrained `numeric` (38 digits) dividend keeps 18 integer digits, and an
+/// unconstrained divisor's 10 decimals are not counted (`1::bigint / 3::numeric` keeps 18
+/// decimals, not 8; a quotient past the room is 22003). Each value is rounded to
 /// PostgreSQL's scale for it ([`pg_div_scale`]), then held at this scale.
-pub fn numeric_div_scale(p1: u8, s1: i8, s2: i8) -> i8 {
+pub fn numeric_div_scale(p1: u8, s1: i8, p2: u8, s2: i8) -> i8 {
     let max = NUMERIC_MAX_PRECISION as i8;
     let widest = s1.max(s2).max(NUMERIC_MAX_SCALE).min(max);
     if p1 >= NUMERIC_MAX_PRECISION {
         return widest;
     }
-    let int_digits = i16::from(p1) - i16::from(s1) + i16::from(s2);
+    let divisor_decimals = if p2 >= NUMERIC_MAX_PRECISION { 0 } else { s2 };
+    let int_digits = i16::from(p1) - i16::from(s1) + i16::from(divisor_decimals);
     let room = (i16::from(max) - int_digits).clamp(0, i16::from(max)) as i8;
     widest.min(room)
 }
@@ -711,12 +714,12 @@ impl ScalarUDFImpl for NumericArith {
 
     fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
         match (&arg_types[0], &arg_types[1]) {
-            (DataType::Decimal128(p1, s1), DataType::Decimal128(_, s2)) => {
+            (DataType::Decimal128(p1, s1), DataType::Decimal128(p2, s2)) => {
                 Ok(DataType::Decimal128(
                     NUMERIC_MAX_PRECISION,
                     match self.op {
                         NumOp::Mul => numeric_result_scale(*s1, *s2),
-                        NumOp::Div => numeric_div_scale(*p1, *s1, *s2),
+                        NumOp::Div => numeric_div_scale(*p1, *s1, *p2, *s2),
                     },
                 ))
             }
@@ -743,7 +746,7 @@ impl ScalarUDFImpl for NumericArith {
         let (p1, s1, p2, s2) = (*p1, *s1, *p2, *s2);
         let scale = match self.op {
             NumOp::Mul => numeric_result_scale(s1, s2),
-            NumOp::Div => numeric_div_scale(p1, s1, s2),
+            NumOp::Div => numeric_div_scale(p1, s1, p2, s2),
         };
         let a = arrays[0].as_primitive::<Decimal128Type>();
         let b = arrays[1].as_primitive::<Decimal128Type>();
@@ -2337,12 +2340,14 @@ mod tests {
         assert_eq!(numeric_result_scale(20, 10), 20);
         assert_eq!(numeric_result_scale(2, 2), 4);
         assert_eq!(numeric_result_scale(30, 2), 30);
-        assert_eq!(numeric_div_scale(10, 2, 2), 20);
-        assert_eq!(numeric_div_scale(38, 25, 2), 25);
-        assert_eq!(numeric_div_scale(38, 10, 0), 20);
+        assert_eq!(numeric_div_scale(10, 2, 5, 2), 20);
+        assert_eq!(numeric_div_scale(38, 25, 5, 2), 25);
+        assert_eq!(numeric_div_scale(38, 10, 20, 0), 20);
         // bigint (20 digits) / 3.0: 21 integer digits leave 17 decimals.
-        assert_eq!(numeric_div_scale(20, 0, 1), 17);
-        assert_eq!(numeric_div_scale(37, 0, 10), 0);
+        assert_eq!(numeric_div_scale(20, 0, 2, 1), 17);
+        assert_eq!(numeric_div_scale(37, 0, 20, 10), 0);
+        // bigint / unconstrained numeric: the divisor's 10 decimals are not counted.
+        assert_eq!(numeric_div_scale(20, 0, 38, 10), 18);
     }
 
     #[test]
