@@ -1124,13 +1124,7 @@ impl Session {
                 "a materialized view needs a SELECT query".into(),
             ));
         }
-        let plan = match self.plan_statement(stmt.clone()).await {
-            // Expressions that differ only in a cast share a name (see `names::name_casts`).
-            Err(e) if is_duplicate_name_error(&e) && names::name_casts(&stmt) != stmt => {
-                self.plan_statement(names::name_casts(&stmt)).await?
-            }
-            other => other?,
-        };
+        let plan = self.plan_naming_casts(stmt).await?;
         // `now()` stays a function of the epoch (temporal filters), not the planning time.
         let plan = crate::sql::temporal::mark_now(plan)?;
         // Without `eliminate_join`: it turns an inner join whose output needs only one
@@ -1437,6 +1431,31 @@ impl Session {
         Ok(Output::Rows { schema, batches })
     }
 
+    /// Plans `stmt`; when its plan repeats a name because expressions differ only in a cast
+    /// (DataFusion names a cast by its argument: `max(ts), max(ts::date)`), plans it again with
+    /// each cast of an expression named by its type ([`names::name_casts`]). A repeated name can
+    /// also surface only in the optimizer (`SELECT x::text, x ... GROUP BY x::text, x`: the
+    /// aggregate's projection), so such a statement's plan is optimized once to find out.
+    ///
+    /// Errors: the first planning error that is not a repeated name.
+    async fn plan_naming_casts(&self, stmt: Statement) -> Result<LogicalPlan> {
+        let named = names::name_casts(&stmt);
+        if named == stmt {
+            return self.plan_statement(stmt).await;
+        }
+        match self.plan_statement(stmt).await {
+            Ok(plan) => match self.ctx.state().optimize(&plan).map_err(Error::from) {
+                Err(e) if is_duplicate_name_error(&e) => {}
+                // Other optimizer failures are the caller's to meet (a correlated subquery
+                // DataFusion cannot decorrelate is evaluated when the plan runs).
+                _ => return Ok(plan),
+            },
+            Err(e) if is_duplicate_name_error(&e) => {}
+            Err(e) => return Err(e),
+        }
+        self.plan_statement(named).await
+    }
+
     /// Plans a statement; a client's catalog query that does not plan is tried again through
     /// datafusion-pg-catalog's whole compatibility layer (see [`parse`]).
     async fn plan_with_fallback(&self, sql: &str, stmt: Statement) -> Result<LogicalPlan> {
@@ -1462,7 +1481,7 @@ impl Session {
         sql: &str,
         stmt: Statement,
     ) -> Result<(LogicalPlan, Option<Vec<String>>)> {
-        let err = match self.plan_statement(stmt.clone()).await {
+        let err = match self.plan_naming_casts(stmt.clone()).await {
             Ok(plan) => {
                 let shown = names::shown_names(&stmt, &field_names(&plan));
                 return Ok((plan, shown));
