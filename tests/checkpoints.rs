@@ -669,6 +669,14 @@ fn expected_views(a: &[(i64, i64)], b: &[Option<i64>]) -> [Vec<Vec<String>>; 3] 
                 vs.iter().max().unwrap().to_string(),
                 ss.join(","),
                 vs.iter().fold(0, |acc, v| acc | v).to_string(),
+                // percentile_disc(0.5) in descending order: the ceil(n / 2)th largest.
+                desc[(vs.len() as f64 * 0.5).ceil() as usize - 1].to_string(),
+                // mode() of v % 3: the most frequent remainder, the smallest on a tie.
+                (0..3)
+                    .rev()
+                    .max_by_key(|r| vs.iter().filter(|v| *v % 3 == *r).count())
+                    .unwrap()
+                    .to_string(),
             ]
         })
         .collect();
@@ -692,7 +700,7 @@ fn expected_views(a: &[(i64, i64)], b: &[Option<i64>]) -> [Vec<Vec<String>>; 3] 
 async fn check_views(c: &tokio_postgres::Client, a: &[(i64, i64)], b: &[Option<i64>]) {
     let [agg, semi, anti] = expected_views(a, b);
     assert_eq!(
-        common::query_text(c, "SELECT k, d, lo, hi, ss, bo FROM agg ORDER BY k").await,
+        common::query_text(c, "SELECT k, d, lo, hi, ss, bo, pd, mo FROM agg ORDER BY k").await,
         agg
     );
     assert_eq!(
@@ -722,7 +730,9 @@ async fn aggregates_and_semi_joins_go_on_from_their_restored_state_tables() {
              CREATE TABLE b (k BIGINT);
              SET checkpoint.interval = '100ms';
              CREATE MATERIALIZED VIEW agg AS SELECT k, count(DISTINCT v % 5) AS d, min(v) AS lo,
-                 max(v) AS hi, string_agg(s, ',' ORDER BY v DESC) AS ss, bit_or(v) AS bo
+                 max(v) AS hi, string_agg(s, ',' ORDER BY v DESC) AS ss, bit_or(v) AS bo,
+                 percentile_disc(0.5) WITHIN GROUP (ORDER BY v DESC) AS pd,
+                 mode() WITHIN GROUP (ORDER BY v % 3) AS mo
                  FROM a GROUP BY k;
              CREATE MATERIALIZED VIEW semi AS SELECT k, v FROM a WHERE k IN (SELECT k FROM b);
              CREATE MATERIALIZED VIEW anti AS SELECT k, v FROM a WHERE k NOT IN (SELECT k FROM b);

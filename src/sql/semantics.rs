@@ -145,7 +145,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
 }
 
 /// Wraps one of Weir's errors so it crosses DataFusion with its SQLSTATE.
-fn ours(e: Error) -> DataFusionError {
+pub(crate) fn ours(e: Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
@@ -994,10 +994,11 @@ fn regex_syntax_escape(c: char) -> String {
 // ---------------------------------------------------------------------------------------------
 // Rounding before a cast to an integer type
 
-/// `weir_rint(float)`: the nearest integral value, ties to even, in the argument's type: what
-/// PostgreSQL's float-to-integer casts round by (`rint`, `float8` to `int4` in its
-/// `int.c`/`float.c`), where Arrow's cast truncates (`2.7::float8::int` is 3, `2.5` is 2,
-/// `-2.5` is -2).
+/// `weir_rint(x)`: `x` rounded to an integral value as PostgreSQL's casts to integer types
+/// round, in `x`'s type: a float to nearest, ties to even (`rint`, `float8` to `int4` in its
+/// `int.c`/`float.c`), a `numeric` half away from zero (`numeric_int4` in `numeric.c`), and
+/// each element of an array of them (`array[1, 2.5]::int[]` is `{1,3}`), where Arrow's cast
+/// truncates (`2.7::float8::int` is 3, `2.5` is 2, `-2.5` is -2).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct RoundTiesEven {
     signature: Signature,
@@ -1006,13 +1007,51 @@ struct RoundTiesEven {
 impl RoundTiesEven {
     fn new() -> Self {
         RoundTiesEven {
-            signature: Signature::uniform(
-                1,
-                vec![DataType::Float32, DataType::Float64],
-                Volatility::Immutable,
-            ),
+            signature: Signature::any(1, Volatility::Immutable),
         }
     }
+}
+
+/// `values` rounded as [`RoundTiesEven`] rounds (lists element by element); other types as
+/// they are. Errors: an overflow rounding a `numeric` of 38 digits.
+fn round_integral(values: &ArrayRef) -> datafusion::common::Result<ArrayRef> {
+    use arrow::datatypes::{Float32Type, Float64Type};
+    Ok(match values.data_type() {
+        DataType::Float32 => Arc::new(
+            values
+                .as_primitive::<Float32Type>()
+                .unary::<_, Float32Type>(f32::round_ties_even),
+        ),
+        DataType::Float64 => Arc::new(
+            values
+                .as_primitive::<Float64Type>()
+                .unary::<_, Float64Type>(f64::round_ties_even),
+        ),
+        DataType::Decimal128(p, scale) if *scale > 0 => {
+            let unit = i256::from_i128(10).wrapping_pow(*scale as u32);
+            let rounded = values
+                .as_primitive::<Decimal128Type>()
+                .try_unary::<_, Decimal128Type, _>(|v| {
+                    div_round(i256::from_i128(v), unit)
+                        .and_then(|q| q.checked_mul(unit))
+                        .and_then(|r| r.to_i128())
+                        .ok_or_else(|| {
+                            arrow::error::ArrowError::ComputeError("numeric field overflow".into())
+                        })
+                })?;
+            Arc::new(rounded.with_precision_and_scale(*p, *scale)?)
+        }
+        DataType::List(f) => {
+            let list = values.as_list::<i32>();
+            Arc::new(arrow::array::ListArray::try_new(
+                Arc::clone(f),
+                list.offsets().clone(),
+                round_integral(list.values())?,
+                list.nulls().cloned(),
+            )?)
+        }
+        _ => Arc::clone(values),
+    })
 }
 
 impl ScalarUDFImpl for RoundTiesEven {
@@ -1032,21 +1071,28 @@ impl ScalarUDFImpl for RoundTiesEven {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::common::Result<ColumnarValue> {
-        use arrow::datatypes::{Float32Type, Float64Type};
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let out: ArrayRef = match arrays[0].data_type() {
-            DataType::Float32 => Arc::new(
-                arrays[0]
-                    .as_primitive::<Float32Type>()
-                    .unary::<_, Float32Type>(f32::round_ties_even),
-            ),
-            _ => Arc::new(
-                arrays[0]
-                    .as_primitive::<Float64Type>()
-                    .unary::<_, Float64Type>(f64::round_ties_even),
-            ),
-        };
+        let out = round_integral(&arrays[0])?;
         shape_result(&args.args, out)
+    }
+}
+
+/// True for the types whose cast to an integer type PostgreSQL rounds: floats, `numeric` with
+/// decimals, and arrays of them.
+fn rounds_to_integer(t: &DataType) -> bool {
+    match t {
+        DataType::Float32 | DataType::Float64 => true,
+        DataType::Decimal128(_, scale) => *scale > 0,
+        DataType::List(f) => rounds_to_integer(f.data_type()),
+        _ => false,
+    }
+}
+
+/// True for integer types and arrays of them.
+fn integer_or_array(t: &DataType) -> bool {
+    match t {
+        DataType::List(f) => integer_or_array(f.data_type()),
+        t => t.is_integer(),
     }
 }
 
@@ -1058,20 +1104,17 @@ fn rounding_int_cast(
     schema: &DFSchema,
 ) -> datafusion::common::Result<Option<Expr>> {
     let rounded_already = matches!(c.expr.as_ref(), Expr::ScalarFunction(f)
-        if matches!(f.func.name(), "weir_rint" | "round"));
-    if !c.field.data_type().is_integer() || rounded_already {
+        if f.func.name() == "weir_rint");
+    if !integer_or_array(c.field.data_type())
+        || rounded_already
+        || !rounds_to_integer(&c.expr.get_type(schema)?)
+    {
         return Ok(None);
     }
-    let rounded = match c.expr.get_type(schema)? {
-        DataType::Float32 | DataType::Float64 => Expr::ScalarFunction(ScalarFunction::new_udf(
-            Arc::new(ScalarUDF::new_from_impl(RoundTiesEven::new())),
-            vec![c.expr.as_ref().clone()],
-        )),
-        DataType::Decimal128(_, scale) if scale > 0 => {
-            datafusion::functions::math::expr_fn::round(vec![c.expr.as_ref().clone()])
-        }
-        _ => return Ok(None),
-    };
+    let rounded = Expr::ScalarFunction(ScalarFunction::new_udf(
+        Arc::new(ScalarUDF::new_from_impl(RoundTiesEven::new())),
+        vec![c.expr.as_ref().clone()],
+    ));
     Ok(Some(Expr::Cast(datafusion::logical_expr::Cast {
         expr: Box::new(rounded),
         field: Arc::clone(&c.field),

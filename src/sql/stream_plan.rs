@@ -1329,6 +1329,11 @@ fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
     )?)
 }
 
+/// True when an ordered-set aggregate's `WITHIN GROUP (ORDER BY x DESC)` is descending.
+fn within_group_descending(order_by: &[SortExpr]) -> bool {
+    order_by.first().is_some_and(|s| !s.asc)
+}
+
 fn agg_call(
     e: &Expr,
     in_schema: &DFSchema,
@@ -1376,6 +1381,15 @@ fn agg_call(
         },
         ("string_agg", false) => AggKind::StringAgg,
         ("array_agg", false) => AggKind::ArrayAgg,
+        ("mode", false) => AggKind::Mode {
+            descending: within_group_descending(&params.order_by),
+        },
+        ("percentile_disc", false) => AggKind::PercentileDisc {
+            descending: within_group_descending(&params.order_by),
+        },
+        ("percentile_cont", false) => AggKind::PercentileCont {
+            descending: within_group_descending(&params.order_by),
+        },
         (n, true) => {
             return Err(Error::not_supported(format!(
                 "{n}(DISTINCT ...) in a materialized view is not supported"
@@ -1385,12 +1399,20 @@ fn agg_call(
             return Err(Error::not_supported(format!(
                 "aggregate function {n} in a materialized view is not supported (supported: \
                  count, sum, avg, min, max, bool_and, bool_or, bit_and, bit_or, bit_xor, \
-                 var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg, \
-                 count(DISTINCT))"
+                 var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg, mode, \
+                 percentile_disc, percentile_cont, count(DISTINCT))"
             )));
         }
     };
-    let expected_args = if kind == AggKind::StringAgg { 2 } else { 1 };
+    let percentile = matches!(
+        kind,
+        AggKind::PercentileDisc { .. } | AggKind::PercentileCont { .. }
+    );
+    let expected_args = if kind == AggKind::StringAgg || percentile {
+        2
+    } else {
+        1
+    };
     if params.args.len() != expected_args {
         return Err(Error::not_supported(format!(
             "{name} with {} arguments in a materialized view is not supported",
@@ -1415,6 +1437,22 @@ fn agg_call(
     } else {
         String::new()
     };
+    let fraction = if percentile {
+        let Expr::Literal(v, _) = &params.args[1] else {
+            return Err(Error::not_supported(format!(
+                "{name} with a fraction that is not a constant in a materialized view is not \
+                 supported"
+            )));
+        };
+        match v.cast_to(&arrow::datatypes::DataType::Float64)? {
+            ScalarValue::Float64(Some(f)) => {
+                Some(crate::sql::functions::ordered_set::check_fraction(f)?)
+            }
+            _ => None,
+        }
+    } else {
+        None
+    };
     // Only string_agg and array_agg depend on the order of their input.
     let order_by = if matches!(kind, AggKind::StringAgg | AggKind::ArrayAgg) {
         window_order(&params.order_by, in_schema)?
@@ -1436,6 +1474,7 @@ fn agg_call(
         filter,
         order_by,
         delimiter,
+        fraction,
         display: e.schema_name().to_string(),
     })
 }

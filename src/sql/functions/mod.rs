@@ -4,7 +4,8 @@
 //!  to_char(timestamp | timestamptz | date | interval | time, text)  PostgreSQL template patterns
 //!  to_char(smallint | integer | bigint | numeric | real | double precision, text)
 //!  timezone(text | interval, timestamp | timestamptz)               `AT TIME ZONE`
-//!  ceiling(x), sign(x), mod(y, x)                                    see `math`
+//!  ceiling(x), sign(x), mod(y, x), round(x [, n]), trunc(x [, n])   see `math`
+//!  mode(), percentile_disc(f), percentile_cont(f) WITHIN GROUP (...)  see `ordered_set`
 //! ```
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
@@ -16,12 +17,13 @@ pub mod int_avg;
 pub mod json;
 pub mod math;
 pub mod number_input;
+pub mod ordered_set;
 pub mod pg_info;
 pub mod to_char;
 
 use arrow::datatypes::DataType;
 
-use datafusion::logical_expr::ScalarUDF;
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
 /// Registers Weir's SQL functions in `ctx`, replacing DataFusion's functions of the same name.
@@ -34,6 +36,17 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
     math::register(ctx);
+    ctx.deregister_udaf("percentile_cont");
+    ctx.deregister_udaf("quantile_cont");
+    for kind in [
+        ordered_set::OrderedSetKind::Mode,
+        ordered_set::OrderedSetKind::PercentileDisc,
+        ordered_set::OrderedSetKind::PercentileCont,
+    ] {
+        ctx.register_udaf(AggregateUDF::new_from_impl(ordered_set::OrderedSet::new(
+            kind,
+        )));
+    }
 }
 
 /// The PostgreSQL name of an Arrow type as Weir maps them (`integer` for `Int32`, `text` for

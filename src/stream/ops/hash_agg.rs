@@ -1,6 +1,7 @@
 //! `HashAgg`: incremental GROUP BY with count, sum, avg, min, max, count(DISTINCT), bool_and,
 //! bool_or, bit_and, bit_or, bit_xor, variance and standard deviation, string_agg and
-//! array_agg (with `ORDER BY` inside the call), each with an optional `FILTER (WHERE ...)`.
+//! array_agg (with `ORDER BY` inside the call), the ordered-set aggregates mode,
+//! percentile_disc and percentile_cont, each with an optional `FILTER (WHERE ...)`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::common::exact_sum::ExactSum;
 use crate::error::{Error, Result};
 use crate::sql::functions::float_sum::float_sum_value;
 use crate::sql::functions::int_avg::{AVG_SCALE, avg_value, int_avg_value, sum_value};
+use crate::sql::functions::ordered_set::{cont_value, disc_position, mode_index};
 use crate::state::StateTable;
 use crate::state::table::{KeyLayout, batch_from_columns, consolidate};
 
@@ -66,9 +68,39 @@ pub enum AggKind {
     StringAgg,
     /// `array_agg(x [ORDER BY ...])`: the values, NULLs included, in order; as `StringAgg`.
     ArrayAgg,
+    /// `mode() WITHIN GROUP (ORDER BY x [DESC])`: a multiset of the non-NULL values in the
+    /// call's order; the most frequent, the first on a tie.
+    Mode {
+        /// `ORDER BY x DESC`.
+        descending: bool,
+    },
+    /// `percentile_disc(f) WITHIN GROUP (ORDER BY x [DESC])`: as `Mode`; the first value
+    /// whose position reaches f · n ([`AggCall::fraction`]).
+    PercentileDisc {
+        /// `ORDER BY x DESC`.
+        descending: bool,
+    },
+    /// `percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])` of `double precision`: as
+    /// `Mode`; the value at position f · (n - 1), interpolated between its neighbours.
+    PercentileCont {
+        /// `ORDER BY x DESC`.
+        descending: bool,
+    },
 }
 
 impl AggKind {
+    /// True when the call's value table holds its values in descending order: `max`, and the
+    /// ordered-set aggregates `WITHIN GROUP (ORDER BY x DESC)`.
+    fn descending(self) -> bool {
+        match self {
+            AggKind::Max => true,
+            AggKind::Mode { descending }
+            | AggKind::PercentileDisc { descending }
+            | AggKind::PercentileCont { descending } => descending,
+            _ => false,
+        }
+    }
+
     /// True for the aggregates that keep an ordered multiset of their values per group.
     fn keeps_values(self) -> bool {
         matches!(
@@ -79,6 +111,9 @@ impl AggKind {
                 | AggKind::Variance { .. }
                 | AggKind::StringAgg
                 | AggKind::ArrayAgg
+                | AggKind::Mode { .. }
+                | AggKind::PercentileDisc { .. }
+                | AggKind::PercentileCont { .. }
         )
     }
 }
@@ -112,6 +147,9 @@ pub struct AggCall {
     pub order_by: Vec<AggOrder>,
     /// `string_agg`'s delimiter (a constant; NULL joins with nothing, as in PostgreSQL).
     pub delimiter: String,
+    /// `percentile_disc`'s and `percentile_cont`'s fraction, in [0, 1] (`None`: NULL, so the
+    /// result is NULL); unused by the other calls.
+    pub fraction: Option<f64>,
     /// Display name, for EXPLAIN.
     pub display: String,
 }
@@ -178,7 +216,7 @@ struct Touched {
 ///   decimals in the argument's scale, Float64 for floats); bit_and/or/xor (`n`, and 64
 ///   per-bit counts as 512 bytes of Binary); count(DISTINCT) (the number of distinct values);
 /// - per call that keeps its values (min, max, count(DISTINCT), variance, string_agg,
-///   array_agg), a value table: the multiset of (group columns, `ORDER BY` keys of the call,
+///   array_agg, mode, percentile_disc, percentile_cont), a value table: the multiset of (group columns, `ORDER BY` keys of the call,
 ///   value), so a group's values are one prefix scan in the call's order. `max` stores its
 ///   values descending, so min and max are each the first row of the group's prefix.
 ///
@@ -187,7 +225,8 @@ struct Touched {
 /// previous output row is recomputed from the state as it was before the epoch. On the
 /// barrier each changed group emits `-1` of its previous row and `+1` of its new row (nothing
 /// when unchanged); a group whose count drops to zero is retracted and its row deleted.
-/// Cost: O(changed groups × log n), plus, for variance, string_agg and array_agg, the values
+/// Cost: O(changed groups × log n), plus, for variance, string_agg, array_agg and the
+/// ordered-set aggregates, the values
 /// of the changed groups (their result depends on all of them). Without GROUP BY there is one
 /// group that always exists, so the view has one row even over empty input.
 pub struct HashAgg {
@@ -234,6 +273,19 @@ impl Evaluated {
             .as_ref()
             .is_none_or(|k| k.is_valid(i) && k.value(i))
     }
+}
+
+/// The index of the distinct value holding the 0-based `position` of a multiset given as its
+/// distinct values' counts, in order (the last one past the end).
+fn nth_of_multiset(counts: &[i64], position: i64) -> usize {
+    let mut seen = 0;
+    for (i, c) in counts.iter().enumerate() {
+        seen += c.max(&0);
+        if position < seen {
+            return i;
+        }
+    }
+    counts.len().saturating_sub(1)
 }
 
 fn template_for(a: &AggCall) -> Acc {
@@ -324,9 +376,10 @@ impl HashAgg {
                     key.push((g + k, o.options));
                 }
                 fields.push(Field::new("__value", a.arg_type.clone(), true));
-                // Max keeps its values descending: its result is the first of the group.
+                // Max keeps its values descending: its result is the first of the group. The
+                // ordered-set aggregates keep them in their WITHIN GROUP order.
                 let value_order = SortOptions {
-                    descending: a.kind == AggKind::Max,
+                    descending: a.kind.descending(),
                     nulls_first: true,
                 };
                 key.push((fields.len() - 1, value_order));
@@ -782,72 +835,94 @@ impl HashAgg {
     /// order and each one's count (min and max: the first value only).
     fn value_of(&self, call: usize, values: ArrayRef, counts: &[i64]) -> Result<ScalarValue> {
         let a = &self.aggs[call];
-        let v = match a.kind {
-            AggKind::Min | AggKind::Max => {
-                if values.is_empty() {
-                    ScalarValue::try_from(&a.arg_type)?
-                } else {
-                    ScalarValue::try_from_array(&values, 0)?
+        let v =
+            match a.kind {
+                AggKind::Min | AggKind::Max => {
+                    if values.is_empty() {
+                        ScalarValue::try_from(&a.arg_type)?
+                    } else {
+                        ScalarValue::try_from_array(&values, 0)?
+                    }
                 }
-            }
-            AggKind::Variance { population, root } => {
-                let values = arrow::compute::cast(&values, &DataType::Float64)?;
-                let values = values.as_primitive::<Float64Type>();
-                let n: i64 = counts.iter().sum();
-                let v = if n == 0 || (n == 1 && !population) {
-                    None
-                } else {
-                    let mut sum = 0.0;
-                    for (i, c) in counts.iter().enumerate() {
-                        sum += values.value(i) * *c as f64;
-                    }
-                    let mean = sum / n as f64;
-                    let mut m2 = 0.0;
-                    for (i, c) in counts.iter().enumerate() {
-                        let d = values.value(i) - mean;
-                        m2 += d * d * *c as f64;
-                    }
-                    let var = m2 / if population { n } else { n - 1 } as f64;
-                    Some(if root { var.sqrt() } else { var })
-                };
-                ScalarValue::Float64(v)
-            }
-            AggKind::StringAgg => {
-                if values.is_empty() {
-                    ScalarValue::Utf8(None)
-                } else {
-                    let values = arrow::compute::cast(&values, &DataType::Utf8)?;
-                    let values = values.as_string::<i32>();
-                    let mut out = String::new();
-                    let mut first = true;
-                    for (i, c) in counts.iter().enumerate() {
-                        for _ in 0..*c {
-                            if !first {
-                                out.push_str(&a.delimiter);
-                            }
-                            first = false;
-                            out.push_str(values.value(i));
+                AggKind::Variance { population, root } => {
+                    let values = arrow::compute::cast(&values, &DataType::Float64)?;
+                    let values = values.as_primitive::<Float64Type>();
+                    let n: i64 = counts.iter().sum();
+                    let v = if n == 0 || (n == 1 && !population) {
+                        None
+                    } else {
+                        let mut sum = 0.0;
+                        for (i, c) in counts.iter().enumerate() {
+                            sum += values.value(i) * *c as f64;
                         }
-                    }
-                    ScalarValue::Utf8(Some(out))
+                        let mean = sum / n as f64;
+                        let mut m2 = 0.0;
+                        for (i, c) in counts.iter().enumerate() {
+                            let d = values.value(i) - mean;
+                            m2 += d * d * *c as f64;
+                        }
+                        let var = m2 / if population { n } else { n - 1 } as f64;
+                        Some(if root { var.sqrt() } else { var })
+                    };
+                    ScalarValue::Float64(v)
                 }
-            }
-            AggKind::ArrayAgg => {
-                if values.is_empty() {
-                    ScalarValue::try_from(&a.out_type)?
-                } else {
-                    let mut take = Vec::new();
-                    for (i, c) in counts.iter().enumerate() {
-                        take.extend(std::iter::repeat_n(i as u32, (*c).max(0) as usize));
+                AggKind::StringAgg => {
+                    if values.is_empty() {
+                        ScalarValue::Utf8(None)
+                    } else {
+                        let values = arrow::compute::cast(&values, &DataType::Utf8)?;
+                        let values = values.as_string::<i32>();
+                        let mut out = String::new();
+                        let mut first = true;
+                        for (i, c) in counts.iter().enumerate() {
+                            for _ in 0..*c {
+                                if !first {
+                                    out.push_str(&a.delimiter);
+                                }
+                                first = false;
+                                out.push_str(values.value(i));
+                            }
+                        }
+                        ScalarValue::Utf8(Some(out))
                     }
-                    let values = arrow::compute::take(&values, &UInt32Array::from(take), None)?;
-                    SingleRowListArrayBuilder::new(values).build_list_scalar()
                 }
-            }
-            _ => {
-                return Err(Error::Internal("aggregate does not keep values".into()));
-            }
-        };
+                AggKind::ArrayAgg => {
+                    if values.is_empty() {
+                        ScalarValue::try_from(&a.out_type)?
+                    } else {
+                        let mut take = Vec::new();
+                        for (i, c) in counts.iter().enumerate() {
+                            take.extend(std::iter::repeat_n(i as u32, (*c).max(0) as usize));
+                        }
+                        let values = arrow::compute::take(&values, &UInt32Array::from(take), None)?;
+                        SingleRowListArrayBuilder::new(values).build_list_scalar()
+                    }
+                }
+                AggKind::Mode { .. } => match mode_index(counts) {
+                    Some(i) => ScalarValue::try_from_array(&values, i)?,
+                    None => ScalarValue::try_from(&a.out_type)?,
+                },
+                AggKind::PercentileDisc { .. } => {
+                    let n: i64 = counts.iter().sum();
+                    match (a.fraction, a.fraction.and_then(|f| disc_position(f, n))) {
+                        (Some(_), Some(position)) => {
+                            ScalarValue::try_from_array(&values, nth_of_multiset(counts, position))?
+                        }
+                        _ => ScalarValue::try_from(&a.out_type)?,
+                    }
+                }
+                AggKind::PercentileCont { .. } => {
+                    let n: i64 = counts.iter().sum();
+                    let values = arrow::compute::cast(&values, &DataType::Float64)?;
+                    let values = values.as_primitive::<Float64Type>();
+                    ScalarValue::Float64(a.fraction.and_then(|f| {
+                        cont_value(f, n, |i| values.value(nth_of_multiset(counts, i)))
+                    }))
+                }
+                _ => {
+                    return Err(Error::Internal("aggregate does not keep values".into()));
+                }
+            };
         Ok(v)
     }
 
@@ -1270,6 +1345,7 @@ mod tests {
             filter: None,
             order_by: vec![],
             delimiter: String::new(),
+            fraction: None,
             display: format!("{kind:?}({arg})"),
         }
     }
