@@ -671,7 +671,7 @@ fn pg_text_columns(
 /// does not know the scale each value was written with, so its trailing fractional zeros
 /// are dropped (`13.125`, not `13.125000…`); `numeric(p,s)` prints `s` decimals as
 /// PostgreSQL does.
-fn pg_numeric(v: i128, scale: i8, trim: bool) -> String {
+pub(crate) fn pg_numeric(v: i128, scale: i8, trim: bool) -> String {
     let negative = v < 0;
     let digits = v.unsigned_abs().to_string();
     let mut s = if scale <= 0 {

@@ -83,6 +83,8 @@ impl Parser {
                 Arc::new(IntervalLiteralRule),
                 // `ts AT TIME ZONE zone` with PostgreSQL's meaning.
                 Arc::new(AtTimeZoneRule),
+                // `@ x`, `json_agg(x)`, `make_interval(days => 3)` in forms DataFusion plans.
+                Arc::new(PgCallFormsRule),
                 // `ARRAY(subquery)`: an aggregate over the subquery's rows.
                 Arc::new(ArraySubqueryRule),
                 // `row_number()`, `rank()`, `dense_rank()` are bigint, `ntile()` integer.
@@ -1255,6 +1257,140 @@ impl VisitorMut for AtTimeZoneVisitor {
             let ts = std::mem::replace(timestamp.as_mut(), Expr::value(Value::Null));
             let zone = std::mem::replace(time_zone.as_mut(), Expr::value(Value::Null));
             *expr = function_call("timezone", vec![zone, ts]);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// PostgreSQL call forms DataFusion has no form for, as calls it plans:
+///
+/// ```text
+///  @ x                              abs(x)
+///  json_agg(args), jsonb_agg(args)  json_agg(array_agg(args)): the aggregate gathers, the
+///                                   scalar json_agg formats ([`crate::sql::functions::json`]);
+///                                   ORDER BY, DISTINCT, FILTER and OVER go with array_agg
+///  make_interval(days => 3)         make_interval(0, 0, 0, 3, 0, 0, 0.0): every argument
+///                                   (years, months, weeks, days, hours, mins, secs) in
+///                                   place, PostgreSQL's defaults for the missing ones
+/// ```
+#[derive(Debug)]
+struct PgCallFormsRule;
+
+impl SqlStatementRewriteRule for PgCallFormsRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut PgCallFormsVisitor);
+        s
+    }
+}
+
+struct PgCallFormsVisitor;
+
+/// `make_interval`'s parameters, in order (PostgreSQL docs, 9.9 "Date/Time Functions").
+const MAKE_INTERVAL_PARAMETERS: [&str; 7] =
+    ["years", "months", "weeks", "days", "hours", "mins", "secs"];
+
+/// The single unqualified name of `f`, lowercased.
+fn plain_function_name(f: &Function) -> Option<String> {
+    match f.name.0.as_slice() {
+        [part] => part.as_ident().map(|i| i.value.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+/// `make_interval`'s arguments with names or fewer than seven, all seven in place (missing
+/// ones PostgreSQL's default 0); `None` when an argument is not one of its parameters (the
+/// call is left to fail as written) or the call already has seven positional arguments.
+fn make_interval_args(list: &FunctionArgumentList) -> Option<Vec<Expr>> {
+    let mut slots: [Option<Expr>; 7] = Default::default();
+    let mut named = false;
+    for (i, arg) in list.args.iter().enumerate() {
+        // PostgreSQL's dialect reads `days => 3` as a named argument whose name is an
+        // expression (an identifier).
+        let (name, e) = match arg {
+            // A positional argument after a named one is PostgreSQL's 42601: left as written.
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) if i < 7 && !named => {
+                slots[i] = Some(e.clone());
+                continue;
+            }
+            FunctionArg::Named {
+                name,
+                arg: FunctionArgExpr::Expr(e),
+                ..
+            } => (name, e),
+            FunctionArg::ExprNamed {
+                name: Expr::Identifier(name),
+                arg: FunctionArgExpr::Expr(e),
+                ..
+            } => (name, e),
+            _ => return None,
+        };
+        let at = MAKE_INTERVAL_PARAMETERS
+            .iter()
+            .position(|p| p.eq_ignore_ascii_case(&name.value))?;
+        if slots[at].is_some() {
+            return None;
+        }
+        slots[at] = Some(e.clone());
+        named = true;
+    }
+    if !named && list.args.len() == 7 {
+        return None;
+    }
+    Some(
+        slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| {
+                e.unwrap_or_else(|| {
+                    Expr::value(Value::Number(
+                        if i == 6 { "0.0" } else { "0" }.into(),
+                        false,
+                    ))
+                })
+            })
+            .collect(),
+    )
+}
+
+impl VisitorMut for PgCallFormsVisitor {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        match expr {
+            Expr::UnaryOp {
+                op: UnaryOperator::PGAbs,
+                expr: operand,
+            } => {
+                let operand = std::mem::replace(operand.as_mut(), Expr::value(Value::Null));
+                *expr = Expr::Nested(Box::new(function_call("abs", vec![operand])));
+            }
+            Expr::Function(f) => {
+                let Some(name) = plain_function_name(f) else {
+                    return ControlFlow::Continue(());
+                };
+                match name.as_str() {
+                    "json_agg" | "jsonb_agg" => {
+                        // Already gathered (a statement planned again from its text).
+                        let gathered = matches!(&f.args, FunctionArguments::List(l)
+                            if matches!(l.args.as_slice(), [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Function(g)))]
+                                if plain_function_name(g).as_deref() == Some("array_agg")));
+                        if !gathered {
+                            let mut inner = f.clone();
+                            inner.name = ObjectName::from(vec![Ident::new("array_agg")]);
+                            *expr = function_call(&name, vec![Expr::Function(inner)]);
+                        }
+                    }
+                    "make_interval" => {
+                        if let FunctionArguments::List(list) = &f.args
+                            && let Some(args) = make_interval_args(list)
+                        {
+                            *expr = function_call("make_interval", args);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
         }
         ControlFlow::Continue(())
     }

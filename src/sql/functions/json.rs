@@ -11,10 +11,24 @@
 //!
 //! Keys are taken as text; values become JSON by type as PostgreSQL's `to_json` does:
 //! numbers and booleans as themselves (`NaN` and `Infinity` as strings), arrays as JSON
-//! arrays, composite values as objects, everything else as its text in a JSON string. The
-//! result is `json` text (Weir shows it as `text`). Errors: an odd number of arguments,
-//! `22023` ("argument list must have even number of elements"); a NULL key, `22023`
-//! ("argument 1 cannot be null"). SQLAlchemy's column reflection calls it.
+//! arrays, composite values as objects, timestamps in ISO 8601 (`"2024-01-01T10:00:00.5"`,
+//! `"...+00:00"` for `timestamptz`), intervals and everything else as their PostgreSQL text in
+//! a JSON string. The result is `json` text (Weir shows it as `text`). Errors: an odd number
+//! of arguments, `22023` ("argument list must have even number of elements"); a NULL key,
+//! `22023` ("argument 1 cannot be null"). SQLAlchemy's column reflection calls it.
+//!
+//! Also (9.16.1, 9.21):
+//!
+//! ```text
+//!  to_json(x)     ─►  x as JSON, as above                     to_json(ARRAY[1, 2])  ─►  [1,2]
+//!  to_jsonb(x)    ─►  jsonb's text: ", " and ": " separators,  to_jsonb(ARRAY[1, 2]) ─►  [1, 2]
+//!                     object keys shortest first, then bytewise
+//!  json_agg(x [ORDER BY ...]), jsonb_agg(...)  ─►  [v1, v2, ...] of every input, NULLs as null
+//! ```
+//!
+//! `json_agg(args)` is planned as the scalar `json_agg(array_agg(args))` (the rewrite is
+//! [`crate::sql::parse`]'s), so it is an aggregate wherever `array_agg` is, materialized views
+//! included; [`JsonAgg`] formats the gathered array (NULL over no rows, as PostgreSQL).
 
 use std::sync::Arc;
 
@@ -26,6 +40,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::error::Error;
+use crate::server::handler::pg_numeric;
+use crate::sql::functions::datetime_input;
 
 /// `json_build_object(key, value, ...)`, returning `json` text (module docs).
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -158,6 +174,131 @@ impl ScalarUDFImpl for JsonBuildArray {
     }
 }
 
+/// `to_json(x)` (`jsonb: false`) or `to_jsonb(x)`: `x` as JSON text (module docs); NULL for
+/// a NULL `x`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ToJson {
+    jsonb: bool,
+    signature: Signature,
+}
+
+impl ToJson {
+    /// `to_json`, or `to_jsonb` with `jsonb`.
+    pub fn new(jsonb: bool) -> Self {
+        ToJson {
+            jsonb,
+            signature: Signature::any(1, Volatility::Stable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToJson {
+    fn name(&self) -> &str {
+        if self.jsonb { "to_jsonb" } else { "to_json" }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mut out = Vec::with_capacity(args.number_rows);
+        for row in 0..args.number_rows {
+            let v = ScalarValue::try_from_array(&arrays[0], row)?;
+            if v.is_null() {
+                out.push(None);
+                continue;
+            }
+            let mut text = String::new();
+            push_json_as(&mut text, &v, self.jsonb)?;
+            out.push(Some(text));
+        }
+        crate::sql::semantics::shape_result(&args.args, Arc::new(StringArray::from(out)))
+    }
+}
+
+/// `json_agg(list)` (`jsonb: false`) or `jsonb_agg(list)`: the array an `array_agg` gathered,
+/// as `[v1, v2, ...]` (each value as `to_json`/`to_jsonb` writes it, NULL as `null`); NULL for
+/// a NULL list (no input rows). The aggregate `json_agg(x)` is planned as
+/// `json_agg(array_agg(x))` (module docs).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct JsonAgg {
+    jsonb: bool,
+    signature: Signature,
+}
+
+impl JsonAgg {
+    /// `json_agg`, or `jsonb_agg` with `jsonb`.
+    pub fn new(jsonb: bool) -> Self {
+        JsonAgg {
+            jsonb,
+            signature: Signature::any(1, Volatility::Stable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for JsonAgg {
+    fn name(&self) -> &str {
+        if self.jsonb { "jsonb_agg" } else { "json_agg" }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match &arg_types[0] {
+            DataType::List(_) | DataType::Null => Ok(DataType::Utf8),
+            other => Err(DataFusionError::Plan(format!(
+                "{} is an aggregate: it takes the values of a column, not {other}",
+                self.name()
+            ))),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mut out = Vec::with_capacity(args.number_rows);
+        for row in 0..args.number_rows {
+            let ScalarValue::List(list) = ScalarValue::try_from_array(&arrays[0], row)? else {
+                out.push(None);
+                continue;
+            };
+            if list.is_null(0) {
+                out.push(None);
+                continue;
+            }
+            let values = list.value(0);
+            // json_agg puts a line break before each structured value after the first
+            // (PostgreSQL's json_agg_transfn); jsonb_agg does not.
+            let structured = !self.jsonb
+                && matches!(values.data_type(), DataType::List(_) | DataType::Struct(_));
+            let mut text = String::from("[");
+            for i in 0..values.len() {
+                if i > 0 {
+                    text.push_str(", ");
+                    if structured && values.is_valid(i) {
+                        text.push_str("\n ");
+                    }
+                }
+                push_json_as(
+                    &mut text,
+                    &ScalarValue::try_from_array(&values, i)?,
+                    self.jsonb,
+                )?;
+            }
+            text.push(']');
+            out.push(Some(text));
+        }
+        crate::sql::semantics::shape_result(&args.args, Arc::new(StringArray::from(out)))
+    }
+}
+
 /// A value's text, as a cast to `text` gives it.
 fn scalar_text(v: &ScalarValue) -> Result<String> {
     match v.cast_to(&DataType::Utf8)? {
@@ -174,9 +315,43 @@ fn push_string(out: &mut String, s: &str) {
 
 /// Appends `v` as JSON (module docs).
 fn push_json(out: &mut String, v: &ScalarValue) -> Result<()> {
+    push_json_as(out, v, false)
+}
+
+/// Microseconds from the Unix epoch of a timestamp value, and whether it has a time zone.
+fn timestamp_micros(v: &ScalarValue) -> Option<(i64, bool)> {
+    match v {
+        ScalarValue::TimestampSecond(Some(t), tz) => {
+            Some((t.checked_mul(1_000_000)?, tz.is_some()))
+        }
+        ScalarValue::TimestampMillisecond(Some(t), tz) => {
+            Some((t.checked_mul(1000)?, tz.is_some()))
+        }
+        ScalarValue::TimestampMicrosecond(Some(t), tz) => Some((*t, tz.is_some())),
+        ScalarValue::TimestampNanosecond(Some(t), tz) => Some((t.div_euclid(1000), tz.is_some())),
+        _ => None,
+    }
+}
+
+/// Appends `v` as JSON (`jsonb`: as `jsonb` prints it, module docs).
+fn push_json_as(out: &mut String, v: &ScalarValue, jsonb: bool) -> Result<()> {
     if v.is_null() {
         out.push_str("null");
         return Ok(());
+    }
+    if let Some((micros, zoned)) = timestamp_micros(v) {
+        // ISO 8601, as PostgreSQL's JSON output writes dates and times (UTC for timestamptz).
+        return match datetime_input::timestamp_out(micros, false) {
+            Some(text) => {
+                let mut text = text.replacen(' ', "T", 1);
+                if zoned {
+                    text.push_str("+00:00");
+                }
+                push_string(out, &text);
+                Ok(())
+            }
+            None => Err(data_error("22008", "timestamp out of range")),
+        };
     }
     match v {
         ScalarValue::Boolean(Some(b)) => out.push_str(if *b { "true" } else { "false" }),
@@ -188,8 +363,18 @@ fn push_json(out: &mut String, v: &ScalarValue) -> Result<()> {
         | ScalarValue::UInt16(_)
         | ScalarValue::UInt32(_)
         | ScalarValue::UInt64(_)
-        | ScalarValue::Decimal128(..)
         | ScalarValue::Decimal256(..) => out.push_str(&scalar_text(v)?),
+        ScalarValue::Decimal128(Some(d), p, scale) => out.push_str(&pg_numeric(
+            *d,
+            *scale,
+            *p == crate::sql::semantics::NUMERIC_MAX_PRECISION,
+        )),
+        ScalarValue::IntervalMonthDayNano(_)
+        | ScalarValue::IntervalDayTime(_)
+        | ScalarValue::IntervalYearMonth(_) => {
+            let text = datetime_input::interval_text_array(&v.to_array()?)?;
+            push_string(out, text.value(0));
+        }
         ScalarValue::Float64(Some(f)) if f.is_finite() => {
             out.push_str(&crate::server::handler::pg_float(*f))
         }
@@ -203,21 +388,27 @@ fn push_json(out: &mut String, v: &ScalarValue) -> Result<()> {
             let values = list.value(0);
             for i in 0..values.len() {
                 if i > 0 {
-                    out.push(',');
+                    out.push_str(if jsonb { ", " } else { "," });
                 }
-                push_json(out, &ScalarValue::try_from_array(&values, i)?)?;
+                push_json_as(out, &ScalarValue::try_from_array(&values, i)?, jsonb)?;
             }
             out.push(']');
         }
         ScalarValue::Struct(s) => {
             out.push('{');
-            for (i, (field, column)) in s.fields().iter().zip(s.columns()).enumerate() {
-                if i > 0 {
-                    out.push(',');
+            let mut fields: Vec<usize> = (0..s.fields().len()).collect();
+            if jsonb {
+                // jsonb keeps an object's keys shortest first, then bytewise.
+                let name = |i: &usize| s.fields()[*i].name().as_bytes();
+                fields.sort_by(|a, b| name(a).len().cmp(&name(b).len()).then(name(a).cmp(name(b))));
+            }
+            for (n, i) in fields.into_iter().enumerate() {
+                if n > 0 {
+                    out.push_str(if jsonb { ", " } else { "," });
                 }
-                push_string(out, field.name());
-                out.push(':');
-                push_json(out, &ScalarValue::try_from_array(column, 0)?)?;
+                push_string(out, s.fields()[i].name());
+                out.push_str(if jsonb { ": " } else { ":" });
+                push_json_as(out, &ScalarValue::try_from_array(s.column(i), 0)?, jsonb)?;
             }
             out.push('}');
         }

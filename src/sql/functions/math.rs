@@ -10,6 +10,9 @@
 //!                  numeric: half away from zero, scale 0
 //!  round(x, n)     numeric only: to n decimals (n < 0: to 10^-n), scale max(n, 0)
 //!  trunc(x)        towards zero; trunc(x, n) as round(x, n)
+//!  div(y, x)       numeric integer quotient, truncated towards zero
+//!  width_bucket(operand, low, high, count)   the bucket number, exact for numeric
+//!  scale(x), min_scale(x), trim_scale(x)     a numeric's shown and least decimals
 //! ```
 
 use std::sync::Arc;
@@ -36,6 +39,15 @@ pub fn register(ctx: &SessionContext) {
     }
     ctx.register_udf(ScalarUDF::new_from_impl(PgRound::new(false)));
     ctx.register_udf(ScalarUDF::new_from_impl(PgRound::new(true)));
+    ctx.register_udf(ScalarUDF::new_from_impl(PgDiv::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(WidthBucket::new()));
+    for kind in [
+        NumericInfoKind::Scale,
+        NumericInfoKind::MinScale,
+        NumericInfoKind::TrimScale,
+    ] {
+        ctx.register_udf(ScalarUDF::new_from_impl(NumericInfo::new(kind)));
+    }
     let ceil = datafusion::functions::math::ceil();
     ctx.register_udf(ceil.as_ref().clone().with_aliases(["ceiling"]));
     let signum = datafusion::functions::math::signum();
@@ -313,6 +325,473 @@ impl PgRound {
         } else {
             // A column `n` beyond the argument's scale: the value is already exact.
             kept.checked_div(pow(-shift)?)
+        }
+    }
+}
+
+/// The display scale of a `numeric` value `v`·10^-`scale` of precision `p`: `scale` for a
+/// constrained `numeric(p, s)` (p < 38), which keeps its scale as PostgreSQL's does; for an
+/// unconstrained one the decimals without trailing zeros, as it prints. `trimmed`: always the
+/// least decimals that hold the value (`min_scale`).
+fn value_scale(v: i128, p: u8, scale: i8, trimmed: bool) -> i32 {
+    if scale <= 0 || (p < NUMERIC_MAX_PRECISION && !trimmed) {
+        return i32::from(scale.max(0));
+    }
+    let mut d = i32::from(scale);
+    let mut a = v.unsigned_abs();
+    if a == 0 {
+        return 0;
+    }
+    while d > 0 && a.is_multiple_of(10) {
+        a /= 10;
+        d -= 1;
+    }
+    d
+}
+
+/// Which numeric helper a [`NumericInfo`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NumericInfoKind {
+    /// `scale(numeric) -> integer`: the decimals the value shows.
+    Scale,
+    /// `min_scale(numeric) -> integer`: the fewest decimals that hold the value exactly.
+    MinScale,
+    /// `trim_scale(numeric) -> numeric`: the value without trailing fractional zeros.
+    TrimScale,
+}
+
+/// `scale`, `min_scale` and `trim_scale` of a `numeric` (PostgreSQL docs, 9.3, table 9.5). An
+/// integer argument is read as `numeric`; NULL gives NULL.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct NumericInfo {
+    kind: NumericInfoKind,
+    signature: Signature,
+}
+
+impl NumericInfo {
+    /// The function of `kind`.
+    pub fn new(kind: NumericInfoKind) -> Self {
+        NumericInfo {
+            kind,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for NumericInfo {
+    fn name(&self) -> &str {
+        match self.kind {
+            NumericInfoKind::Scale => "scale",
+            NumericInfoKind::MinScale => "min_scale",
+            NumericInfoKind::TrimScale => "trim_scale",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        match arg_types {
+            [t @ DataType::Decimal128(..)] => Ok(vec![t.clone()]),
+            [t] if t.is_integer() => Ok(vec![DataType::Decimal128(20, 0)]),
+            [DataType::Null] => Ok(vec![DataType::Decimal128(NUMERIC_MAX_PRECISION, 10)]),
+            _ => Err(DataFusionError::Plan(format!(
+                "No function matches the given name and argument types '{}({})'.",
+                self.name(),
+                arg_types
+                    .iter()
+                    .map(crate::sql::functions::pg_type_name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match (self.kind, &arg_types[0]) {
+            (NumericInfoKind::TrimScale, DataType::Decimal128(_, s)) => {
+                Ok(DataType::Decimal128(NUMERIC_MAX_PRECISION, *s))
+            }
+            (NumericInfoKind::TrimScale, _) => Ok(DataType::Decimal128(NUMERIC_MAX_PRECISION, 0)),
+            _ => Ok(DataType::Int32),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let DataType::Decimal128(p, s) = *arrays[0].data_type() else {
+            return Err(DataFusionError::Internal(format!(
+                "{} called on {}",
+                self.name(),
+                arrays[0].data_type()
+            )));
+        };
+        let x = arrays[0].as_primitive::<Decimal128Type>();
+        let out: ArrayRef = match self.kind {
+            NumericInfoKind::TrimScale => Arc::new(
+                x.clone()
+                    .with_precision_and_scale(NUMERIC_MAX_PRECISION, s)?,
+            ),
+            kind => {
+                let trimmed = kind == NumericInfoKind::MinScale;
+                Arc::new(x.unary_opt::<_, arrow::datatypes::Int32Type>(|v| {
+                    Some(value_scale(v, p, s, trimmed))
+                }))
+            }
+        };
+        if args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+        {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// `div(y, x)`: the integer quotient of two `numeric`s, truncated towards zero (PostgreSQL
+/// docs, 9.3: `div(9, 4)` is 2, `div(-7.5, 2)` is -3), a `numeric` of scale 0. Integer
+/// arguments are read as `numeric`. Errors: 22012 `division by zero`; 22003 past 38 digits.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PgDiv {
+    signature: Signature,
+}
+
+impl PgDiv {
+    /// The function (stateless).
+    pub fn new() -> Self {
+        PgDiv {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl Default for PgDiv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `t` as `numeric`: decimals as they are, integers and NULL as `numeric(20, 0)`; `None` for
+/// other types.
+fn as_numeric(t: &DataType) -> Option<DataType> {
+    match t {
+        DataType::Decimal128(..) => Some(t.clone()),
+        t if t.is_integer() || t.is_null() => Some(DataType::Decimal128(20, 0)),
+        _ => None,
+    }
+}
+
+impl ScalarUDFImpl for PgDiv {
+    fn name(&self) -> &str {
+        "div"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let converted: Option<Vec<DataType>> = arg_types.iter().map(as_numeric).collect();
+        match converted {
+            Some(types) if types.len() == 2 => Ok(types),
+            _ => Err(DataFusionError::Plan(format!(
+                "No function matches the given name and argument types 'div({})'.",
+                arg_types
+                    .iter()
+                    .map(crate::sql::functions::pg_type_name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Decimal128(NUMERIC_MAX_PRECISION, 0))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2)) =
+            (arrays[0].data_type(), arrays[1].data_type())
+        else {
+            return Err(DataFusionError::Internal(
+                "div called on non-numeric".into(),
+            ));
+        };
+        let common = (*s1).max(*s2);
+        let scale_up = |v: i128, s: i8| -> Option<i256> {
+            i256::from_i128(v).checked_mul(i256::from_i128(10).checked_pow((common - s) as u32)?)
+        };
+        let overflow = || ours(Error::data("22003", "numeric field overflow"));
+        let limit = i256::from_i128(10).wrapping_pow(u32::from(NUMERIC_MAX_PRECISION));
+        let y = arrays[0].as_primitive::<Decimal128Type>();
+        let x = arrays[1].as_primitive::<Decimal128Type>();
+        let mut out = Vec::with_capacity(y.len());
+        for i in 0..y.len() {
+            if y.is_null(i) || x.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            if x.value(i) == 0 {
+                return Err(ours(Error::data("22012", "division by zero")));
+            }
+            let a = scale_up(y.value(i), *s1).ok_or_else(overflow)?;
+            let b = scale_up(x.value(i), *s2).ok_or_else(overflow)?;
+            // i256 division truncates towards zero, as PostgreSQL's div does.
+            let q = a.checked_div(b).ok_or_else(overflow)?;
+            if q.wrapping_abs() >= limit {
+                return Err(overflow());
+            }
+            out.push(Some(q.as_i128()));
+        }
+        let out: ArrayRef = Arc::new(
+            Decimal128Array::from(out).with_precision_and_scale(NUMERIC_MAX_PRECISION, 0)?,
+        );
+        if args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+        {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// `width_bucket(operand, low, high, count)`: the bucket of `operand` among `count` equal
+/// buckets spanning [low, high) (PostgreSQL docs, 9.3; `width_bucket_numeric` and
+/// `width_bucket_float8`): 0 below the range, `count + 1` at or past its end; `low > high`
+/// numbers the buckets downwards. Of `numeric`s (integers read as `numeric`) exactly, of
+/// `double precision` as PostgreSQL computes it. An integer result.
+///
+/// Errors (SQLSTATE 2201G): `count must be greater than zero`, `lower bound cannot equal
+/// upper bound`, and for `double precision` `operand, lower bound, and upper bound cannot be
+/// NaN` and `lower and upper bounds must be finite`; 22003 `integer out of range` for a
+/// `count + 1` past `integer`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct WidthBucket {
+    signature: Signature,
+}
+
+impl WidthBucket {
+    /// The function (stateless).
+    pub fn new() -> Self {
+        WidthBucket {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl Default for WidthBucket {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn bucket_error(message: &str) -> DataFusionError {
+    ours(Error::data("2201G", message))
+}
+
+/// The bucket of `operand` (module docs of [`WidthBucket`]), for exact values at one scale.
+fn numeric_bucket(operand: i256, low: i256, high: i256, count: i32) -> Result<i32> {
+    if count <= 0 {
+        return Err(bucket_error("count must be greater than zero"));
+    }
+    if low == high {
+        return Err(bucket_error("lower bound cannot equal upper bound"));
+    }
+    let past_end = || {
+        count
+            .checked_add(1)
+            .ok_or_else(|| ours(Error::data("22003", "integer out of range")))
+    };
+    let (from, to, at) = if low < high {
+        if operand < low {
+            return Ok(0);
+        }
+        if operand >= high {
+            return past_end();
+        }
+        (low, high, operand)
+    } else {
+        if operand > low {
+            return Ok(0);
+        }
+        if operand <= high {
+            return past_end();
+        }
+        // Counted downwards: mirror the range.
+        (
+            low.wrapping_neg(),
+            high.wrapping_neg(),
+            operand.wrapping_neg(),
+        )
+    };
+    let overflow = || ours(Error::data("22003", "numeric field overflow"));
+    let n = (at - from)
+        .checked_mul(i256::from_i128(i128::from(count)))
+        .ok_or_else(overflow)?;
+    let q = n.checked_div(to - from).ok_or_else(overflow)?;
+    Ok(q.as_i128() as i32 + 1)
+}
+
+/// The bucket of a `double precision` `operand` as PostgreSQL 15's `width_bucket_float8`.
+fn float_bucket(operand: f64, low: f64, high: f64, count: i32) -> Result<i32> {
+    if count <= 0 {
+        return Err(bucket_error("count must be greater than zero"));
+    }
+    if operand.is_nan() || low.is_nan() || high.is_nan() {
+        return Err(bucket_error(
+            "operand, lower bound, and upper bound cannot be NaN",
+        ));
+    }
+    if low.is_infinite() || high.is_infinite() {
+        return Err(bucket_error("lower and upper bounds must be finite"));
+    }
+    if low == high {
+        return Err(bucket_error("lower bound cannot equal upper bound"));
+    }
+    let past_end = || {
+        count
+            .checked_add(1)
+            .ok_or_else(|| ours(Error::data("22003", "integer out of range")))
+    };
+    let c = f64::from(count);
+    // count · (x - from) / (to - from) + 1 in double precision, then truncated, as
+    // PostgreSQL 15 computes it (the + 1 can round 0.9999999999999999 + 1 up to 2:
+    // width_bucket(0.3, 0.1, 0.5, 2) is 2); halved first when the span overflows; downwards
+    // (from > to) the distances are taken from `from` the other way.
+    let bucket = |from: f64, to: f64, x: f64| {
+        let sign = if from < to { 1.0 } else { -1.0 };
+        let raw = if (to - from).is_finite() {
+            c * ((x - from) * sign) / ((to - from) * sign)
+        } else {
+            c * ((x / 2.0 - from / 2.0) * sign) / ((to / 2.0 - from / 2.0) * sign)
+        };
+        ((raw + 1.0) as i32).clamp(1, count)
+    };
+    if low < high {
+        if operand < low {
+            return Ok(0);
+        }
+        if operand >= high {
+            return past_end();
+        }
+    } else {
+        if operand > low {
+            return Ok(0);
+        }
+        if operand <= high {
+            return past_end();
+        }
+    }
+    Ok(bucket(low, high, operand))
+}
+
+impl ScalarUDFImpl for WidthBucket {
+    fn name(&self) -> &str {
+        "width_bucket"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let refused = || {
+            DataFusionError::Plan(format!(
+                "No function matches the given name and argument types 'width_bucket({})'.",
+                arg_types
+                    .iter()
+                    .map(crate::sql::functions::pg_type_name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        };
+        let [a, b, c, n] = arg_types else {
+            return Err(refused());
+        };
+        if !(n.is_integer() || n.is_null()) {
+            return Err(refused());
+        }
+        let bounds = [a, b, c];
+        if bounds
+            .iter()
+            .any(|t| matches!(t, DataType::Float32 | DataType::Float64))
+        {
+            if !bounds.iter().all(|t| t.is_numeric() || t.is_null()) {
+                return Err(refused());
+            }
+            return Ok(vec![
+                DataType::Float64,
+                DataType::Float64,
+                DataType::Float64,
+                DataType::Int64,
+            ]);
+        }
+        let numeric: Option<Vec<DataType>> = bounds.iter().map(|t| as_numeric(t)).collect();
+        let numeric = numeric.ok_or_else(refused)?;
+        // One decimal type for the three, so their values compare at one scale.
+        let scale = numeric
+            .iter()
+            .map(|t| match t {
+                DataType::Decimal128(_, s) => *s,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        let common = DataType::Decimal128(NUMERIC_MAX_PRECISION, scale);
+        Ok(vec![
+            common.clone(),
+            common.clone(),
+            common,
+            DataType::Int64,
+        ])
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int32)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let counts = arrays[3].as_primitive::<Int64Type>();
+        let mut out = Vec::with_capacity(args.number_rows);
+        for row in 0..args.number_rows {
+            if arrays.iter().any(|a| a.is_null(row)) {
+                out.push(None);
+                continue;
+            }
+            let count = i32::try_from(counts.value(row))
+                .map_err(|_| ours(Error::data("22003", "integer out of range")))?;
+            let bucket = match arrays[0].data_type() {
+                DataType::Float64 => {
+                    let v = |i: usize| arrays[i].as_primitive::<Float64Type>().value(row);
+                    float_bucket(v(0), v(1), v(2), count)?
+                }
+                _ => {
+                    let v = |i: usize| {
+                        i256::from_i128(arrays[i].as_primitive::<Decimal128Type>().value(row))
+                    };
+                    numeric_bucket(v(0), v(1), v(2), count)?
+                }
+            };
+            out.push(Some(bucket));
+        }
+        let out: ArrayRef = Arc::new(arrow::array::Int32Array::from(out));
+        if args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+        {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
         }
     }
 }

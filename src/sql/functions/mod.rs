@@ -6,6 +6,7 @@
 //!  timezone(text | interval, timestamp | timestamptz)               `AT TIME ZONE`
 //!  ceiling(x), sign(x), mod(y, x), round(x [, n]), trunc(x [, n])   see `math`
 //!  mode(), percentile_disc(f), percentile_cont(f) WITHIN GROUP (...)  see `ordered_set`
+//!  make_interval(years, months, weeks, days, hours, mins, secs)     see `make_interval`
 //! ```
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
@@ -15,6 +16,7 @@ pub mod datetime_input;
 pub mod float_sum;
 pub mod int_avg;
 pub mod json;
+pub mod make_interval;
 pub mod math;
 pub mod number_input;
 pub mod ordered_set;
@@ -36,6 +38,7 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
     math::register(ctx);
+    ctx.register_udf(ScalarUDF::new_from_impl(make_interval::MakeInterval::new()));
     ctx.deregister_udaf("percentile_cont");
     ctx.deregister_udaf("quantile_cont");
     for kind in [

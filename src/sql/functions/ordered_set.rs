@@ -161,37 +161,49 @@ impl AggregateUDFImpl for OrderedSet {
 
     fn state_fields(&self, args: StateFieldsArgs<'_>) -> Result<Vec<FieldRef>> {
         let item = Field::new_list_field(args.input_fields[0].data_type().clone(), true);
-        Ok(vec![Arc::new(Field::new(
-            format!("{}[values]", args.name),
-            DataType::List(Arc::new(item)),
-            true,
-        ))])
+        Ok(vec![
+            Arc::new(Field::new(
+                format!("{}[values]", args.name),
+                DataType::List(Arc::new(item)),
+                true,
+            )),
+            // A fraction read from the group's rows (`percentile_cont(g * 0.1)`), and whether
+            // one was read.
+            Arc::new(Field::new(
+                format!("{}[fraction]", args.name),
+                DataType::Float64,
+                true,
+            )),
+            Arc::new(Field::new(
+                format!("{}[fraction_seen]", args.name),
+                DataType::Boolean,
+                true,
+            )),
+        ])
     }
 
     fn accumulator(&self, args: AccumulatorArgs<'_>) -> Result<Box<dyn Accumulator>> {
         let descending = args.order_bys.first().is_some_and(|s| s.options.descending);
+        let mut per_group = false;
         let fraction = match self.kind {
             OrderedSetKind::Mode => None,
             OrderedSetKind::PercentileDisc | OrderedSetKind::PercentileCont => {
-                // A constant evaluates without input rows.
+                // A constant evaluates without input rows; another fraction (of the group's
+                // columns, as PostgreSQL allows) is read from the group's first row.
                 let empty = RecordBatch::new_empty(Arc::new(Schema::empty()));
-                let constant = match args.exprs.get(1).map(|e| e.evaluate(&empty)) {
-                    Some(Ok(ColumnarValue::Scalar(v))) => v,
+                match args.exprs.get(1).map(|e| e.evaluate(&empty)) {
+                    Some(Ok(ColumnarValue::Scalar(v))) => Some(fraction_of(&v)?),
                     _ => {
-                        return Err(ours(Error::not_supported(format!(
-                            "{} with a fraction that is not a constant",
-                            self.name()
-                        ))));
+                        per_group = true;
+                        Some(None)
                     }
-                };
-                match constant.cast_to(&DataType::Float64)? {
-                    ScalarValue::Float64(Some(f)) => Some(Some(check_fraction(f).map_err(ours)?)),
-                    _ => Some(None),
                 }
             }
         };
         Ok(Box::new(OrderedSetAccumulator {
             kind: self.kind,
+            per_group,
+            fraction_seen: false,
             fraction,
             descending,
             data_type: args.expr_fields[0].data_type().clone(),
@@ -200,10 +212,22 @@ impl AggregateUDFImpl for OrderedSet {
     }
 }
 
+/// A fraction's value: `None` for NULL; 22003 outside [0, 1].
+fn fraction_of(v: &ScalarValue) -> Result<Option<f64>> {
+    match v.cast_to(&DataType::Float64)? {
+        ScalarValue::Float64(Some(f)) => Ok(Some(check_fraction(f).map_err(ours)?)),
+        _ => Ok(None),
+    }
+}
+
 /// A group's non-NULL values, in arrival order, until evaluated.
 #[derive(Debug)]
 struct OrderedSetAccumulator {
     kind: OrderedSetKind,
+    /// The fraction is not a constant: it is read from the group's first row.
+    per_group: bool,
+    /// Whether `fraction` was read (only for `per_group`).
+    fraction_seen: bool,
     /// `percentile_disc`'s fraction (`Some(None)`: NULL); `None` for `mode`.
     fraction: Option<Option<f64>>,
     descending: bool,
@@ -227,6 +251,10 @@ impl OrderedSetAccumulator {
 
 impl Accumulator for OrderedSetAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if self.per_group && !self.fraction_seen && !values[1].is_empty() {
+            self.fraction = Some(fraction_of(&ScalarValue::try_from_array(&values[1], 0)?)?);
+            self.fraction_seen = true;
+        }
         self.push(&values[0])
     }
 
@@ -283,11 +311,15 @@ impl Accumulator for OrderedSetAccumulator {
         } else {
             arrow::compute::concat(&parts)?
         };
-        Ok(vec![ScalarValue::List(Arc::new(
-            datafusion::common::utils::SingleRowListArrayBuilder::new(all)
-                .with_nullable(true)
-                .build_list_array(),
-        ))])
+        Ok(vec![
+            ScalarValue::List(Arc::new(
+                datafusion::common::utils::SingleRowListArrayBuilder::new(all)
+                    .with_nullable(true)
+                    .build_list_array(),
+            )),
+            ScalarValue::Float64(self.fraction.flatten()),
+            ScalarValue::Boolean(Some(self.fraction_seen)),
+        ])
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
@@ -298,6 +330,13 @@ impl Accumulator for OrderedSetAccumulator {
         for i in 0..lists.len() {
             if lists.is_valid(i) {
                 self.push(&lists.value(i))?;
+            }
+        }
+        if self.per_group && !self.fraction_seen {
+            let seen = states[2].as_boolean();
+            if let Some(i) = (0..seen.len()).find(|i| seen.is_valid(*i) && seen.value(*i)) {
+                self.fraction = Some(fraction_of(&ScalarValue::try_from_array(&states[1], i)?)?);
+                self.fraction_seen = true;
             }
         }
         Ok(())
