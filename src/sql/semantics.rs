@@ -663,7 +663,7 @@ pub fn pg_div_scale(x: i128, sx: i8, dx: i8, y: i128, sy: i8, dy: i8) -> i32 {
 /// `scale` for a constrained `numeric` (p < 38), as PostgreSQL's `numeric(p, s)` holds; an
 /// unconstrained one does not keep the scale it was written with, so its decimals without
 /// trailing zeros (as it prints).
-fn display_scale(v: i128, p: u8, scale: i8) -> i8 {
+pub(crate) fn display_scale(v: i128, p: u8, scale: i8) -> i8 {
     if p < NUMERIC_MAX_PRECISION || scale <= 0 {
         return scale;
     }

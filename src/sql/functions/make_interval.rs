@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, IntervalMonthDayNanoArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalUnit};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::Result;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
@@ -86,14 +86,10 @@ impl ScalarUDFImpl for MakeInterval {
         let integer = |t: &DataType| t.is_integer() || t.is_null();
         let number = |t: &DataType| t.is_numeric() || t.is_null();
         if arg_types.len() != 7 || !arg_types[..6].iter().all(integer) || !number(&arg_types[6]) {
-            return Err(DataFusionError::Plan(format!(
-                "No function matches the given name and argument types 'make_interval({})'.",
-                arg_types
-                    .iter()
-                    .map(crate::sql::functions::pg_type_name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+            return Err(crate::sql::functions::math::no_function(
+                "make_interval",
+                arg_types,
+            ));
         }
         let mut types = vec![DataType::Int64; 6];
         types.push(DataType::Float64);

@@ -27,7 +27,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::error::Error;
-use crate::sql::semantics::{NUMERIC_MAX_PRECISION, div_round, ours};
+use crate::sql::semantics::{NUMERIC_MAX_PRECISION, display_scale, div_round, ours};
 use datafusion::prelude::SessionContext;
 
 /// Registers `ceiling`, `sign`, `mod`, `round` and `trunc` in `ctx` (the last two in place of
@@ -56,6 +56,18 @@ pub fn register(ctx: &SessionContext) {
     // PostgreSQL's `variance` is `var_samp`.
     let var_samp = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(var_samp.as_ref().clone().with_aliases(["variance"]));
+}
+
+/// PostgreSQL's 42883 for a call of `name` with argument types it has no version for.
+pub(crate) fn no_function(name: &str, arg_types: &[DataType]) -> DataFusionError {
+    let types: Vec<String> = arg_types
+        .iter()
+        .map(crate::sql::functions::pg_type_name)
+        .collect();
+    DataFusionError::Plan(format!(
+        "No function matches the given name and argument types '{name}({})'.",
+        types.join(", ")
+    ))
 }
 
 /// `mod(y, x)`: `y % x` for two integers or `numeric`s (their common type, as `%` coerces
@@ -96,13 +108,7 @@ impl ScalarUDFImpl for PgMod {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        let refused = || {
-            let types: Vec<String> = arg_types.iter().map(ToString::to_string).collect();
-            DataFusionError::Plan(format!(
-                "No function matches the given name and argument types 'mod({})'.",
-                types.join(", ")
-            ))
-        };
+        let refused = || no_function("mod", arg_types);
         let [a, b] = arg_types else {
             return Err(refused());
         };
@@ -200,17 +206,7 @@ impl ScalarUDFImpl for PgRound {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        let refused = || {
-            let types: Vec<String> = arg_types
-                .iter()
-                .map(crate::sql::functions::pg_type_name)
-                .collect();
-            DataFusionError::Plan(format!(
-                "No function matches the given name and argument types '{}({})'.",
-                self.name(),
-                types.join(", ")
-            ))
-        };
+        let refused = || no_function(self.name(), arg_types);
         match arg_types {
             [DataType::Decimal128(..)] => Ok(arg_types.to_vec()),
             [t] if t.is_numeric() || t.is_null() => Ok(vec![DataType::Float64]),
@@ -283,15 +279,7 @@ impl ScalarUDFImpl for PgRound {
                 Arc::new(x.unary::<_, Float64Type>(f)) as Arc<Float64Array>
             }
         };
-        if args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-        {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::sql::semantics::shape_result(&args.args, out)
     }
 }
 
@@ -329,24 +317,12 @@ impl PgRound {
     }
 }
 
-/// The display scale of a `numeric` value `v`·10^-`scale` of precision `p`: `scale` for a
-/// constrained `numeric(p, s)` (p < 38), which keeps its scale as PostgreSQL's does; for an
-/// unconstrained one the decimals without trailing zeros, as it prints. `trimmed`: always the
-/// least decimals that hold the value (`min_scale`).
+/// The display scale of a `numeric` value `v`·10^-`scale` of precision `p` ([`display_scale`]:
+/// a constrained `numeric(p, s)` keeps `s`; an unconstrained one shows its decimals without
+/// trailing zeros). `trimmed`: always the least decimals that hold the value (`min_scale`).
 fn value_scale(v: i128, p: u8, scale: i8, trimmed: bool) -> i32 {
-    if scale <= 0 || (p < NUMERIC_MAX_PRECISION && !trimmed) {
-        return i32::from(scale.max(0));
-    }
-    let mut d = i32::from(scale);
-    let mut a = v.unsigned_abs();
-    if a == 0 {
-        return 0;
-    }
-    while d > 0 && a.is_multiple_of(10) {
-        a /= 10;
-        d -= 1;
-    }
-    d
+    let p = if trimmed { NUMERIC_MAX_PRECISION } else { p };
+    i32::from(display_scale(v, p, scale).max(0))
 }
 
 /// Which numeric helper a [`NumericInfo`] is.
@@ -396,15 +372,7 @@ impl ScalarUDFImpl for NumericInfo {
             [t @ DataType::Decimal128(..)] => Ok(vec![t.clone()]),
             [t] if t.is_integer() => Ok(vec![DataType::Decimal128(20, 0)]),
             [DataType::Null] => Ok(vec![DataType::Decimal128(NUMERIC_MAX_PRECISION, 10)]),
-            _ => Err(DataFusionError::Plan(format!(
-                "No function matches the given name and argument types '{}({})'.",
-                self.name(),
-                arg_types
-                    .iter()
-                    .map(crate::sql::functions::pg_type_name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
+            _ => Err(no_function(self.name(), arg_types)),
         }
     }
 
@@ -440,15 +408,7 @@ impl ScalarUDFImpl for NumericInfo {
                 }))
             }
         };
-        if args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-        {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::sql::semantics::shape_result(&args.args, out)
     }
 }
 
@@ -498,14 +458,7 @@ impl ScalarUDFImpl for PgDiv {
         let converted: Option<Vec<DataType>> = arg_types.iter().map(as_numeric).collect();
         match converted {
             Some(types) if types.len() == 2 => Ok(types),
-            _ => Err(DataFusionError::Plan(format!(
-                "No function matches the given name and argument types 'div({})'.",
-                arg_types
-                    .iter()
-                    .map(crate::sql::functions::pg_type_name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
+            _ => Err(no_function("div", arg_types)),
         }
     }
 
@@ -551,15 +504,7 @@ impl ScalarUDFImpl for PgDiv {
         let out: ArrayRef = Arc::new(
             Decimal128Array::from(out).with_precision_and_scale(NUMERIC_MAX_PRECISION, 0)?,
         );
-        if args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-        {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::sql::semantics::shape_result(&args.args, out)
     }
 }
 
@@ -703,16 +648,7 @@ impl ScalarUDFImpl for WidthBucket {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        let refused = || {
-            DataFusionError::Plan(format!(
-                "No function matches the given name and argument types 'width_bucket({})'.",
-                arg_types
-                    .iter()
-                    .map(crate::sql::functions::pg_type_name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        };
+        let refused = || no_function("width_bucket", arg_types);
         let [a, b, c, n] = arg_types else {
             return Err(refused());
         };
@@ -784,14 +720,6 @@ impl ScalarUDFImpl for WidthBucket {
             out.push(Some(bucket));
         }
         let out: ArrayRef = Arc::new(arrow::array::Int32Array::from(out));
-        if args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-        {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::sql::semantics::shape_result(&args.args, out)
     }
 }
