@@ -114,6 +114,8 @@ impl Session {
             .with_runtime_env(runtime)
             .with_default_features()
             .with_analyzer_rules(crate::sql::semantics::analyzer_rules())
+            // After DataFusion's rules: WHERE before the SELECT list's computations.
+            .with_physical_optimizer_rule(Arc::new(crate::sql::filter_first::FilterFirst))
             .build();
         let ctx = SessionContext::new_with_state(state);
         crate::sql::semantics::register(&ctx);

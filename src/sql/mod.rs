@@ -7,6 +7,7 @@ pub mod copy;
 pub mod copy_binary;
 pub mod decorrelate;
 pub mod event_time;
+pub mod filter_first;
 pub mod functions;
 pub mod named_windows;
 pub(crate) mod names;
