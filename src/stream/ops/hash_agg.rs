@@ -904,11 +904,11 @@ impl HashAgg {
                 },
                 AggKind::PercentileDisc { .. } => {
                     let n: i64 = counts.iter().sum();
-                    match (a.fraction, a.fraction.and_then(|f| disc_position(f, n))) {
-                        (Some(_), Some(position)) => {
+                    match a.fraction.and_then(|f| disc_position(f, n)) {
+                        Some(position) => {
                             ScalarValue::try_from_array(&values, nth_of_multiset(counts, position))?
                         }
-                        _ => ScalarValue::try_from(&a.out_type)?,
+                        None => ScalarValue::try_from(&a.out_type)?,
                     }
                 }
                 AggKind::PercentileCont { .. } => {
