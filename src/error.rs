@@ -219,6 +219,12 @@ fn classify_datafusion(e: DataFusionError) -> Error {
     if let Some(e) = integer_cast_overflow(&message) {
         return e;
     }
+    if let Some(e) = invalid_regex(&message) {
+        return e;
+    }
+    if let Some(e) = query_shape_error(&message) {
+        return e;
+    }
     let lower = message.to_ascii_lowercase();
     match e {
         DataFusionError::SQL(..) => Error::Parse(message),
@@ -284,6 +290,53 @@ fn classify_datafusion(e: DataFusionError) -> Error {
             }
         }
     }
+}
+
+/// DataFusion's planning errors for query shapes PostgreSQL also refuses, with its codes and
+/// messages: a column neither grouped nor aggregated (`42803` `column "t.x" must appear in
+/// the GROUP BY clause or be used in an aggregate function`), nested aggregates (`42803`), a
+/// negative `LIMIT` (`2201W`) or `OFFSET` (`2201X`). DataFusion's were all `42601`.
+fn query_shape_error(message: &str) -> Option<Error> {
+    if message.contains("must appear in the GROUP BY clause") {
+        let column = message.split("column \"").nth(1)?.split('"').next()?;
+        return Some(Error::plan(
+            "42803",
+            format!(
+                "column \"{column}\" must appear in the GROUP BY clause or be used in an aggregate function"
+            ),
+        ));
+    }
+    if message.contains("Aggregate function calls cannot be nested") {
+        return Some(Error::plan(
+            "42803",
+            "aggregate function calls cannot be nested",
+        ));
+    }
+    if message.starts_with("LIMIT must be >= 0") {
+        return Some(Error::data("2201W", "LIMIT must not be negative"));
+    }
+    if message.starts_with("OFFSET must be >=0") {
+        return Some(Error::data("2201X", "OFFSET must not be negative"));
+    }
+    None
+}
+
+/// The regex crate's `regex parse error: ... error: unclosed group`, from the regular
+/// expression operators and functions, as PostgreSQL reports a pattern that does not
+/// compile: `2201B` `invalid regular expression: unclosed group`.
+fn invalid_regex(message: &str) -> Option<Error> {
+    if !message.contains("regex parse error") {
+        return None;
+    }
+    let detail = message
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .unwrap_or("it does not compile");
+    Some(Error::data(
+        "2201B",
+        format!("invalid regular expression: {detail}"),
+    ))
 }
 
 /// The rest of Arrow's cast error `message` after `start` (with or without its "Cast error: ").

@@ -582,7 +582,8 @@ fn encode_rows(
 
 /// Renders the text-format columns whose PostgreSQL text form differs from arrow-pg's:
 /// floating point (shortest round-trip digits, `Infinity`, `NaN`), intervals
-/// ([`interval_out`](crate::sql::functions::datetime_input::interval_out)) and timestamps
+/// ([`interval_out`](crate::sql::functions::datetime_input::interval_out)), times of day
+/// (`10:20:30`, the fraction only when not zero) and timestamps
 /// (`YYYY-MM-DD HH:MM:SS[.ffffff]`; a timestamptz in `zone`, the session's `TimeZone`,
 /// with its UTC offset, as PostgreSQL prints it). The column keeps its PostgreSQL type;
 /// only the bytes sent change.
@@ -626,6 +627,9 @@ fn pg_text_columns(
                         .collect(),
                 )
             }
+            DataType::Time32(_) | DataType::Time64(_) => Some(
+                crate::sql::functions::text_output::texts(col.as_ref(), None, false)?,
+            ),
             DataType::Timestamp(_, tz) => {
                 let micros =
                     arrow::compute::cast(col, &DataType::Timestamp(TimeUnit::Microsecond, None))?;

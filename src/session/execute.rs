@@ -1704,6 +1704,7 @@ impl Session {
         with_options: Option<Vec<(String, String)>>,
         clauses: Option<event_time::TableTimeClauses>,
     ) -> Result<Output> {
+        refuse_unsupported_columns(&stmt)?;
         let type_modifiers = declared_type_modifiers(&stmt)?;
         let plan = self.plan_statement(stmt).await?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
@@ -2487,6 +2488,48 @@ fn declared_type_modifiers(stmt: &Statement) -> Result<Vec<crate::catalog::TypeM
             })
         })
         .collect()
+}
+
+/// Refuses the column and table constraints Weir does not enforce or compute, which would
+/// otherwise be dropped without a word (an identity column read NULL, a CHECK was not
+/// checked): identity and generated columns, `CHECK` and `FOREIGN KEY`.
+///
+/// # Errors
+/// `0A000` naming the construct and the column.
+fn refuse_unsupported_columns(stmt: &Statement) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{ColumnOption, TableConstraint};
+    let Statement::CreateTable(ct) = stmt else {
+        return Ok(());
+    };
+    for c in &ct.columns {
+        for o in &c.options {
+            let construct = match &o.option {
+                ColumnOption::Generated { .. }
+                | ColumnOption::Identity(_)
+                | ColumnOption::Materialized(_)
+                | ColumnOption::Ephemeral(_)
+                | ColumnOption::Alias(_) => "identity and generated columns",
+                ColumnOption::Check(_) => "CHECK constraints",
+                ColumnOption::ForeignKey(_) => "FOREIGN KEY constraints",
+                _ => continue,
+            };
+            return Err(Error::not_supported(format!(
+                "{construct} are not supported (column \"{}\")",
+                c.name.value
+            )));
+        }
+    }
+    for constraint in &ct.constraints {
+        let construct = match constraint {
+            TableConstraint::Check(_) => "CHECK constraints",
+            TableConstraint::ForeignKey(_) => "FOREIGN KEY constraints",
+            _ => continue,
+        };
+        return Err(Error::not_supported(format!(
+            "{construct} are not supported"
+        )));
+    }
+    Ok(())
 }
 
 /// True when planning failed because two output columns have the same name.

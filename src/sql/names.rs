@@ -69,6 +69,8 @@ fn figure(e: &Expr) -> (String, u8) {
             .map(|i| match ident(i).as_str() {
                 // The SQL-standard spellings PostgreSQL turns into other functions.
                 "trim" => strong("btrim"),
+                // `EXTRACT(f FROM x)` as the parser rewrites it.
+                crate::sql::functions::extract::DatePart::EXTRACT => strong("extract"),
                 n => strong(n),
             })
             .unwrap_or_else(|| ("?column?".into(), 0)),

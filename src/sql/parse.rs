@@ -1356,6 +1356,10 @@ impl VisitorMut for PgCallFormsVisitor {
     type Break = ();
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some(rows) = row_forms(expr) {
+            *expr = rows;
+            return ControlFlow::Continue(());
+        }
         match expr {
             Expr::UnaryOp {
                 op: UnaryOperator::PGAbs,
@@ -1363,6 +1367,20 @@ impl VisitorMut for PgCallFormsVisitor {
             } => {
                 let operand = std::mem::replace(operand.as_mut(), Expr::value(Value::Null));
                 *expr = Expr::Nested(Box::new(function_call("abs", vec![operand])));
+            }
+            // `EXTRACT(f FROM x)` is `numeric`, unlike `date_part` (see
+            // `functions::extract`).
+            Expr::Extract {
+                field,
+                expr: source,
+                ..
+            } => {
+                let field = Expr::value(Value::SingleQuotedString(field.to_string()));
+                let source = std::mem::replace(source.as_mut(), Expr::value(Value::Null));
+                *expr = function_call(
+                    crate::sql::functions::extract::DatePart::EXTRACT,
+                    vec![field, source],
+                );
             }
             Expr::Function(f) => {
                 let Some(name) = plain_function_name(f) else {
@@ -1394,6 +1412,123 @@ impl VisitorMut for PgCallFormsVisitor {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// A row comparison or NULL test field by field (see [`row_comparison`]); `None` for
+/// other expressions.
+fn row_forms(expr: &Expr) -> Option<Expr> {
+    match expr {
+        Expr::BinaryOp { left, op, right } => row_comparison(left, op, right),
+        Expr::IsDistinctFrom(left, right) | Expr::IsNotDistinctFrom(left, right) => {
+            let (Expr::Tuple(l), Expr::Tuple(r)) = (left.as_ref(), right.as_ref()) else {
+                return None;
+            };
+            if l.len() != r.len() || l.is_empty() {
+                return None;
+            }
+            let distinct = matches!(expr, Expr::IsDistinctFrom(..));
+            let pairs = l.iter().zip(r).map(|(a, b)| {
+                let (a, b) = (Box::new(a.clone()), Box::new(b.clone()));
+                if distinct {
+                    Expr::IsDistinctFrom(a, b)
+                } else {
+                    Expr::IsNotDistinctFrom(a, b)
+                }
+            });
+            let joiner = if distinct {
+                BinaryOperator::Or
+            } else {
+                BinaryOperator::And
+            };
+            Some(join_nested(pairs, joiner))
+        }
+        // `(a, b) IS NULL`: every field is NULL; `IS NOT NULL`: none is.
+        Expr::IsNull(row) | Expr::IsNotNull(row) => {
+            let Expr::Tuple(fields) = row.as_ref() else {
+                return None;
+            };
+            if fields.is_empty() {
+                return None;
+            }
+            let null = matches!(expr, Expr::IsNull(_));
+            let tests = fields.iter().map(|f| {
+                let f = Box::new(f.clone());
+                if null {
+                    Expr::IsNull(f)
+                } else {
+                    Expr::IsNotNull(f)
+                }
+            });
+            Some(join_nested(tests, BinaryOperator::And))
+        }
+        _ => None,
+    }
+}
+
+/// `parts` joined by `joiner` (`AND`, `OR`), in parentheses.
+fn join_nested(parts: impl Iterator<Item = Expr>, joiner: BinaryOperator) -> Expr {
+    let joined = parts
+        .reduce(|acc, p| Expr::BinaryOp {
+            left: Box::new(acc),
+            op: joiner.clone(),
+            right: Box::new(p),
+        })
+        .unwrap_or_else(|| Expr::value(Value::Boolean(true)));
+    Expr::Nested(Box::new(joined))
+}
+
+/// A comparison of two rows of one length, pair by pair (PostgreSQL docs, 9.24.5 "Row
+/// Constructor Comparison"): `=` when every pair is equal, `<>` when one is not, `<`, `<=`,
+/// `>`, `>=` decided by the first unequal pair. A NULL in a pair that decides makes the
+/// result NULL, as SQL's three-valued `AND` and `OR` of the pairs give. `None` when `left`
+/// and `right` are not such rows or `op` is another operator. DataFusion compared the rows
+/// as structs, where NULL is a value (`(1, NULL) = (1, 2)` was false, not NULL).
+fn row_comparison(left: &Expr, op: &BinaryOperator, right: &Expr) -> Option<Expr> {
+    let (Expr::Tuple(l), Expr::Tuple(r)) = (left, right) else {
+        return None;
+    };
+    if l.len() != r.len() || l.is_empty() {
+        return None;
+    }
+    let pair = |a: &Expr, op: BinaryOperator, b: &Expr| Expr::BinaryOp {
+        left: Box::new(a.clone()),
+        op,
+        right: Box::new(b.clone()),
+    };
+    let pairs = || l.iter().zip(r.iter());
+    Some(match op {
+        BinaryOperator::Eq => join_nested(
+            pairs().map(|(a, b)| pair(a, BinaryOperator::Eq, b)),
+            BinaryOperator::And,
+        ),
+        BinaryOperator::NotEq => join_nested(
+            pairs().map(|(a, b)| pair(a, BinaryOperator::NotEq, b)),
+            BinaryOperator::Or,
+        ),
+        BinaryOperator::Lt | BinaryOperator::LtEq | BinaryOperator::Gt | BinaryOperator::GtEq => {
+            let strict = match op {
+                BinaryOperator::Lt | BinaryOperator::LtEq => BinaryOperator::Lt,
+                _ => BinaryOperator::Gt,
+            };
+            // From the last pair outwards: a_i strict b_i OR (a_i = b_i AND rest).
+            let n = l.len();
+            let mut acc = pair(&l[n - 1], op.clone(), &r[n - 1]);
+            for i in (0..n - 1).rev() {
+                let equal_then = Expr::BinaryOp {
+                    left: Box::new(pair(&l[i], BinaryOperator::Eq, &r[i])),
+                    op: BinaryOperator::And,
+                    right: Box::new(Expr::Nested(Box::new(acc))),
+                };
+                acc = Expr::BinaryOp {
+                    left: Box::new(pair(&l[i], strict.clone(), &r[i])),
+                    op: BinaryOperator::Or,
+                    right: Box::new(Expr::Nested(Box::new(equal_then))),
+                };
+            }
+            Expr::Nested(Box::new(acc))
+        }
+        _ => return None,
+    })
 }
 
 /// The OID alias types whose values print as a name (PostgreSQL docs, 8.19 "Object Identifier
@@ -2123,7 +2258,11 @@ pub const EXPAND_ARRAY_FUNCTION: &str = "_pg_expandarray";
 /// ```text
 ///  generate_subscripts(a, d)   ─►  unnest(generate_series(1, array_length(a, d)))
 ///  _pg_expandarray(a)          ─►  unnest(_pg_expandarray(a))     rows of (x, n)
+///  generate_series(a, b [, s]) ─►  unnest(generate_series(a, b [, s]))
 /// ```
+///
+/// (DataFusion's `generate_series` in an expression is one list; PostgreSQL's is rows:
+/// `SELECT x, generate_series(1, x)` gave `{1,2}` where PostgreSQL gives two rows.)
 ///
 /// `generate_subscripts` (PostgreSQL docs, 9.26 "Set Returning Functions") yields the
 /// subscripts of dimension `d`; Weir's arrays start at 1, so they run from 1 to the
@@ -2181,6 +2320,24 @@ impl VisitorMut for SetReturningCallVisitor {
                     "unnest",
                     vec![function_call(EXPAND_ARRAY_FUNCTION, vec![array.clone()])],
                 );
+            }
+            ("generate_series", [_, _] | [_, _, _]) => {
+                *expr = function_call("unnest", vec![Expr::Function(f.clone())]);
+            }
+            // A statement rewritten before (planned again from its text): the series is
+            // unnested once.
+            ("unnest", [Expr::Function(inner)])
+                if inner
+                    .name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .is_some_and(|i| i.value.eq_ignore_ascii_case("unnest"))
+                    && matches!(&inner.args, FunctionArguments::List(l)
+                    if matches!(l.args.as_slice(), [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Function(g)))]
+                        if g.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value.eq_ignore_ascii_case("generate_series")))) =>
+            {
+                *expr = Expr::Function(inner.clone());
             }
             _ => {}
         }

@@ -1509,6 +1509,9 @@ fn date_interval_arith(
 /// `interval_mul(interval, float8)`). DataFusion has no such operators and fails while
 /// planning the expression, before any analyzer rule could rewrite it, so this is an
 /// [`ExprPlanner`](datafusion::logical_expr::planner::ExprPlanner) for binary operators.
+/// It also plans `timestamp - timestamp` as the difference justified into days and time
+/// ([`super::functions::justify`]): the planned type is `interval` from the start, where a
+/// later rewrite would change the type of a plan the analyzer has checked.
 #[derive(Debug)]
 struct IntervalTimesNumber;
 
@@ -1530,6 +1533,23 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
             expr.left.get_type(schema).ok(),
             expr.right.get_type(schema).ok(),
         );
+        // The difference of two timestamps is justified into days and time, as
+        // PostgreSQL's `timestamp_mi` returns it (`2 days 05:00:00`, not `53:00:00`).
+        let timestamp = |t: &Option<DataType>| matches!(t, Some(DataType::Timestamp(..)));
+        if expr.op == BinaryOperator::Minus && timestamp(&lt) && timestamp(&rt) {
+            use super::functions::justify::{Justify, Kind};
+            let difference = Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(expr.left),
+                Operator::Minus,
+                Box::new(expr.right),
+            ));
+            return Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(Justify::new(Kind::Hours))),
+                    vec![difference],
+                ),
+            )));
+        }
         let (span, factor, divide) = match expr.op {
             BinaryOperator::Multiply if interval(&lt) && number(&rt) => {
                 (&expr.left, &expr.right, false)
@@ -2218,6 +2238,69 @@ fn rewrite_expr(
                     Arc::new(ScalarUDF::new_from_impl(IntervalOutput::new())),
                     vec![interval],
                 ),
+            )))
+        }
+        // A `timestamptz`'s fields are read in the session's time zone.
+        Expr::ScalarFunction(f)
+            if zone.is_some()
+                && f.args.len() == 2
+                && super::functions::extract::DatePart::is_named(f.name()).is_some()
+                && matches!(f.args[1].get_type(schema)?, DataType::Timestamp(_, Some(_))) =>
+        {
+            use super::functions::extract::DatePart;
+            let numeric = DatePart::is_named(f.name()) == Some(true);
+            let udf = Arc::new(ScalarUDF::new_from_impl(DatePart::new(
+                numeric,
+                zone.map(str::to_string),
+            )));
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, f.args),
+            )))
+        }
+        // Floats, numerics, arrays and bytea cast to text print PostgreSQL's forms.
+        Expr::Cast(c)
+            if matches!(c.field.data_type(), DataType::Utf8)
+                && super::functions::text_output::differs_from_arrow(&c.expr.get_type(schema)?) =>
+        {
+            use super::functions::text_output::TextOutput;
+            let udf = Arc::new(ScalarUDF::new_from_impl(TextOutput::new(
+                zone.map(str::to_string),
+            )));
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, vec![*c.expr]),
+            )))
+        }
+        // Text cast to `bytea` is read in PostgreSQL's hex or escape format.
+        Expr::Cast(c)
+            if matches!(
+                c.field.data_type(),
+                DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+            ) && matches!(c.expr.get_type(schema)?, DataType::Utf8) =>
+        {
+            use super::functions::text_output::ByteaInput;
+            let udf = Arc::new(ScalarUDF::new_from_impl(ByteaInput::default()));
+            let bytes = Expr::ScalarFunction(ScalarFunction::new_udf(udf, vec![*c.expr]));
+            Ok(Transformed::yes(
+                if matches!(c.field.data_type(), DataType::Binary) {
+                    bytes
+                } else {
+                    Expr::Cast(datafusion::logical_expr::Cast::new(
+                        Box::new(bytes),
+                        c.field.data_type().clone(),
+                    ))
+                },
+            ))
+        }
+        // A numeric cast to a float is the float nearest its decimal value.
+        Expr::Cast(c)
+            if matches!(c.field.data_type(), DataType::Float64 | DataType::Float32)
+                && matches!(c.expr.get_type(schema)?, DataType::Decimal128(..)) =>
+        {
+            use super::functions::text_output::NumericToFloat;
+            let real = matches!(c.field.data_type(), DataType::Float32);
+            let udf = Arc::new(ScalarUDF::new_from_impl(NumericToFloat::new(real)));
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, vec![*c.expr]),
             )))
         }
         Expr::SimilarTo(like) => similar_to(like),

@@ -211,6 +211,33 @@ pub fn interval_text_array(
         .collect())
 }
 
+/// PostgreSQL's text of each timestamp of `array` (any unit): a `timestamptz` shown in
+/// `zone` with its offset (`+00` when `zone` is `None`), a `timestamp` without; NULL, and a
+/// value outside chrono's range, give NULL.
+///
+/// # Errors
+/// Arrow's cast errors, for an array that is not of a timestamp type.
+pub fn timestamp_text_array(
+    array: &dyn arrow::array::Array,
+    zone: Option<&Tz>,
+) -> std::result::Result<StringArray, arrow::error::ArrowError> {
+    let with_zone = matches!(array.data_type(), DataType::Timestamp(_, Some(_)));
+    let micros = arrow::compute::cast(
+        array,
+        &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+    )?;
+    Ok(micros
+        .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+        .iter()
+        .map(|m| {
+            m.and_then(|m| match zone {
+                Some(z) if with_zone => timestamptz_out(m, z),
+                _ => timestamp_out(m, with_zone),
+            })
+        })
+        .collect())
+}
+
 /// PostgreSQL's text of a timestamp `micros` microseconds from the Unix epoch (`+00` after
 /// it `with_zone`); `None` outside chrono's range. Query results sent as text use it too.
 pub fn timestamp_out(micros: i64, with_zone: bool) -> Option<String> {
@@ -331,24 +358,11 @@ impl ScalarUDFImpl for TimestampOutput {
             )));
         };
         let array = args.args[0].to_array(args.number_rows)?;
-        let micros = arrow::compute::cast(
-            &array,
-            &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
-        )?;
-        let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
         let shown_in: Option<Tz> = match (zone, &self.zone) {
             (Some(_), Some(z)) => Some(z.parse()?),
             _ => None,
         };
-        let out: StringArray = micros
-            .iter()
-            .map(|m| {
-                m.and_then(|m| match &shown_in {
-                    Some(z) => timestamptz_out(m, z),
-                    None => timestamp_out(m, zone.is_some()),
-                })
-            })
-            .collect();
+        let out = timestamp_text_array(&array, shown_in.as_ref())?;
         let out: ArrayRef = Arc::new(out);
         if matches!(args.args[0], ColumnarValue::Scalar(_)) {
             Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))

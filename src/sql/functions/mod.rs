@@ -7,20 +7,25 @@
 //!  ceiling(x), sign(x), mod(y, x), round(x [, n]), trunc(x [, n])   see `math`
 //!  mode(), percentile_disc(f), percentile_cont(f) WITHIN GROUP (...)  see `ordered_set`
 //!  make_interval(years, months, weeks, days, hours, mins, secs)     see `make_interval`
+//!  EXTRACT(field FROM x), date_part('field', x)                    see `extract`
+//!  justify_hours(i), justify_days(i), justify_interval(i)           see `justify`
 //! ```
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
 pub mod at_time_zone;
 pub mod datetime_input;
+pub mod extract;
 pub mod float_sum;
 pub mod int_avg;
 pub mod json;
+pub mod justify;
 pub mod make_interval;
 pub mod math;
 pub mod number_input;
 pub mod ordered_set;
 pub mod pg_info;
+pub mod text_output;
 pub mod to_char;
 
 use arrow::datatypes::DataType;
@@ -38,6 +43,31 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
     math::register(ctx);
+    // PostgreSQL's array_remove and array_replace act on every matching element,
+    // DataFusion's on the first: its `_all` functions serve under PostgreSQL's names.
+    for (pg, all) in [
+        ("array_remove", "array_remove_all"),
+        ("array_replace", "array_replace_all"),
+    ] {
+        let every = ctx.state().scalar_functions().get(all).cloned();
+        if let Some(every) = every {
+            ctx.deregister_udf(pg);
+            ctx.register_udf(every.as_ref().clone().with_aliases([pg]));
+        }
+    }
+    ctx.deregister_udf("date_part");
+    ctx.deregister_udf("datepart");
+    ctx.register_udf(ScalarUDF::new_from_impl(extract::DatePart::new(
+        false, None,
+    )));
+    ctx.register_udf(ScalarUDF::new_from_impl(extract::DatePart::new(true, None)));
+    for kind in [
+        justify::Kind::Hours,
+        justify::Kind::Days,
+        justify::Kind::Interval,
+    ] {
+        ctx.register_udf(ScalarUDF::new_from_impl(justify::Justify::new(kind)));
+    }
     ctx.register_udf(ScalarUDF::new_from_impl(make_interval::MakeInterval::new()));
     ctx.deregister_udaf("percentile_cont");
     ctx.deregister_udaf("quantile_cont");
