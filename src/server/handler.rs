@@ -568,6 +568,15 @@ fn encode_rows(
                     });
                     Encoder::encode_field(&mut encoder, &value, &fields[c])?;
                 }
+                // An array's text made by `pg_text_columns`, sent as it is (pgwire would
+                // quote it as one text element).
+                DataType::Utf8
+                    if matches!(fields[c].datatype().kind(), postgres_types::Kind::Array(_)) =>
+                {
+                    let value = (!col.is_null(r))
+                        .then(|| ArrayText(col.as_string::<i32>().value(r).to_string()));
+                    Encoder::encode_field(&mut encoder, &value, &fields[c])?;
+                }
                 // arrow-pg encodes an interval's slot without looking at its null bit.
                 DataType::Interval(_) if col.is_null(r) => {
                     Encoder::encode_field(&mut encoder, &None::<i64>, &fields[c])?;
@@ -583,7 +592,8 @@ fn encode_rows(
 /// Renders the text-format columns whose PostgreSQL text form differs from arrow-pg's:
 /// floating point (shortest round-trip digits, `Infinity`, `NaN`), intervals
 /// ([`interval_out`](crate::sql::functions::datetime_input::interval_out)), times of day
-/// (`10:20:30`, the fraction only when not zero) and timestamps
+/// (`10:20:30`, the fraction only when not zero), arrays
+/// ([`texts`](crate::sql::functions::text_output::texts)) and timestamps
 /// (`YYYY-MM-DD HH:MM:SS[.ffffff]`; a timestamptz in `zone`, the session's `TimeZone`,
 /// with its UTC offset, as PostgreSQL prints it). The column keeps its PostgreSQL type;
 /// only the bytes sent change.
@@ -629,6 +639,11 @@ fn pg_text_columns(
             }
             DataType::Time32(_) | DataType::Time64(_) => Some(
                 crate::sql::functions::text_output::texts(col.as_ref(), None, false)?,
+            ),
+            // Arrays in PostgreSQL's text form, their elements as above (`{1.5,2}`, `{1}`
+            // for doubles, timestamps in the session's zone).
+            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => Some(
+                crate::sql::functions::text_output::texts(col.as_ref(), Some(zone), false)?,
             ),
             DataType::Timestamp(_, tz) => {
                 let micros =
@@ -783,6 +798,40 @@ impl postgres_types::ToSql for NumericText {
 }
 
 impl pgwire::types::ToSqlText for NumericText {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut bytes::BytesMut,
+        _format_options: &pgwire::types::format::FormatOptions,
+    ) -> std::result::Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(postgres_types::IsNull::No)
+    }
+}
+
+/// An array value already in PostgreSQL's text form (`{1,"a b"}`), sent as it is in a
+/// text-format column.
+#[derive(Debug)]
+struct ArrayText(String);
+
+impl postgres_types::ToSql for ArrayText {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(postgres_types::IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(ty.kind(), postgres_types::Kind::Array(_))
+    }
+
+    postgres_types::to_sql_checked!();
+}
+
+impl pgwire::types::ToSqlText for ArrayText {
     fn to_sql_text(
         &self,
         _ty: &Type,

@@ -20,11 +20,11 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::sql::sqlparser::ast::{
-    AccessExpr, Array, BinaryOperator, CastKind, DataType as SqlDataType, Expr, Function,
-    FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList, FunctionArguments,
-    GroupByExpr, Ident, ObjectName, OrderBy, OrderByKind, Query, Select, SelectItem, SetExpr,
-    Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator, Value, ValueWithSpan,
-    Visit, VisitMut, Visitor, VisitorMut,
+    AccessExpr, Array, ArrayElemTypeDef, BinaryOperator, CastKind, DataType as SqlDataType, Expr,
+    Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList,
+    FunctionArguments, GroupByExpr, Ident, ObjectName, OrderBy, OrderByKind, Query, Select,
+    SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator,
+    Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -63,7 +63,9 @@ impl Parser {
                 Arc::new(NoSequencesRule),
                 // `pg_get_viewdef(oid)` is the view's query, looked up by name.
                 Arc::new(ViewDefinitionRule),
-                // `'{a,b}'::text[]` array literals.
+                // `'{a,"b c",NULL}'::text[]` read as PostgreSQL reads array text.
+                Arc::new(ArrayTextRule),
+                // `'{a,b}'::text[]` array literals (the forms the rule above leaves).
                 Arc::new(FixArrayLiteral),
                 // `current_schema`, `current_role` without parentheses are calls.
                 Arc::new(CurrentSchemaRule),
@@ -1995,29 +1997,227 @@ fn top_conjuncts(e: &Expr, out: &mut Vec<*const Expr>) {
     }
 }
 
+/// A string literal in PostgreSQL's array form (`'{1,2}'`) as an `ARRAY[...]` of its
+/// elements ([`parse_array_text`]); other expressions unchanged.
 fn array_literal(e: &Expr) -> Expr {
     if let Expr::Value(ValueWithSpan {
         value: Value::SingleQuotedString(text),
         ..
     }) = e
+        && let Some(node) = parse_array_text(text)
     {
-        let t = text.trim();
-        if t.starts_with('{') && t.ends_with('}') {
-            let elem = t[1..t.len() - 1]
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| {
-                    Expr::Value(
-                        Value::SingleQuotedString(s.trim_matches('"').to_string())
-                            .with_empty_span(),
-                    )
-                })
-                .collect();
-            return Expr::Array(Array { elem, named: true });
-        }
+        return node.to_expr();
     }
     e.clone()
+}
+
+/// One level of an array value read from PostgreSQL's text form: an element (`None` for
+/// NULL) or a sub-array.
+#[derive(Debug, Clone, PartialEq)]
+enum ArrayText {
+    Element(Option<String>),
+    Array(Vec<ArrayText>),
+}
+
+impl ArrayText {
+    /// `ARRAY[...]` of string literals and NULLs, nested as the text is.
+    fn to_expr(&self) -> Expr {
+        match self {
+            ArrayText::Element(Some(s)) => {
+                Expr::Value(Value::SingleQuotedString(s.clone()).with_empty_span())
+            }
+            ArrayText::Element(None) => Expr::Value(Value::Null.with_empty_span()),
+            ArrayText::Array(items) => Expr::Array(Array {
+                elem: items.iter().map(ArrayText::to_expr).collect(),
+                named: true,
+            }),
+        }
+    }
+
+    /// The number of nested levels (1 for `{1,2}`), the same for every sub-array; `None`
+    /// for sub-arrays of different depths or lengths (PostgreSQL's "multidimensional arrays
+    /// must have sub-arrays with matching dimensions").
+    fn depth(&self) -> Option<usize> {
+        match self {
+            ArrayText::Element(_) => Some(0),
+            ArrayText::Array(items) => {
+                let mut depth = None;
+                let mut len = None;
+                for item in items {
+                    let d = item.depth()?;
+                    if *depth.get_or_insert(d) != d {
+                        return None;
+                    }
+                    if let ArrayText::Array(sub) = item
+                        && *len.get_or_insert(sub.len()) != sub.len()
+                    {
+                        return None;
+                    }
+                }
+                Some(depth.unwrap_or(0) + 1)
+            }
+        }
+    }
+}
+
+/// Reads PostgreSQL's array text (docs, 8.15.6 "Array Input and Output Syntax"): `{`
+/// elements separated by `,` `}`, nested for more dimensions; an element double-quoted
+/// (`\` escapes the next character) or bare (white space around it dropped, `\` escaping,
+/// `NULL` in any case a NULL). `None` for text PostgreSQL would refuse or Weir does not read
+/// (dimension decorations such as `[1:2]={...}`), which is left to the cast as written.
+fn parse_array_text(text: &str) -> Option<ArrayText> {
+    fn array(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<ArrayText> {
+        // The opening brace has been read.
+        let mut items = Vec::new();
+        loop {
+            while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                chars.next();
+            }
+            match chars.peek()? {
+                '}' if items.is_empty() => {
+                    chars.next();
+                    return Some(ArrayText::Array(items));
+                }
+                '{' => {
+                    chars.next();
+                    items.push(array(chars)?);
+                }
+                '"' => {
+                    chars.next();
+                    let mut s = String::new();
+                    loop {
+                        match chars.next()? {
+                            '"' => break,
+                            '\\' => s.push(chars.next()?),
+                            c => s.push(c),
+                        }
+                    }
+                    items.push(ArrayText::Element(Some(s)));
+                }
+                _ => {
+                    let mut s = String::new();
+                    let mut escaped = false;
+                    // Where the text ends but for trailing white space.
+                    let mut kept = 0;
+                    while let Some(&c) = chars.peek() {
+                        match c {
+                            ',' | '}' => break,
+                            '{' | '"' => return None,
+                            '\\' => {
+                                chars.next();
+                                s.push(chars.next()?);
+                                escaped = true;
+                                kept = s.len();
+                                continue;
+                            }
+                            _ => {
+                                s.push(c);
+                                if !c.is_ascii_whitespace() {
+                                    kept = s.len();
+                                }
+                            }
+                        }
+                        chars.next();
+                    }
+                    s.truncate(kept);
+                    if s.is_empty() {
+                        return None;
+                    }
+                    let null = !escaped && s.eq_ignore_ascii_case("null");
+                    items.push(ArrayText::Element((!null).then_some(s)));
+                }
+            }
+            while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                chars.next();
+            }
+            match chars.next()? {
+                ',' => {}
+                '}' => return Some(ArrayText::Array(items)),
+                _ => return None,
+            }
+        }
+    }
+    let mut chars = text.trim().chars().peekable();
+    if chars.next()? != '{' {
+        return None;
+    }
+    let node = array(&mut chars)?;
+    if chars.next().is_some() {
+        return None;
+    }
+    node.depth()?;
+    Some(node)
+}
+
+/// `'{...}'::type[]` (and `CAST('{...}' AS type[])`) of one dimension: the literal read as
+/// PostgreSQL reads array text ([`parse_array_text`]), as `ARRAY[...]::type[]`. The
+/// compatibility layer's own rewrite, which sees what this one leaves, split the text at
+/// every comma, kept the quotes (`'{"b c"}'` gave `"b c"` with them) and read `NULL` as
+/// text.
+#[derive(Debug)]
+struct ArrayTextRule;
+
+impl SqlStatementRewriteRule for ArrayTextRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = visit_expressions_mut(&mut s, |e| {
+            if let Expr::Cast {
+                expr: inner,
+                data_type:
+                    SqlDataType::Array(
+                        ArrayElemTypeDef::SquareBracket(..) | ArrayElemTypeDef::AngleBracket(_),
+                    ),
+                ..
+            } = e
+                && let Expr::Value(ValueWithSpan {
+                    value: Value::SingleQuotedString(text),
+                    ..
+                }) = inner.as_ref()
+                && let Some(node) = parse_array_text(text)
+                // One dimension: Weir's arrays of arrays are not sent to clients yet.
+                && node.depth().is_some_and(|d| d <= 1)
+            {
+                **inner = node.to_expr();
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        s
+    }
+}
+
+#[cfg(test)]
+mod array_text_tests {
+    use super::*;
+
+    fn el(s: &str) -> ArrayText {
+        ArrayText::Element(Some(s.to_string()))
+    }
+
+    #[test]
+    fn array_text_reads_as_postgresql_reads_it() {
+        assert_eq!(
+            parse_array_text(r#"{a,"b c",NULL,"NULL","",  d e  ,x\,y}"#),
+            Some(ArrayText::Array(vec![
+                el("a"),
+                el("b c"),
+                ArrayText::Element(None),
+                el("NULL"),
+                el(""),
+                el("d e"),
+                el("x,y"),
+            ]))
+        );
+        assert_eq!(parse_array_text("{}"), Some(ArrayText::Array(vec![])));
+        let nested = parse_array_text("{{1,2},{3,4}}").unwrap();
+        assert_eq!(nested.depth(), Some(2));
+        assert_eq!(parse_array_text("{{1,2},{3}}"), None);
+        assert_eq!(parse_array_text("{1,2"), None);
+        assert_eq!(parse_array_text("{1,,2}"), None);
+        assert_eq!(parse_array_text("[1:2]={1,2}"), None);
+        assert_eq!(
+            parse_array_text(r#"{"a\"b"}"#),
+            Some(ArrayText::Array(vec![el("a\"b")]))
+        );
+    }
 }
 
 /// `x op ANY (subquery)` and `x op ALL (subquery)` (PostgreSQL docs, 9.23.4 and 9.23.5) in
