@@ -602,8 +602,9 @@ fn pg_text_columns(
     format: &Format,
     zone: &Tz,
 ) -> Result<arrow::array::RecordBatch> {
-    use arrow::array::{Array, AsArray, StringArray};
-    use arrow::datatypes::{Field, Float32Type, Float64Type, Schema, TimeUnit};
+    use arrow::array::{Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+
     let schema = batch.schema();
     let mut changed = false;
     let mut columns = batch.columns().to_vec();
@@ -612,60 +613,24 @@ fn pg_text_columns(
         if format.format_for(i) != pgwire::api::results::FieldFormat::Text {
             continue;
         }
+        // PostgreSQL's text forms (`pg_text_out`'s): floats (`1`, `1e+20`, `Infinity`),
+        // `numeric` at its display scale, intervals, times of day, timestamps (`timestamptz`
+        // in the session's zone), and arrays of these (`{1.5,2}`).
         let text: Option<StringArray> = match col.data_type() {
-            DataType::Interval(_) => Some(
-                crate::sql::functions::datetime_input::interval_text_array(col.as_ref())?,
-            ),
-            DataType::Float64 => Some(
-                col.as_primitive::<Float64Type>()
-                    .iter()
-                    .map(|v| v.map(pg_float))
-                    .collect(),
-            ),
-            DataType::Float32 => Some(
-                col.as_primitive::<Float32Type>()
-                    .iter()
-                    .map(|v| v.map(pg_float32))
-                    .collect(),
-            ),
-            DataType::Decimal128(p, scale) => {
-                let unconstrained = *p == crate::sql::semantics::NUMERIC_MAX_PRECISION;
-                Some(
-                    col.as_primitive::<arrow::datatypes::Decimal128Type>()
-                        .iter()
-                        .map(|v| v.map(|v| pg_numeric(v, *scale, unconstrained)))
-                        .collect(),
-                )
-            }
-            DataType::Time32(_) | DataType::Time64(_) => Some(
-                crate::sql::functions::text_output::texts(col.as_ref(), None, false)?,
-            ),
-            // Arrays in PostgreSQL's text form, their elements as above (`{1.5,2}`, `{1}`
-            // for doubles, timestamps in the session's zone).
-            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => Some(
-                crate::sql::functions::text_output::texts(col.as_ref(), Some(zone), false)?,
-            ),
-            DataType::Timestamp(_, tz) => {
-                let micros =
-                    arrow::compute::cast(col, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
-                let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
-                Some(
-                    micros
-                        .iter()
-                        .map(|v| {
-                            v.map(|us| {
-                                use crate::sql::functions::datetime_input as dt;
-                                let text = if tz.is_some() {
-                                    dt::timestamptz_out(us, zone)
-                                } else {
-                                    dt::timestamp_out(us, false)
-                                };
-                                text.unwrap_or_default()
-                            })
-                        })
-                        .collect(),
-                )
-            }
+            DataType::Interval(_)
+            | DataType::Float64
+            | DataType::Float32
+            | DataType::Decimal128(..)
+            | DataType::Time32(_)
+            | DataType::Time64(_)
+            | DataType::Timestamp(..)
+            | DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..) => Some(crate::sql::functions::text_output::texts(
+                col.as_ref(),
+                Some(zone),
+                false,
+            )?),
             _ => None,
         };
         if let Some(t) = text {
