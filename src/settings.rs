@@ -630,9 +630,12 @@ impl SessionVars {
     }
 
     /// The settings a materialized view's job captures (`checkpoint.*`, `restart.*`,
-    /// `state.backend`, `streaming.parallelism`), with their effective values.
+    /// `state.backend`, `streaming.parallelism`), with their effective values; and
+    /// `timezone` when it is not UTC, which the view's query was planned in (a
+    /// `timestamptz`'s date, fields and day arithmetic depend on it), so that recovery plans
+    /// the stored query alike.
     pub fn job_settings(&self) -> BTreeMap<String, String> {
-        SPECS
+        let mut captured: BTreeMap<String, String> = SPECS
             .iter()
             .filter(|s| {
                 s.name.starts_with("checkpoint.")
@@ -641,7 +644,12 @@ impl SessionVars {
                     || s.name == "streaming.parallelism"
             })
             .map(|s| (s.name.to_string(), self.effective(s)))
-            .collect()
+            .collect();
+        let zone = self.time_zone().setting;
+        if zone != "UTC" {
+            captured.insert("timezone".to_string(), zone);
+        }
+        captured
     }
 }
 

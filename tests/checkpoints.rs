@@ -868,3 +868,46 @@ async fn checkpoints_of_another_plan_are_discarded_and_the_view_rebuilt() {
     next_completed(&c, "g").await;
     server.stop().await;
 }
+
+/// A view created in a session whose `TimeZone` is not UTC is planned in that zone again at
+/// recovery: its plan still matches its checkpoint (restored, not rebuilt), and rows written
+/// after the restart are dated in New York time. 03:30Z and 04:59Z on 2024-03-10 are the
+/// evening of 2024-03-09 there (-05), 05:30Z is 00:30 on 2024-03-10; in UTC all three are
+/// 2024-03-10.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_keeps_the_time_zone_it_was_created_in() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "SET TimeZone = 'America/New_York';
+             SET checkpoint.interval = '100ms';
+             CREATE TABLE ev (id INT, at TIMESTAMPTZ);
+             INSERT INTO ev VALUES (1, '2024-03-10 03:30:00+00'), (2, '2024-03-10 05:30:00+00');
+             CREATE MATERIALIZED VIEW daily AS SELECT at::date AS d, count(*) AS n FROM ev GROUP BY at::date;
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+        next_completed(&c, "daily").await;
+        drop(c);
+        server.stop().await;
+    }
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    assert_ne!(
+        job_field(&c, "daily", "recovered_checkpoint_id").await,
+        "NULL"
+    );
+    c.batch_execute("INSERT INTO ev VALUES (3, '2024-03-10 04:59:00+00'); FLUSH")
+        .await
+        .unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT d::text, n FROM daily ORDER BY d").await,
+        vec![vec!["2024-03-09", "2"], vec!["2024-03-10", "1"]]
+    );
+    server.stop().await;
+}

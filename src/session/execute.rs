@@ -2325,7 +2325,14 @@ pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
         let crate::catalog::RelationKind::MaterializedView { query, .. } = &def.kind else {
             continue;
         };
-        let session = Session::new(Arc::clone(engine))?;
+        let mut session = Session::new(Arc::clone(engine))?;
+        // Planned in the time zone it was created in.
+        if let crate::catalog::RelationKind::MaterializedView { settings, .. } = &def.kind
+            && let Some(zone) = settings.get("timezone")
+        {
+            session.vars.set("timezone", zone)?;
+            session.settings_changed();
+        }
         let (query, emit) = event_time::stored_view_query(query);
         let plan = stream_plan::plan_view(&session.plan_query(&query).await?, emit)?;
         let engine2 = Arc::clone(engine);

@@ -28,7 +28,9 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Scalar};
-use arrow::datatypes::{DataType, Decimal128Type, IntervalMonthDayNanoType, IntervalUnit, i256};
+use arrow::datatypes::{
+    DataType, Decimal128Type, IntervalMonthDayNanoType, IntervalUnit, TimeUnit, i256,
+};
 use arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -2087,6 +2089,84 @@ fn rewrite_expr(
     zone: Option<&str>,
 ) -> datafusion::common::Result<Transformed<Expr>> {
     match e {
+        // `timestamptz ± interval` in a session whose `TimeZone` is not UTC adds months and
+        // days on the zone's wall clock (see `ZonedIntervalAdd`).
+        Expr::BinaryExpr(b) if zone.is_some() && zoned_interval_arith(&b, schema)?.is_some() => {
+            let swapped = zoned_interval_arith(&b, schema)?.unwrap_or(false);
+            let BinaryExpr { left, op, right } = b;
+            let (ts, interval) = if swapped {
+                (*right, *left)
+            } else {
+                (*left, *right)
+            };
+            let udf = super::functions::at_time_zone::ZonedIntervalAdd::new(
+                zone.unwrap_or_default(),
+                op == Operator::Minus,
+            );
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(udf)),
+                    vec![ts, interval],
+                ),
+            )))
+        }
+        // In a session whose `TimeZone` is not UTC, a `timestamptz` becomes a date, a
+        // `timestamp` or a time of day as its wall-clock time in that zone, and a
+        // `timestamp` or date becomes the instant its wall-clock time is there (PostgreSQL
+        // docs, 8.5.1.3); Arrow's casts read both in UTC.
+        Expr::Cast(c) if zone.is_some() && zoned_cast(&c, schema)?.is_some() => {
+            let (to_local, unit) = zoned_cast(&c, schema)?.unwrap_or((true, TimeUnit::Microsecond));
+            let z = zone.unwrap_or_default();
+            let target = c.field.data_type().clone();
+            let input = if to_local {
+                *c.expr
+            } else {
+                c.expr.cast_to(&DataType::Timestamp(unit, None), schema)?
+            };
+            let converted = in_zone(z, input);
+            Ok(Transformed::yes(Expr::Cast(
+                datafusion::logical_expr::Cast::new(Box::new(converted), target),
+            )))
+        }
+        // `date_trunc` of a `timestamptz` truncates its wall-clock time in the session's zone
+        // (a day starts at local midnight; DataFusion's `date_trunc` does so in the zone the
+        // value is labelled with, and keeps the offset of an hour the clocks repeat, as
+        // PostgreSQL's `timestamptz_trunc` does); the result is labelled UTC again.
+        Expr::ScalarFunction(f)
+            if zone.is_some()
+                && f.func.name() == "date_trunc"
+                && f.args.len() == 2
+                && matches!(
+                    f.args[1].get_type(schema)?,
+                    DataType::Timestamp(_, Some(tz)) if Some(tz.as_ref()) != zone
+                ) =>
+        {
+            let original = f.args[1].get_type(schema)?;
+            let mut args = f.args;
+            let ts = args.pop().unwrap_or(Expr::Literal(ScalarValue::Null, None));
+            args.push(labelled_in(ts, &original, zone));
+            let truncated = Expr::ScalarFunction(ScalarFunction::new_udf(f.func, args));
+            Ok(Transformed::yes(Expr::Cast(
+                datafusion::logical_expr::Cast::new(Box::new(truncated), original),
+            )))
+        }
+        // `to_char` of a `timestamptz` shows it in the session's zone.
+        Expr::ScalarFunction(f)
+            if zone.is_some()
+                && f.func.name() == "to_char"
+                && matches!(
+                    f.args.first().map(|a| a.get_type(schema)).transpose()?,
+                    Some(DataType::Timestamp(_, Some(tz))) if Some(tz.as_ref()) != zone
+                ) =>
+        {
+            let original = f.args[0].get_type(schema)?;
+            let mut args = f.args;
+            let ts = std::mem::replace(&mut args[0], Expr::Literal(ScalarValue::Null, None));
+            args[0] = labelled_in(ts, &original, zone);
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(f.func, args),
+            )))
+        }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let lt = left.get_type(schema)?;
             let rt = right.get_type(schema)?;
@@ -2311,6 +2391,75 @@ fn rewrite_expr(
         },
         other => Ok(Transformed::no(other)),
     }
+}
+
+/// For `ts ± interval` or `interval + ts` with `ts` a `timestamptz`: `Some(swapped)`, true
+/// when the interval is on the left; `None` for other expressions.
+fn zoned_interval_arith(
+    b: &BinaryExpr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Option<bool>> {
+    if !matches!(b.op, Operator::Plus | Operator::Minus) {
+        return Ok(None);
+    }
+    let lt = b.left.get_type(schema)?;
+    let rt = b.right.get_type(schema)?;
+    let tstz = |t: &DataType| matches!(t, DataType::Timestamp(_, Some(_)));
+    Ok(if tstz(&lt) && is_interval(&rt) {
+        Some(false)
+    } else if b.op == Operator::Plus && is_interval(&lt) && tstz(&rt) {
+        Some(true)
+    } else {
+        None
+    })
+}
+
+/// For a cast between a `timestamptz` and a type without a zone: `Some((true, unit))` from a
+/// `timestamptz` of `unit` to a date, `timestamp` or time of day; `Some((false, unit))` from
+/// a `timestamp` or date to a `timestamptz` of `unit`; `None` for other casts.
+fn zoned_cast(
+    c: &datafusion::logical_expr::Cast,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Option<(bool, TimeUnit)>> {
+    let from = c.expr.get_type(schema)?;
+    Ok(match (&from, c.field.data_type()) {
+        (
+            DataType::Timestamp(unit, Some(_)),
+            DataType::Date32
+            | DataType::Date64
+            | DataType::Timestamp(_, None)
+            | DataType::Time32(_)
+            | DataType::Time64(_),
+        ) => Some((true, *unit)),
+        (
+            DataType::Timestamp(_, None) | DataType::Date32 | DataType::Date64,
+            DataType::Timestamp(unit, Some(_)),
+        ) => Some((false, *unit)),
+        _ => None,
+    })
+}
+
+/// The `timestamptz` `ts` (of type `original`) labelled with the zone `zone` (Arrow's form):
+/// the same instants, which Arrow's and DataFusion's kernels then read on that zone's clock.
+fn labelled_in(ts: Expr, original: &DataType, zone: Option<&str>) -> Expr {
+    let DataType::Timestamp(unit, _) = original else {
+        return ts;
+    };
+    Expr::Cast(datafusion::logical_expr::Cast::new(
+        Box::new(ts),
+        DataType::Timestamp(*unit, zone.map(Arc::from)),
+    ))
+}
+
+/// `timezone(zone, e)` for the session's zone `zone` (Arrow's form): a `timestamptz` as its
+/// wall-clock time there, or a `timestamp` as the instant it is there.
+fn in_zone(zone: &str, e: Expr) -> Expr {
+    use super::functions::at_time_zone::{AtTimeZone, session_zone_argument};
+    let udf = Arc::new(ScalarUDF::new_from_impl(AtTimeZone::default()));
+    Expr::ScalarFunction(ScalarFunction::new_udf(
+        udf,
+        vec![Expr::Literal(session_zone_argument(zone), None), e],
+    ))
 }
 
 /// A cast of text (not already rewritten) to an interval or a timestamp type, rewritten to

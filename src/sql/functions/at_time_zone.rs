@@ -316,6 +316,158 @@ impl ScalarUDFImpl for AtTimeZone {
     }
 }
 
+/// The zone of a session's `TimeZone` in Arrow's form (`Europe/Berlin`, or `-03:00` east of
+/// UTC with the SQL sign) as the zone argument of `timezone(zone, ts)`: a name as text, an
+/// offset as an `interval` (which `timezone` reads east of UTC).
+pub fn session_zone_argument(arrow_zone: &str) -> ScalarValue {
+    match arrow_offset_seconds(arrow_zone) {
+        Some(seconds) => ScalarValue::IntervalMonthDayNano(Some(
+            arrow::datatypes::IntervalMonthDayNano::new(0, 0, seconds * 1_000_000_000),
+        )),
+        None => ScalarValue::Utf8(Some(arrow_zone.to_string())),
+    }
+}
+
+/// Seconds east of UTC of an offset in Arrow's form (`+05:30`, `-03:00`).
+fn arrow_offset_seconds(text: &str) -> Option<i64> {
+    let (sign, rest) = match text.as_bytes().first()? {
+        b'+' => (1, &text[1..]),
+        b'-' => (-1, &text[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
+    let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    Some(sign * (h * 3600 + m * 60))
+}
+
+/// A zone in Arrow's form (see [`session_zone_argument`]).
+fn arrow_zone(text: &str) -> Result<Zone> {
+    if let Some(seconds) = arrow_offset_seconds(text) {
+        return Ok(Zone::Fixed(seconds));
+    }
+    super::datetime_input::zone_by_name(text)
+        .map(Zone::Named)
+        .ok_or_else(|| unrecognized(text))
+}
+
+/// `weir_tstz_plus_interval(ts timestamptz, i interval)`: `ts + i` (or `ts - i`) in a
+/// session whose `TimeZone` is not UTC, as PostgreSQL's `timestamptz_pl_interval` computes it
+/// (`src/backend/utils/adt/timestamp.c`): the months, then the days are added to the
+/// wall-clock time in the zone, each converted back to an instant there, and the time part
+/// to the instant. So `+ interval '1 day'` across a daylight-saving change keeps the clock
+/// time (23 or 25 hours later) while `+ interval '24 hours'` does not. A month that lacks the
+/// day ends on its last day (`2024-01-31 + 1 month` = `2024-02-29`). Returns the type of `ts`;
+/// NULL in, NULL out.
+///
+/// # Errors
+/// `22008` `timestamp out of range` when the result leaves chrono's range.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ZonedIntervalAdd {
+    /// The session's zone in Arrow's form.
+    zone: String,
+    /// `ts - i`: the interval is negated first, as PostgreSQL's `timestamptz_mi_interval`.
+    subtract: bool,
+    signature: Signature,
+}
+
+impl ZonedIntervalAdd {
+    /// `ts + i` (`subtract`: `ts - i`) with wall-clock arithmetic in `zone` (Arrow's form).
+    pub fn new(zone: &str, subtract: bool) -> Self {
+        ZonedIntervalAdd {
+            zone: zone.to_string(),
+            subtract,
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+/// `t` (UTC) moved by `f` applied to its wall-clock time in `zone`, back as UTC.
+fn on_wall_clock(
+    zone: Zone,
+    t: NaiveDateTime,
+    f: impl FnOnce(NaiveDateTime) -> Option<NaiveDateTime>,
+) -> Option<NaiveDateTime> {
+    let local = t.checked_add_signed(chrono::Duration::seconds(offset_at(zone, t)))?;
+    local_to_utc(zone, f(local)?)
+}
+
+impl ScalarUDFImpl for ZonedIntervalAdd {
+    fn name(&self) -> &str {
+        if self.subtract {
+            "weir_tstz_minus_interval"
+        } else {
+            "weir_tstz_plus_interval"
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let DataType::Timestamp(unit, _) = args.args[0].data_type() else {
+            return Err(DataFusionError::Plan(format!(
+                "{} takes a timestamptz",
+                self.name()
+            )));
+        };
+        let zone = arrow_zone(&self.zone)?;
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let rows = if scalar { 1 } else { args.number_rows };
+        let values = arrow::compute::cast(&args.args[0].to_array(rows)?, &DataType::Int64)?;
+        let values = values.as_primitive::<Int64Type>();
+        let intervals = arrow::compute::cast(
+            &args.args[1].to_array(rows)?,
+            &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
+        )?;
+        let intervals = intervals.as_primitive::<IntervalMonthDayNanoType>();
+        let sign = if self.subtract { -1 } else { 1 };
+        let mut out = Vec::with_capacity(rows);
+        for i in 0..rows {
+            if values.is_null(i) || intervals.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let iv = intervals.value(i);
+            let months = i64::from(iv.months) * sign;
+            let days = i64::from(iv.days) * sign;
+            let nanos = iv.nanoseconds.checked_mul(sign).ok_or_else(out_of_range)?;
+            let mut t = to_naive(values.value(i), unit).ok_or_else(out_of_range)?;
+            if months != 0 {
+                t = on_wall_clock(zone, t, |local| {
+                    let m = chrono::Months::new(u32::try_from(months.unsigned_abs()).ok()?);
+                    if months > 0 {
+                        local.checked_add_months(m)
+                    } else {
+                        local.checked_sub_months(m)
+                    }
+                })
+                .ok_or_else(out_of_range)?;
+            }
+            if days != 0 {
+                t = on_wall_clock(zone, t, |local| {
+                    local.checked_add_signed(chrono::Duration::days(days))
+                })
+                .ok_or_else(out_of_range)?;
+            }
+            let t = t
+                .checked_add_signed(chrono::Duration::nanoseconds(nanos))
+                .ok_or_else(out_of_range)?;
+            out.push(Some(from_naive(t, unit).ok_or_else(out_of_range)?));
+        }
+        let out: PrimitiveArray<Int64Type> = out.into_iter().collect();
+        let out: ArrayRef = arrow::compute::cast(&out, &args.args[0].data_type())?;
+        crate::sql::semantics::shape_result(&args.args, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

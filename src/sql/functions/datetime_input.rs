@@ -395,6 +395,11 @@ impl DateTimeText {
         };
         let rewritten = match self.target {
             Target::Interval => interval_text(s),
+            // PostgreSQL's `timestamp` input ignores a zone in the text (docs, 8.5.1.3).
+            Target::Timestamp if self.type_name == "timestamp" => match without_zone(s) {
+                Cow::Borrowed(b) => timestamp_text(b),
+                Cow::Owned(o) => Cow::Owned(timestamp_text(&o).into_owned()),
+            },
             Target::Timestamp => timestamp_text(s),
         };
         parsed(&rewritten)
@@ -492,6 +497,28 @@ pub fn interval_text(s: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(s)
     }
+}
+
+/// Timestamp text without the UTC offset or zone after its time (`+02`, `-07:00`, `Z`,
+/// `UTC`), which PostgreSQL ignores in a `timestamp` without time zone ("silently ignore
+/// any time zone indication", docs, 8.5.1.3); unchanged when there is none.
+pub fn without_zone(s: &str) -> Cow<'_, str> {
+    let t = s.trim();
+    let Some(sep) = t.find([' ', 'T']) else {
+        return Cow::Borrowed(s);
+    };
+    let clock = t[sep + 1..].trim_start();
+    let end = clock
+        .find(|c: char| !(c.is_ascii_digit() || c == ':' || c == '.'))
+        .unwrap_or(clock.len());
+    let rest = clock[end..].trim_start();
+    let era = ["BC", "AD"].iter().any(|e| rest.eq_ignore_ascii_case(e));
+    let zone = rest.starts_with(['+', '-'])
+        || rest.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+    if end == 0 || rest.is_empty() || era || !zone {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(format!("{} {}", &t[..sep], &clock[..end]))
 }
 
 /// Timestamp text in PostgreSQL's forms rewritten for Arrow's parser: a time of hours and
@@ -605,6 +632,30 @@ mod tests {
         assert_eq!(interval_text("+3 days"), "3 days");
         assert!(matches!(interval_text("3 days"), Cow::Borrowed(_)));
         assert!(matches!(interval_text("nonsense"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn timestamp_zones_are_dropped() {
+        use super::without_zone;
+        assert_eq!(
+            without_zone("2020-01-02 03:04:05+02"),
+            "2020-01-02 03:04:05"
+        );
+        assert_eq!(
+            without_zone("2020-01-02T03:04:05.5Z"),
+            "2020-01-02 03:04:05.5"
+        );
+        assert_eq!(without_zone("2020-01-02 03:04 -07:00"), "2020-01-02 03:04");
+        assert_eq!(
+            without_zone("2020-01-02 03:04:05 UTC"),
+            "2020-01-02 03:04:05"
+        );
+        assert_eq!(without_zone("2020-01-02 03:04:05"), "2020-01-02 03:04:05");
+        assert_eq!(without_zone("2020-01-02"), "2020-01-02");
+        assert_eq!(
+            without_zone("2020-01-02 03:04:05 BC"),
+            "2020-01-02 03:04:05 BC"
+        );
     }
 
     #[test]
