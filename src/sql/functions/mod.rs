@@ -14,6 +14,7 @@
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
 pub mod at_time_zone;
+pub mod checked;
 pub mod datetime_input;
 pub mod extract;
 pub mod float_sum;
@@ -25,6 +26,7 @@ pub mod math;
 pub mod number_input;
 pub mod ordered_set;
 pub mod pg_info;
+pub mod regex;
 pub mod text_output;
 pub mod to_char;
 
@@ -43,6 +45,9 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
     math::register(ctx);
+    checked::register(ctx);
+    ctx.deregister_udf("regexp_match");
+    ctx.register_udf(ScalarUDF::new_from_impl(regex::RegexpMatch::default()));
     // PostgreSQL's array_remove and array_replace act on every matching element,
     // DataFusion's on the first: its `_all` functions serve under PostgreSQL's names.
     for (pg, all) in [
