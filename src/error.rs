@@ -219,6 +219,9 @@ fn classify_datafusion(e: DataFusionError) -> Error {
     if let Some(e) = integer_cast_overflow(&message) {
         return e;
     }
+    if let Some(e) = timestamp_nanos_overflow(&message) {
+        return e;
+    }
     if let Some(e) = invalid_regex(&message) {
         return e;
     }
@@ -404,6 +407,21 @@ fn integer_cast_overflow(message: &str) -> Option<Error> {
     Some(Error::data("22003", format!("{type_name} out of range")))
 }
 
+/// Arrow's "Overflow converting 9999-12-31 00:00:00 to Nanosecond. The dates that can be
+/// represented as nanoseconds have to be between ..." as PostgreSQL words a timestamp out of
+/// its range: `22008` `timestamp out of range: "9999-12-31 00:00:00"`, with Weir's range
+/// (its timestamps are nanoseconds since 1970, DataFusion's `TIMESTAMP`) in the message.
+fn timestamp_nanos_overflow(message: &str) -> Option<Error> {
+    let rest = cast_error(message, "Overflow converting ")?;
+    let (value, _) = rest.split_once(" to Nanosecond")?;
+    Some(Error::data(
+        "22008",
+        format!(
+            "timestamp out of range: \"{value}\" (timestamps run from 1677-09-21 to 2262-04-11)"
+        ),
+    ))
+}
+
 /// Trims DataFusion's "Error during planning: " style prefixes so users see the message itself.
 /// DataFusion's "Failed to coerce arguments to satisfy a call to 'f' function: coercion from
 /// <types> to the signature <every signature>" (and "No function matches the given name and
@@ -523,6 +541,22 @@ mod tests {
                 .into();
         assert_eq!(e.sqlstate(), "22012");
         assert_eq!(e.to_string(), "division by zero");
+    }
+
+    #[test]
+    fn timestamps_beyond_nanoseconds_are_22008() {
+        let e: Error = DataFusionError::ArrowError(
+            Box::new(arrow::error::ArrowError::CastError(
+                "Overflow converting 9999-12-31 00:00:00 to Nanosecond. The dates that can be represented as nanoseconds have to be between 1677-09-21T00:12:44.0 and 2262-04-11T23:47:16.854775804".into(),
+            )),
+            None,
+        )
+        .into();
+        assert_eq!(e.sqlstate(), "22008");
+        assert_eq!(
+            e.to_string(),
+            "timestamp out of range: \"9999-12-31 00:00:00\" (timestamps run from 1677-09-21 to 2262-04-11)"
+        );
     }
 
     #[test]

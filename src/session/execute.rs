@@ -711,7 +711,11 @@ impl Session {
                 if def.time.append_only {
                     self.check_append_only_outside_block(&def.name)?;
                 }
-                let format = copy::CopyFormat::from_options(&options, &legacy_options)?;
+                let mut format = copy::CopyFormat::from_options(&options, &legacy_options)?;
+                let zone = self.vars.time_zone();
+                if zone.setting != "UTC" {
+                    format.zone = Some(zone.arrow);
+                }
                 let n = cols.len();
                 let binary = format.binary;
                 self.copy = Some(PendingCopy {
@@ -2395,7 +2399,8 @@ fn check_column_type(t: &DataType, name: &str) -> Result<()> {
         | DataType::Timestamp(..)
         | DataType::Interval(_) => Ok(()),
         other => Err(Error::not_supported(format!(
-            "column \"{name}\" has type {other}, which tables do not support"
+            "column \"{name}\" has type {}, which tables do not support",
+            crate::sql::functions::pg_type_name(other)
         ))),
     }
 }

@@ -31,6 +31,9 @@ pub struct CopyFormat {
     pub quote: u8,
     /// CSV escape character.
     pub escape: u8,
+    /// The session's `TimeZone` in Arrow's form (`America/New_York`, `-03:00`), that
+    /// `timestamptz` text without an offset is read in; `None` for UTC.
+    pub zone: Option<String>,
 }
 
 impl CopyFormat {
@@ -140,6 +143,7 @@ impl CopyFormat {
             null: null.unwrap_or_else(|| if csv { String::new() } else { "\\N".into() }),
             quote,
             escape: escape.unwrap_or(quote),
+            zone: None,
         })
     }
 }
@@ -339,7 +343,7 @@ pub fn parse(
         let col = columns[j];
         let field = schema.field(col);
         let strings: ArrayRef = Arc::new(b.finish());
-        let typed = convert(&strings, field.data_type())?;
+        let typed = convert(&strings, field.data_type(), format.zone.as_deref())?;
         if typed.null_count() > strings.null_count() {
             for (i, line) in lines.iter().enumerate().take(n) {
                 if typed.is_null(i) && !strings.is_null(i) {
@@ -371,10 +375,42 @@ pub fn parse(
 }
 
 /// Casts text to a column type; values that do not parse become NULL (found by the caller).
-fn convert(strings: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+/// Timestamps and intervals are read in PostgreSQL's input forms as a cast reads them
+/// (`timestamptz` text without an offset in `zone`, the session's zone in Arrow's form; a
+/// zone in `timestamp` text ignored).
+fn convert(strings: &ArrayRef, to: &DataType, zone: Option<&str>) -> Result<ArrayRef> {
+    use crate::sql::functions::datetime_input::{Target, read_datetime_text};
     if to == &DataType::Utf8 {
         return Ok(strings.clone());
     }
+    let texts = strings.as_any().downcast_ref::<arrow::array::StringArray>();
+    let reading = match to {
+        DataType::Interval(_) => Some((Target::Interval, "interval", None)),
+        DataType::Timestamp(_, None) => Some((Target::Timestamp, "timestamp", None)),
+        DataType::Timestamp(_, Some(_)) => {
+            let zone: Option<arrow::array::timezone::Tz> = zone.map(str::parse).transpose()?;
+            Some((Target::Timestamp, "timestamp with time zone", zone))
+        }
+        _ => None,
+    };
+    if let (Some(texts), Some((target, name, zone))) = (texts, reading) {
+        // Text neither form reads is left as written, for the cast to refuse.
+        let read: arrow::array::StringArray = texts
+            .iter()
+            .map(|v| {
+                v.map(|s| {
+                    read_datetime_text(target, name, s, zone.as_ref())
+                        .unwrap_or_else(|_| s.to_string())
+                })
+            })
+            .collect();
+        return convert_with_arrow(&(Arc::new(read) as ArrayRef), to);
+    }
+    convert_with_arrow(strings, to)
+}
+
+/// Arrow's cast of text to `to`; values that do not parse become NULL.
+fn convert_with_arrow(strings: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     let options = CastOptions {
         safe: true,
         ..Default::default()
@@ -496,6 +532,7 @@ mod tests {
             null: if csv { "NA".into() } else { "\\N".into() },
             quote: b'"',
             escape: b'"',
+            zone: None,
         }
     }
 
@@ -569,6 +606,53 @@ mod tests {
         .unwrap();
         assert_eq!(b.num_rows(), 2);
         assert!(b.column(1).is_null(1));
+    }
+
+    /// Fields are read as casts read text (expected values by hand: 10:00 in New York in
+    /// July is 14:00 UTC; `+02` in `timestamp` text is ignored; PostgreSQL's interval output
+    /// form `1 day 02:03:04` is a day and 7,384 seconds, which Arrow's parser refuses).
+    #[test]
+    fn fields_are_read_as_casts_read_text() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{
+            Field, IntervalMonthDayNanoType, IntervalUnit, Schema, TimeUnit,
+            TimestampNanosecondType,
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Nanosecond, Some("+00:00".into())),
+                true,
+            ),
+            Field::new("p", DataType::Timestamp(TimeUnit::Nanosecond, None), true),
+            Field::new("i", DataType::Interval(IntervalUnit::MonthDayNano), true),
+        ]));
+        let mut f = fmt(false);
+        f.zone = Some("America/New_York".into());
+        let b = parse(
+            b"2024-07-01 10:00\t2024-07-01 10:00:00+02\t1 day 02:03:04\n",
+            &f,
+            "t",
+            &schema,
+            &[0, 1, 2],
+        )
+        .unwrap();
+        let nanos = |c: usize| {
+            b.column(c)
+                .as_primitive::<TimestampNanosecondType>()
+                .value(0)
+        };
+        // 2024-07-01 14:00 UTC and 10:00, in seconds after the epoch.
+        assert_eq!(nanos(0), 1_719_842_400 * 1_000_000_000);
+        assert_eq!(nanos(1), 1_719_828_000 * 1_000_000_000);
+        let i = b
+            .column(2)
+            .as_primitive::<IntervalMonthDayNanoType>()
+            .value(0);
+        assert_eq!(
+            (i.months, i.days, i.nanoseconds),
+            (0, 1, 7_384 * 1_000_000_000)
+        );
     }
 
     #[test]

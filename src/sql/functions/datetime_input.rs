@@ -372,6 +372,21 @@ impl ScalarUDFImpl for TimestampOutput {
     }
 }
 
+/// One text value read as a cast to `target` reads it (see [`DateTimeText`]; `type_name`
+/// `timestamp` ignores a zone in the text, `timestamp with time zone` reads text without an
+/// offset in `zone`): the text in a form Arrow's cast parses. COPY FROM reads its fields so.
+///
+/// # Errors
+/// `22007` when the text is no `type_name`.
+pub fn read_datetime_text(
+    target: Target,
+    type_name: &'static str,
+    s: &str,
+    zone: Option<&Tz>,
+) -> Result<String> {
+    DateTimeText::new(target, type_name).convert(s, zone)
+}
+
 impl DateTimeText {
     /// One value: rewritten if that makes it parse, else as written when Arrow parses it.
     ///

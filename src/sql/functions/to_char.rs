@@ -21,8 +21,9 @@
 //!
 //! Weir formats as PostgreSQL does in the C locale: English month and day names (`TM` changes
 //! nothing but the padding), `.` as decimal point, `,` as group separator, `+`/`-` as signs
-//! and a space for the currency symbol `L`. A `timestamptz` prints its zone as `UTC` when its
-//! offset is zero and as `+hh[:mm]` otherwise; a `timestamp` without time zone prints an empty
+//! and a space for the currency symbol `L`. A `timestamptz` prints its zone (`TZ`) as the
+//! abbreviation of the session's zone at that instant (`EST`, `EDT`, `IST`), as `UTC` when the
+//! zone is a zero offset and as `+hh[:mm]` for other offsets; a `timestamp` without time zone prints an empty
 //! `TZ` and offset `+00`. A `date` formats as the `timestamptz` of its midnight (UTC), a `time`
 //! or a duration as an interval, as PostgreSQL's implicit casts do.
 //!
@@ -259,13 +260,22 @@ fn reader(values: &ArrayRef) -> Result<Reader<'_>> {
             scale: i64::from(scale),
         }))
     }
-    fn stamp<'a, T>(values: &'a ArrayRef, per_sec: i64, zone: Option<Tz>) -> Reader<'a>
+    fn stamp<'a, T>(
+        values: &'a ArrayRef,
+        per_sec: i64,
+        zone: Option<Tz>,
+        named: Option<chrono_tz::Tz>,
+    ) -> Reader<'a>
     where
         T: arrow::datatypes::ArrowPrimitiveType<Native = i64>,
     {
         let a = values.as_primitive::<T>();
         Reader::Moment(Box::new(move |i| {
-            moment_from_timestamp(a.value(i), per_sec, zone.as_ref())
+            let mut m = moment_from_timestamp(a.value(i), per_sec, zone.as_ref())?;
+            if let Some(z) = named {
+                m.abbrev = zone_abbreviation(z, a.value(i), per_sec);
+            }
+            Ok(m)
         }))
     }
     fn elapsed<'a, T>(values: &'a ArrayRef, micros_per_unit: i64, nanos: bool) -> Reader<'a>
@@ -298,12 +308,18 @@ fn reader(values: &ArrayRef) -> Result<Reader<'_>> {
                     ))
                 })?),
             };
+            // A zone of the IANA database shows its abbreviation (`EST`) for `TZ`.
+            let named = tz.as_deref().and_then(super::datetime_input::zone_by_name);
             match unit {
-                TimeUnit::Second => stamp::<TimestampSecondType>(values, 1, zone),
-                TimeUnit::Millisecond => stamp::<TimestampMillisecondType>(values, 1_000, zone),
-                TimeUnit::Microsecond => stamp::<TimestampMicrosecondType>(values, 1_000_000, zone),
+                TimeUnit::Second => stamp::<TimestampSecondType>(values, 1, zone, named),
+                TimeUnit::Millisecond => {
+                    stamp::<TimestampMillisecondType>(values, 1_000, zone, named)
+                }
+                TimeUnit::Microsecond => {
+                    stamp::<TimestampMicrosecondType>(values, 1_000_000, zone, named)
+                }
                 TimeUnit::Nanosecond => {
-                    stamp::<TimestampNanosecondType>(values, 1_000_000_000, zone)
+                    stamp::<TimestampNanosecondType>(values, 1_000_000_000, zone, named)
                 }
             }
         }
@@ -491,7 +507,20 @@ struct Moment {
     julian: i64,
     /// The UTC offset in seconds of a value with a time zone; `None` for one without.
     zone: Option<i32>,
+    /// The zone's abbreviation at that instant (`EST`, `EDT`) for a zone of the IANA
+    /// database; `None` for fixed offsets, which show as `+hh[:mm]`.
+    abbrev: Option<String>,
     interval: bool,
+}
+
+/// The abbreviation of `zone` at `v` units (`per_sec` a second) after the epoch, as the zone
+/// database names it (`EST`; `+04` for zones without a letter abbreviation).
+fn zone_abbreviation(zone: chrono_tz::Tz, v: i64, per_sec: i64) -> Option<String> {
+    use chrono_tz::OffsetName;
+    let utc = DateTime::from_timestamp(v.div_euclid(per_sec), 0)?.naive_utc();
+    zone.offset_from_utc_datetime(&utc)
+        .abbreviation()
+        .map(str::to_string)
 }
 
 fn timestamp_out_of_range() -> DataFusionError {
@@ -546,6 +575,7 @@ fn moment_from_datetime(dt: NaiveDateTime, zone: Option<i32>) -> Moment {
         iso_yday: i64::from((iso.week() - 1) * 7 + weekday.number_from_monday()),
         julian: i64::from(date.num_days_from_ce()) + JULIAN_DAY_OF_CE_ZERO,
         zone,
+        abbrev: None,
         interval: false,
     }
 }
@@ -578,6 +608,7 @@ fn moment_from_interval(months: i64, days: i64, micros: i64) -> Moment {
         iso_yday: span_julian_day(year, mon, days) - span_iso_year_start(iso_year) + 1,
         julian: span_julian_day(year, mon, days),
         zone: None,
+        abbrev: None,
         interval: true,
     }
 }
@@ -1272,7 +1303,7 @@ fn write_field(out: &mut String, key: DtKey, fill: bool, translate: bool, m: &Mo
         }
         DtKey::ZoneName { upper } => {
             if let Some(offset) = m.zone {
-                let abbrev = zone_abbrev(offset);
+                let abbrev = m.abbrev.clone().unwrap_or_else(|| zone_abbrev(offset));
                 if upper {
                     out.push_str(&abbrev);
                 } else {
