@@ -1457,6 +1457,7 @@ impl AnalyzerRule for PgOperandTypes {
                     let saved = preserver.save(&e);
                     let t = e.transform_up(|e| {
                         date_interval_arith(e, &schema)?
+                            .transform_data(|e| unknown_literals(e, &schema))?
                             .transform_data(|e| float_meets_numeric(e, &schema))
                     })?;
                     Ok(t.update_data(|e| saved.restore(e)))
@@ -1529,8 +1530,6 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
     > {
         use datafusion::logical_expr::planner::PlannerResult;
         use datafusion::sql::sqlparser::ast::BinaryOperator;
-        let interval = |t: &Option<DataType>| matches!(t, Some(DataType::Interval(_)));
-        let number = |t: &Option<DataType>| t.as_ref().is_some_and(DataType::is_numeric);
         let (lt, rt) = (
             expr.left.get_type(schema).ok(),
             expr.right.get_type(schema).ok(),
@@ -1552,6 +1551,50 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
                 ),
             )));
         }
+        // An untyped literal beside a number in arithmetic is read as that number's type
+        // (PostgreSQL resolves `unknown` to the other operand's type: `'1' + 1` is 2, `'a' + 1`
+        // is `22P02`); DataFusion refuses to add text to a number.
+        let untyped = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)), _));
+        let arithmetic = matches!(
+            expr.op,
+            BinaryOperator::Plus
+                | BinaryOperator::Minus
+                | BinaryOperator::Multiply
+                | BinaryOperator::Divide
+                | BinaryOperator::Modulo
+        );
+        let mut expr = expr;
+        match (&lt, &rt) {
+            (_, Some(t)) if arithmetic && untyped(&expr.left) && t.is_numeric() => {
+                expr.left = expr.left.cast_to(&unknown_read_as(t), schema)?;
+            }
+            (Some(t), _) if arithmetic && untyped(&expr.right) && t.is_numeric() => {
+                expr.right = expr.right.cast_to(&unknown_read_as(t), schema)?;
+            }
+            _ => {}
+        }
+        self.plan_interval_scale(expr, schema, lt, rt)
+    }
+}
+
+impl IntervalTimesNumber {
+    /// `interval * number`, `number * interval` and `interval / number` as [`IntervalScale`];
+    /// other operators as planned.
+    fn plan_interval_scale(
+        &self,
+        expr: datafusion::logical_expr::planner::RawBinaryExpr,
+        schema: &DFSchema,
+        lt: Option<DataType>,
+        rt: Option<DataType>,
+    ) -> datafusion::common::Result<
+        datafusion::logical_expr::planner::PlannerResult<
+            datafusion::logical_expr::planner::RawBinaryExpr,
+        >,
+    > {
+        use datafusion::logical_expr::planner::PlannerResult;
+        use datafusion::sql::sqlparser::ast::BinaryOperator;
+        let interval = |t: &Option<DataType>| matches!(t, Some(DataType::Interval(_)));
+        let number = |t: &Option<DataType>| t.as_ref().is_some_and(DataType::is_numeric);
         let (span, factor, divide) = match expr.op {
             BinaryOperator::Multiply if interval(&lt) && number(&rt) => {
                 (&expr.left, &expr.right, false)
@@ -1614,6 +1657,68 @@ fn floats_for_numerics(
         .map(Some)
 }
 
+/// `exprs` with each string literal (an untyped literal, PostgreSQL's `unknown`) cast to the
+/// type the other expressions share, when they share one that is no string type (PostgreSQL
+/// resolves an `unknown` operand to the type of the others: docs, 10.5 "UNION, CASE, and
+/// Related Constructs", and 10.2 "Operators"); `None` when nothing applies. NULLs and
+/// expressions whose type is not known yet count for nothing.
+fn unknown_as_others(
+    exprs: &[&Expr],
+    schema: &DFSchema,
+) -> datafusion::common::Result<Option<Vec<Expr>>> {
+    let untyped = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)), _));
+    if !exprs.iter().any(|e| untyped(e)) {
+        return Ok(None);
+    }
+    let mut known = exprs
+        .iter()
+        .filter(|e| !untyped(e))
+        .filter_map(|e| e.get_type(schema).ok())
+        .filter(|t| !t.is_null());
+    let Some(target) = known.next() else {
+        return Ok(None);
+    };
+    let textual = matches!(
+        target,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    if textual || known.any(|t| t != target) {
+        return Ok(None);
+    }
+    let target = unknown_read_as(&target);
+    exprs
+        .iter()
+        .map(|e| {
+            Ok(if untyped(e) {
+                (*e).clone().cast_to(&target, schema)?
+            } else {
+                (*e).clone()
+            })
+        })
+        .collect::<datafusion::common::Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// The type an untyped literal resolved to `t` is read as: `t`, but an unconstrained
+/// `numeric` for a `numeric` of any precision and scale (`'2' - 0.5` must not read `'2'` as a
+/// `numeric(1, 1)`).
+fn unknown_read_as(t: &DataType) -> DataType {
+    match t {
+        DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            DataType::Decimal128(NUMERIC_MAX_PRECISION, 10)
+        }
+        other => other.clone(),
+    }
+}
+
+/// One node of [`PgOperandTypes`]' rule for untyped literals (see [`unknown_as_others`]):
+/// the results of `CASE` and the arguments of `COALESCE`, `NULLIF`, `GREATEST` and `LEAST`
+/// (`CASE WHEN c THEN 1 ELSE '2' END` is a number, where DataFusion made it text). An
+/// arithmetic operand is typed while planning (see [`IntervalTimesNumber`]).
+fn unknown_literals(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+    result_operands(e, |v| unknown_as_others(v, schema))
+}
+
 /// Whether `left op right` is arithmetic or a comparison of a `real` and an integer, which
 /// PostgreSQL computes in `double precision` (its operators `float48pl`, `float48eq`, ...
 /// win over `float4pl` because `float8` is the preferred numeric type: docs 10.2 "Operators").
@@ -1636,7 +1741,7 @@ fn float_meets_numeric(
     e: Expr,
     schema: &DFSchema,
 ) -> datafusion::common::Result<Transformed<Expr>> {
-    use datafusion::logical_expr::expr::{Between, Case, InList};
+    use datafusion::logical_expr::expr::{Between, InList};
     Ok(match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right })
             if real_meets_integer(&left, &right, op, schema) =>
@@ -1694,13 +1799,26 @@ fn float_meets_numeric(
                 None => Transformed::no(Expr::InList(l)),
             }
         }
+        other => result_operands(other, |v| floats_for_numerics(v, schema))?,
+    })
+}
+
+/// `e` with the results of a `CASE` (or the arguments of `COALESCE`, `NULLIF`, `GREATEST`,
+/// `LEAST`) replaced by what `retype` makes of them, when it makes anything; other
+/// expressions unchanged.
+fn result_operands(
+    e: Expr,
+    retype: impl Fn(&[&Expr]) -> datafusion::common::Result<Option<Vec<Expr>>>,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    use datafusion::logical_expr::expr::Case;
+    Ok(match e {
         Expr::Case(c) => {
             let mut results: Vec<&Expr> =
                 c.when_then_expr.iter().map(|(_, t)| t.as_ref()).collect();
             if let Some(e) = &c.else_expr {
                 results.push(e);
             }
-            match floats_for_numerics(&results, schema)? {
+            match retype(&results)? {
                 Some(v) => {
                     let mut v = v.into_iter();
                     let when_then = c
@@ -1726,7 +1844,7 @@ fn float_meets_numeric(
             if matches!(f.func.name(), "coalesce" | "nullif" | "greatest" | "least") =>
         {
             let args: Vec<&Expr> = f.args.iter().collect();
-            match floats_for_numerics(&args, schema)? {
+            match retype(&args)? {
                 Some(args) => Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
                     Arc::clone(&f.func),
                     args,
