@@ -20,7 +20,7 @@
 
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
 use arrow::datatypes::{DataType, Int64Type, IntervalMonthDayNanoType, TimeUnit};
-use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone};
+use chrono::{DateTime, NaiveDateTime, Offset, TimeZone};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
@@ -176,17 +176,10 @@ fn offset_at(zone: Zone, utc: NaiveDateTime) -> i64 {
 /// The UTC time of the wall-clock time `local` in `zone` (gaps and repeats as the module
 /// docs say).
 fn local_to_utc(zone: Zone, local: NaiveDateTime) -> Option<NaiveDateTime> {
-    let Zone::Named(z) = zone else {
-        return local.checked_sub_signed(chrono::Duration::seconds(offset_at(zone, local)));
-    };
-    match z.from_local_datetime(&local) {
-        LocalResult::Single(t) => Some(t.naive_utc()),
-        LocalResult::Ambiguous(a, b) => Some(a.naive_utc().max(b.naive_utc())),
-        LocalResult::None => {
-            // In a gap: the offset in force a day before (no zone jumps twice in a day).
-            let before = local.checked_sub_signed(chrono::Duration::days(1))?;
-            let offset = offset_at(zone, before);
-            local.checked_sub_signed(chrono::Duration::seconds(offset))
+    match zone {
+        Zone::Named(z) => super::datetime_input::resolve_wall_clock(&z, local),
+        Zone::Fixed(_) => {
+            local.checked_sub_signed(chrono::Duration::seconds(offset_at(zone, local)))
         }
     }
 }

@@ -405,7 +405,14 @@ impl DateTimeText {
                 }
                 (Target::Timestamp, Some(zone)) => string_to_datetime(zone, t)
                     .ok()
-                    .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+                    .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+                    .or_else(|| {
+                        // No offset in the text and a wall-clock time the zone's clocks
+                        // skip or repeat (Arrow refuses both): resolved as PostgreSQL does.
+                        let local = string_to_datetime(&chrono::Utc, t).ok()?.naive_utc();
+                        let utc = resolve_wall_clock(zone, local)?.and_utc();
+                        Some(utc.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+                    }),
             }
         };
         let rewritten = match self.target {
@@ -429,6 +436,30 @@ impl DateTimeText {
                     format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
                 )))
             })
+    }
+}
+
+/// The UTC time of the wall-clock time `local` in `zone`: a time the zone's clocks skip (a
+/// spring-forward gap) with the offset in force before the jump, one they show twice
+/// (fall-back) as the later instant, both as PostgreSQL resolves them (docs, B.1 "Handling of
+/// Invalid or Ambiguous Timestamps"). `None` outside chrono's range.
+pub fn resolve_wall_clock<Z: chrono::TimeZone>(
+    zone: &Z,
+    local: chrono::NaiveDateTime,
+) -> Option<chrono::NaiveDateTime> {
+    use chrono::{LocalResult, Offset};
+    match zone.from_local_datetime(&local) {
+        LocalResult::Single(t) => Some(t.naive_utc()),
+        LocalResult::Ambiguous(a, b) => Some(a.naive_utc().max(b.naive_utc())),
+        LocalResult::None => {
+            // In a gap: the offset in force a day before (no zone jumps twice in a day).
+            let before = local.checked_sub_signed(chrono::Duration::days(1))?;
+            let offset = zone
+                .offset_from_utc_datetime(&before)
+                .fix()
+                .local_minus_utc();
+            local.checked_sub_signed(chrono::Duration::seconds(i64::from(offset)))
+        }
     }
 }
 
@@ -647,6 +678,29 @@ mod tests {
         assert_eq!(interval_text("+3 days"), "3 days");
         assert!(matches!(interval_text("3 days"), Cow::Borrowed(_)));
         assert!(matches!(interval_text("nonsense"), Cow::Borrowed(_)));
+    }
+
+    /// New York skips 02:00–03:00 on 2024-03-10 (-05 before) and shows 01:00–02:00 twice on
+    /// 2024-11-03 (-04, then -05): PostgreSQL reads `02:30` as 07:30 UTC and `01:30` as
+    /// 06:30 UTC.
+    #[test]
+    fn skipped_and_repeated_wall_clock_times() {
+        use super::{DateTimeText, Target};
+        let zone: arrow::array::timezone::Tz = "America/New_York".parse().unwrap();
+        // The instant the text is read as, in UTC.
+        let read = |s: &str| {
+            let text = DateTimeText::new(Target::Timestamp, "timestamp with time zone")
+                .convert(s, Some(&zone))
+                .unwrap();
+            chrono::DateTime::parse_from_rfc3339(&text)
+                .unwrap()
+                .naive_utc()
+                .to_string()
+        };
+        assert_eq!(read("2024-03-10 02:30:00"), "2024-03-10 07:30:00");
+        assert_eq!(read("2024-11-03 01:30"), "2024-11-03 06:30:00");
+        assert_eq!(read("2024-07-01 10:00:00"), "2024-07-01 14:00:00");
+        assert_eq!(read("2024-03-10 02:30:00+00"), "2024-03-10 02:30:00");
     }
 
     #[test]

@@ -49,15 +49,17 @@ impl Default for RegexpMatch {
     }
 }
 
-/// `pattern` compiled with PostgreSQL's `flags`.
+/// `pattern` compiled with PostgreSQL's `flags` (of `i`/`c` and of `n`/`s` the last wins, as
+/// in PostgreSQL).
 fn compile(pattern: &str, flags: &str) -> Result<Regex> {
-    let mut inline = String::new();
+    let (mut insensitive, mut newline, mut expanded) = (false, false, false);
     for f in flags.chars() {
         match f {
-            'i' => inline.push('i'),
-            'n' | 'm' => inline.push('m'),
-            'x' => inline.push('x'),
-            'c' | 's' => {}
+            'i' => insensitive = true,
+            'c' => insensitive = false,
+            'n' | 'm' => newline = true,
+            's' => newline = false,
+            'x' => expanded = true,
             'g' => {
                 return Err(ours(Error::data(
                     "22023",
@@ -73,11 +75,14 @@ fn compile(pattern: &str, flags: &str) -> Result<Regex> {
         }
     }
     // Without `n`, `.` matches a newline too (PostgreSQL's default).
-    let prefix = if inline.contains('m') {
-        format!("(?{inline})")
-    } else {
-        format!("(?s{inline})")
-    };
+    let mut prefix = String::from(if newline { "(?m" } else { "(?s" });
+    if insensitive {
+        prefix.push('i');
+    }
+    if expanded {
+        prefix.push('x');
+    }
+    prefix.push(')');
     Regex::new(&format!("{prefix}{pattern}")).map_err(|e| {
         let detail = e
             .to_string()
@@ -194,6 +199,8 @@ mod tests {
         assert_eq!(groups("foobar", "o+", ""), Some(vec![s("oo")]));
         assert_eq!(groups("abc", "z", ""), None);
         assert_eq!(groups("ABC", "(b)", "i"), Some(vec![s("B")]));
+        assert_eq!(groups("ABC", "(b)", "ic"), None);
+        assert_eq!(groups("ABC", "(b)", "ci"), Some(vec![s("B")]));
         assert_eq!(groups("a\nb", "a.b", ""), Some(vec![s("a\nb")]));
         assert_eq!(groups("a\nb", "a.b", "n"), None);
     }

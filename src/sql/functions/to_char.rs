@@ -514,13 +514,23 @@ struct Moment {
 }
 
 /// The abbreviation of `zone` at `v` units (`per_sec` a second) after the epoch, as the zone
-/// database names it (`EST`; `+04` for zones without a letter abbreviation).
+/// database names it (`EST`); for a zone without a letter abbreviation its offset as the
+/// database writes it (`+04`, `+0545`, `+1030`).
 fn zone_abbreviation(zone: chrono_tz::Tz, v: i64, per_sec: i64) -> Option<String> {
     use chrono_tz::OffsetName;
     let utc = DateTime::from_timestamp(v.div_euclid(per_sec), 0)?.naive_utc();
-    zone.offset_from_utc_datetime(&utc)
-        .abbreviation()
-        .map(str::to_string)
+    let offset = zone.offset_from_utc_datetime(&utc);
+    if let Some(name) = offset.abbreviation() {
+        return Some(name.to_string());
+    }
+    let seconds = offset.fix().local_minus_utc();
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let (h, m) = (seconds.abs() / 3600, seconds.abs() % 3600 / 60);
+    Some(if m == 0 {
+        format!("{sign}{h:02}")
+    } else {
+        format!("{sign}{h:02}{m:02}")
+    })
 }
 
 fn timestamp_out_of_range() -> DataFusionError {
@@ -2329,6 +2339,34 @@ mod tests {
         assert_eq!(
             format_moment(&parse_datetime_format("TZ OF TZH"), &m).unwrap(),
             "-08 -08 -08"
+        );
+    }
+
+    /// The zone database's abbreviations, as PostgreSQL 15 prints them for `TZ` (New York is
+    /// EST in January, EDT in July; Kathmandu and Lord Howe have numeric ones, +0545 and
+    /// +1030/+11).
+    #[test]
+    fn zone_abbreviations() {
+        use super::zone_abbreviation;
+        let zone = |n: &str| crate::sql::functions::datetime_input::zone_by_name(n).unwrap();
+        // 2024-01-15 and 2024-07-15, 12:00 UTC, in seconds.
+        let (winter, summer) = (1_705_320_000, 1_721_044_800);
+        let ny = zone("America/New_York");
+        assert_eq!(zone_abbreviation(ny, winter, 1).as_deref(), Some("EST"));
+        assert_eq!(zone_abbreviation(ny, summer, 1).as_deref(), Some("EDT"));
+        let kathmandu = zone("Asia/Kathmandu");
+        assert_eq!(
+            zone_abbreviation(kathmandu, summer, 1).as_deref(),
+            Some("+0545")
+        );
+        let lord_howe = zone("Australia/Lord_Howe");
+        assert_eq!(
+            zone_abbreviation(lord_howe, summer, 1).as_deref(),
+            Some("+1030")
+        );
+        assert_eq!(
+            zone_abbreviation(lord_howe, winter, 1).as_deref(),
+            Some("+11")
         );
     }
 
