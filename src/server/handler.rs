@@ -542,7 +542,7 @@ fn query_response(
 }
 
 /// Encodes `batch` as data rows of `fields`, stopping at the first value that cannot be
-/// encoded. Every `numeric` is sent as [`NumericText`] (all its digits and its scale: `0.0`
+/// encoded. Every `numeric` is sent as [`PgText`] (all its digits and its scale: `0.0`
 /// keeps its decimal, `1e-30` its 30); an unconstrained one (38 digits) drops its trailing
 /// fractional zeros, as its text form does (see [`pg_numeric`]).
 fn encode_rows(
@@ -564,7 +564,7 @@ fn encode_rows(
                         let v = col
                             .as_primitive::<arrow::datatypes::Decimal128Type>()
                             .value(r);
-                        NumericText(pg_numeric(v, *scale, trim))
+                        PgText(pg_numeric(v, *scale, trim))
                     });
                     Encoder::encode_field(&mut encoder, &value, &fields[c])?;
                 }
@@ -574,7 +574,7 @@ fn encode_rows(
                     if matches!(fields[c].datatype().kind(), postgres_types::Kind::Array(_)) =>
                 {
                     let value = (!col.is_null(r))
-                        .then(|| ArrayText(col.as_string::<i32>().value(r).to_string()));
+                        .then(|| PgText(col.as_string::<i32>().value(r).to_string()));
                     Encoder::encode_field(&mut encoder, &value, &fields[c])?;
                 }
                 // arrow-pg encodes an interval's slot without looking at its null bit.
@@ -689,17 +689,19 @@ pub(crate) fn pg_numeric(v: i128, scale: i8, trim: bool) -> String {
     s
 }
 
-/// A `numeric` value in its text form ([`pg_numeric`]), sent as that text or in PostgreSQL's
-/// binary form (`numeric_send` in PostgreSQL's `numeric.c`: the digit count, the weight of
-/// the first digit, the sign, the display scale, then base-10,000 digits as 16-bit
-/// integers). Every one of the 38 digits is sent: `rust_decimal`, which pgwire's own numeric
-/// encoding uses, holds 28.
+/// A value already in PostgreSQL's text form, sent as that text in a text-format column: a
+/// `numeric` ([`pg_numeric`]) or an array (`{1,"a b"}`, made by `pg_text_columns`; pgwire
+/// would quote it as one text element). In a binary-format column a `numeric` goes in
+/// PostgreSQL's binary form (`numeric_send` in PostgreSQL's `numeric.c`: the digit count, the
+/// weight of the first digit, the sign, the display scale, then base-10,000 digits as 16-bit
+/// integers), every one of its 38 digits (`rust_decimal`, which pgwire's own numeric encoding
+/// uses, holds 28); other values go as their text.
 #[derive(Debug)]
-struct NumericText(String);
+struct PgText(String);
 
-impl NumericText {
-    /// The binary form of the value (see the type's docs).
-    fn binary(&self) -> Vec<u8> {
+impl PgText {
+    /// The binary form of a `numeric` value (see the type's docs).
+    fn numeric_binary(&self) -> Vec<u8> {
         let (negative, digits) = match self.0.strip_prefix('-') {
             Some(rest) => (true, rest),
             None => (false, self.0.as_str()),
@@ -745,58 +747,28 @@ impl NumericText {
     }
 }
 
-impl postgres_types::ToSql for NumericText {
+impl postgres_types::ToSql for PgText {
     fn to_sql(
         &self,
-        _ty: &Type,
+        ty: &Type,
         out: &mut bytes::BytesMut,
     ) -> std::result::Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        out.extend_from_slice(&self.binary());
+        if *ty == Type::NUMERIC {
+            out.extend_from_slice(&self.numeric_binary());
+        } else {
+            out.extend_from_slice(self.0.as_bytes());
+        }
         Ok(postgres_types::IsNull::No)
     }
 
     fn accepts(ty: &Type) -> bool {
-        *ty == Type::NUMERIC
+        *ty == Type::NUMERIC || matches!(ty.kind(), postgres_types::Kind::Array(_))
     }
 
     postgres_types::to_sql_checked!();
 }
 
-impl pgwire::types::ToSqlText for NumericText {
-    fn to_sql_text(
-        &self,
-        _ty: &Type,
-        out: &mut bytes::BytesMut,
-        _format_options: &pgwire::types::format::FormatOptions,
-    ) -> std::result::Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        out.extend_from_slice(self.0.as_bytes());
-        Ok(postgres_types::IsNull::No)
-    }
-}
-
-/// An array value already in PostgreSQL's text form (`{1,"a b"}`), sent as it is in a
-/// text-format column.
-#[derive(Debug)]
-struct ArrayText(String);
-
-impl postgres_types::ToSql for ArrayText {
-    fn to_sql(
-        &self,
-        _ty: &Type,
-        out: &mut bytes::BytesMut,
-    ) -> std::result::Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        out.extend_from_slice(self.0.as_bytes());
-        Ok(postgres_types::IsNull::No)
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        matches!(ty.kind(), postgres_types::Kind::Array(_))
-    }
-
-    postgres_types::to_sql_checked!();
-}
-
-impl pgwire::types::ToSqlText for ArrayText {
+impl pgwire::types::ToSqlText for PgText {
     fn to_sql_text(
         &self,
         _ty: &Type,
@@ -1281,7 +1253,7 @@ impl CopyHandler for Conn {
 
 #[cfg(test)]
 mod tests {
-    use super::{NumericText, pg_float, pg_float32, pg_numeric};
+    use super::{PgText, pg_float, pg_float32, pg_numeric};
 
     /// Expected texts are PostgreSQL 15's (`SELECT 1e15::float8, ...` with psql).
     #[test]
@@ -1335,8 +1307,8 @@ mod tests {
     #[test]
     fn numeric_binary() {
         let words = |s: &str| -> Vec<i16> {
-            NumericText(s.into())
-                .binary()
+            PgText(s.into())
+                .numeric_binary()
                 .chunks(2)
                 .map(|c| i16::from_be_bytes([c[0], c[1]]))
                 .collect()
