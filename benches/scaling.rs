@@ -23,7 +23,10 @@
 //! filter, each move of the average reads the rows it passes over), and with
 //! `WEIR_SCALING_DYNFILTER=cross` the same view written `v - (SELECT ...) > 0`, which compares
 //! no column of `t` with the row and so stays a cross join with the one-row average and a
-//! filter (each move re-reads every row). Each N
+//! filter (each move re-reads every row). With `WEIR_SCALING_SESSION=1` it has session
+//! windows too: `tt`, each row of `t` with a time (a group's rows 5 s apart, a 60 s pause after
+//! every tenth), and `sess`, the rows per session of each group (`SESSION` with a 10 s gap:
+//! sessions of ten rows, each insert joining the last one). Each N
 //! runs twice, side by side:
 //! with the rows of tables and views in the state backend (RocksDB, `--memory-limit` from
 //! `WEIR_SCALING_MEMORY_LIMIT`, default `1GB`) and with them in memory; each run is a child
@@ -97,6 +100,20 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
             )
             .await
             .expect("Top-N schema");
+    }
+    if session_enabled() {
+        // Each group's rows 5 s apart with a 60 s pause after every tenth: sessions of ten
+        // rows (a 10 s gap), and the rows inserted below continue the pattern.
+        client
+            .batch_execute(
+                "CREATE MATERIALIZED VIEW tt AS SELECT grp, id, TIMESTAMP '2024-01-01 00:00:00' \
+                 + ((id / 1000) * 5 + (id / 10000) * 60) * INTERVAL '1 second' AS ts FROM t;
+                 CREATE MATERIALIZED VIEW sess AS SELECT grp, window_start, window_end, \
+                 count(*) AS n FROM TABLE(SESSION(TABLE tt PARTITION BY grp, DESCRIPTOR(ts), \
+                 INTERVAL '10' SECOND)) GROUP BY grp, window_start, window_end;",
+            )
+            .await
+            .expect("session schema");
     }
     match dynfilter().as_deref() {
         Some("dynamic") => client
@@ -185,6 +202,10 @@ fn dynfilter() -> Option<String> {
     std::env::var("WEIR_SCALING_DYNFILTER").ok()
 }
 
+fn session_enabled() -> bool {
+    std::env::var("WEIR_SCALING_SESSION").is_ok_and(|v| v == "1")
+}
+
 fn topn_enabled() -> bool {
     std::env::var("WEIR_SCALING_TOPN").is_ok_and(|v| v == "1")
 }
@@ -229,6 +250,24 @@ async fn check_answers(client: &tokio_postgres::Client, rows: u64) {
             scalar(client, "SELECT count(*), sum(v) FROM j").await,
             vec![n, sum_v],
             "j"
+        );
+    }
+    if session_enabled() {
+        // Ten rows per session when the rows fill whole tens of each group's sequence.
+        let sessions: i128 = (0..1000u64)
+            .map(|g| {
+                let k = if rows > g {
+                    (rows - g).div_ceil(1000)
+                } else {
+                    0
+                };
+                k.div_ceil(10) as i128
+            })
+            .sum();
+        assert_eq!(
+            scalar(client, "SELECT count(*), sum(n) FROM sess").await,
+            vec![sessions, n],
+            "sess"
         );
     }
     if dynfilter().is_some() {

@@ -9,6 +9,7 @@ pub mod decorrelate;
 pub mod event_time;
 pub mod filter_first;
 pub mod functions;
+pub mod lookup_join;
 pub mod named_windows;
 pub(crate) mod names;
 pub mod oid_columns;

@@ -140,14 +140,18 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 
 /// Parses one statement with the meaning-preserving rewrites.
 ///
-/// Window table functions (`TUMBLE`, `HOP`) are rewritten first
+/// Processing-time temporal joins (`FOR SYSTEM_TIME AS OF`, [`crate::sql::lookup_join`]) and
+/// window table functions (`TUMBLE`, `HOP`, `SESSION`) are rewritten first
 /// ([`crate::sql::windows`]).
 ///
 /// # Errors
 /// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement;
-/// the errors of [`crate::sql::windows::rewrite_window_functions`] and
+/// the errors of [`crate::sql::lookup_join::normalize_system_time`],
+/// [`crate::sql::windows::rewrite_window_functions`] and
 /// [`crate::sql::named_windows::resolve_named_windows`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
+    let lookup = crate::sql::lookup_join::normalize_system_time(sql)?;
+    let sql = lookup.as_deref().unwrap_or(sql);
     let flink = crate::sql::windows::normalize_flink_windows(sql);
     let statements = SqlParser::new(&PostgreSqlDialect {})
         .with_recursion_limit(PARSER_RECURSION_LIMIT)

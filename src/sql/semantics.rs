@@ -92,6 +92,13 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(OneRow::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ArrayOrEmpty::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(CastNamed::new()));
+    ctx.register_udf(crate::sql::temporal::WallClock::udf(
+        crate::sql::temporal::PROC_TIME,
+    ));
+    ctx.register_udf(crate::sql::temporal::LookupSide::udf());
+    for f in crate::sql::functions::session::SessionBound::all() {
+        ctx.register_udwf(f);
+    }
 }
 
 /// `weir_cast_named(value, type)`: `value` unchanged; the type's text only tells apart the

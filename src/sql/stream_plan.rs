@@ -21,6 +21,7 @@ use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
 use crate::common::RelationId;
 use crate::common::schema::nullable_schema;
 use crate::error::{Error, Result};
+use crate::sql::functions::session;
 use crate::sql::provider::RelationProvider;
 use crate::stream::ops::hash_agg::{AggCall, AggKind};
 use crate::stream::ops::hash_join::{JoinBound, JoinKind, JoinSide};
@@ -28,6 +29,30 @@ use crate::stream::ops::over_window::{WindowOrder, WindowOutput};
 use crate::stream::ops::semi_join::SemiKind;
 use crate::stream::ops::temporal_filter::TemporalBound;
 use crate::stream::plan::{StreamNode, StreamPlan};
+
+/// Whether `plan` is the table side of a processing-time temporal join: a filter on
+/// [`crate::sql::lookup_join::LOOKUP_SIDE`] under aliases and projections.
+fn is_lookup_side(plan: &LogicalPlan) -> bool {
+    let marks = |e: &Expr| {
+        let mut found = false;
+        let _ = e.apply(|n| {
+            if matches!(n, Expr::ScalarFunction(f) if f.name() == crate::sql::lookup_join::LOOKUP_SIDE)
+            {
+                found = true;
+                return Ok(datafusion::common::tree_node::TreeNodeRecursion::Stop);
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        });
+        found
+    };
+    match plan {
+        LogicalPlan::SubqueryAlias(a) => is_lookup_side(&a.input),
+        LogicalPlan::Projection(p) => is_lookup_side(&p.input),
+        LogicalPlan::Filter(f) => marks(&f.predicate) || is_lookup_side(&f.input),
+        LogicalPlan::TableScan(t) => t.filters.iter().any(marks),
+        _ => false,
+    }
+}
 
 /// Whether `plan` yields at most one row whatever its inputs hold: an aggregate without
 /// `GROUP BY` (exactly one row), a constant relation of at most one row, or such a plan under
@@ -250,17 +275,63 @@ pub fn plan_view(logical: &LogicalPlan, emit_on_window_close: bool) -> Result<St
     })
 }
 
-/// Makes the top aggregate of `node` emit on window close, its watermarked group column
-/// first (a projection on top restores the column order).
-fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
-    use crate::stream::watermark::monotone_column;
+/// Whether session windows below projections and filters of `node` stay open to changes
+/// (not emitted on close: no watermark on their time, or an input that retracts).
+fn open_sessions(node: &StreamNode) -> bool {
+    match node {
+        StreamNode::Project { input, .. } | StreamNode::Filter { input, .. } => {
+            open_sessions(input)
+        }
+        StreamNode::OverWindow {
+            output: WindowOutput::Sessions { on_close, .. },
+            ..
+        } => !on_close,
+        _ => false,
+    }
+}
+
+/// Makes session windows below projections and filters of `node` emit each session once,
+/// when it closes ([`WindowOutput::Sessions`] `on_close`), where their input is append-only
+/// and their time column carries a watermark; other nodes are left as they are.
+fn close_sessions(node: StreamNode) -> Result<StreamNode> {
+    below_projections(node, &mut |mut node| {
+        if let StreamNode::OverWindow {
+            input,
+            order,
+            output: WindowOutput::Sessions { end, on_close, .. },
+            ..
+        } = &mut node
+        {
+            let time = order.first().and_then(|o| {
+                let any: &dyn PhysicalExpr = o.expr.as_ref();
+                any.downcast_ref::<datafusion::physical_expr::expressions::Column>()
+                    .map(|c| c.index())
+            });
+            *on_close = order.len() == 1
+                && end.is_some()
+                && input.append_only()
+                && time.is_some_and(|t| input.watermark_columns().contains(&t));
+        }
+        Ok(node)
+    })
+}
+
+/// Applies `f` to the first node below the projections and filters at the top of `node`,
+/// keeping them above its result.
+///
+/// # Errors
+/// Whatever `f` returns.
+fn below_projections(
+    node: StreamNode,
+    f: &mut dyn FnMut(StreamNode) -> Result<StreamNode>,
+) -> Result<StreamNode> {
     match node {
         StreamNode::Project {
             input,
             exprs,
             schema,
         } => Ok(StreamNode::Project {
-            input: Box::new(emit_on_close(*input)?),
+            input: Box::new(below_projections(*input, f)?),
             exprs,
             schema,
         }),
@@ -269,10 +340,24 @@ fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
             predicate,
             display,
         } => Ok(StreamNode::Filter {
-            input: Box::new(emit_on_close(*input)?),
+            input: Box::new(below_projections(*input, f)?),
             predicate,
             display,
         }),
+        other => f(other),
+    }
+}
+
+/// Makes the top aggregate of `node` emit on window close, its watermarked group column
+/// first (a projection on top restores the column order).
+fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
+    below_projections(node, &mut emit_aggregate_on_close)
+}
+
+/// [`emit_on_close`] of the aggregate itself.
+fn emit_aggregate_on_close(node: StreamNode) -> Result<StreamNode> {
+    use crate::stream::watermark::monotone_column;
+    match node {
         StreamNode::HashAgg {
             input,
             group_exprs,
@@ -281,6 +366,14 @@ fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
             schema,
             ..
         } => {
+            let input = Box::new(close_sessions(*input)?);
+            if open_sessions(&input) {
+                return Err(Error::not_supported(
+                    "EMIT ON WINDOW CLOSE over SESSION windows needs an APPEND ONLY table (or a \
+                     view that emits on window close) whose time column carries a watermark \
+                     (WATERMARK FOR)",
+                ));
+            }
             if !input.append_only() {
                 return Err(Error::not_supported(
                     "EMIT ON WINDOW CLOSE over an input that retracts rows; it needs \
@@ -295,8 +388,8 @@ fn emit_on_close(node: StreamNode) -> Result<StreamNode> {
                 .ok_or_else(|| {
                     Error::not_supported(
                         "EMIT ON WINDOW CLOSE without a GROUP BY column that carries a \
-                         watermark (window_start or window_end of TUMBLE or HOP over a table \
-                         with WATERMARK FOR, or that column itself)",
+                         watermark (window_start or window_end of TUMBLE or HOP, or window_end \
+                         of SESSION, over a table with WATERMARK FOR, or that column itself)",
                     )
                 })?;
             let g = group_exprs.len();
@@ -599,10 +692,23 @@ fn build_hinted(
                 }
             });
             let input = build_hinted(&p.input, sources, hint)?;
+            let proc_time = p
+                .expr
+                .iter()
+                .find(|e| crate::sql::temporal::contains_proctime(e));
+            if let Some(e) = proc_time
+                && !input.append_only()
+            {
+                return Err(Error::not_supported(format!(
+                    "PROCTIME() in a materialized view over rows that can be retracted ({e}): \
+                     it needs APPEND ONLY tables or connector tables read through filters, \
+                     projections and unions"
+                )));
+            }
             let exprs = p
                 .expr
                 .iter()
-                .map(|e| physical(e, p.input.schema()))
+                .map(|e| physical_with_proctime(e, p.input.schema()))
                 .collect::<Result<Vec<_>>>()?;
             Ok(StreamNode::Project {
                 input: Box::new(input),
@@ -777,6 +883,21 @@ fn build_hinted(
                     "IN, EXISTS or NOT EXISTS with a correlation that is not an equality in a materialized view is not supported",
                 ));
             }
+            // A processing-time temporal join: the right side is looked up, never joined on
+            // its own changes ([`crate::sql::lookup_join`]).
+            let lookup = is_lookup_side(&j.right);
+            if is_lookup_side(&j.left) {
+                return Err(Error::not_supported(
+                    "FOR SYSTEM_TIME AS OF on the left side of a join: the table looked up must \
+                     be the right side of JOIN or LEFT JOIN",
+                ));
+            }
+            if lookup && (semi.is_some() || !matches!(kind, JoinKind::Inner | JoinKind::Left)) {
+                return Err(Error::not_supported(
+                    "FOR SYSTEM_TIME AS OF in a RIGHT or FULL join, or under IN or EXISTS: a \
+                     temporal join is a JOIN or LEFT JOIN with the table looked up on the right",
+                ));
+            }
             let nulls_match = j.null_equality == datafusion::common::NullEquality::NullEqualsNull;
             if nulls_match && semi == Some(SemiKind::NullAwareAnti) {
                 return Err(Error::not_supported(
@@ -785,6 +906,13 @@ fn build_hinted(
             }
             let left = build(&j.left, sources)?;
             let right = build(&j.right, sources)?;
+            if lookup && !left.append_only() {
+                return Err(Error::not_supported(
+                    "FOR SYSTEM_TIME AS OF over rows that can be retracted: the stream side of a \
+                     temporal join must be APPEND ONLY tables or connector tables read through \
+                     filters, projections and unions",
+                ));
+            }
             let mut left_keys = Vec::new();
             let mut right_keys = Vec::new();
             let mut key_types = Vec::new();
@@ -828,7 +956,7 @@ fn build_hinted(
                 });
             }
             let schema = nullable_schema(j.schema.as_arrow());
-            let bounds = if kind == JoinKind::Inner && !cross {
+            let bounds = if kind == JoinKind::Inner && !cross && !lookup {
                 join_bounds(j, &on, &left, &right)
             } else {
                 Vec::new()
@@ -839,6 +967,43 @@ fn build_hinted(
                 Some(f) if kind != JoinKind::Inner => Some(physical(f, &j.schema)?),
                 _ => None,
             };
+            // A side without columns (`FROM t, (SELECT 1) AS x` with nothing of `x` read)
+            // gets one constant column, which the join's rows need to count (Arrow's row
+            // format of no columns has no rows); a projection above drops it again.
+            let (left_width, right_width) = (left.width(), right.width());
+            let padded = left_width == 0 || right_width == 0;
+            if padded && condition.is_some() {
+                return Err(Error::not_supported(
+                    "an outer join with a condition beyond its keys whose one side has no \
+                     column read in a materialized view is not supported",
+                ));
+            }
+            let (left, right, join_schema) = if padded {
+                let pad = |node: StreamNode| -> StreamNode {
+                    if node.width() > 0 {
+                        return node;
+                    }
+                    StreamNode::Project {
+                        input: Box::new(node),
+                        exprs: vec![datafusion::physical_expr::expressions::lit(
+                            datafusion::common::ScalarValue::Int32(Some(1)),
+                        )],
+                        schema: Arc::new(Schema::new(vec![Field::new(
+                            "__row",
+                            arrow::datatypes::DataType::Int32,
+                            true,
+                        )])),
+                    }
+                };
+                let (left, right) = (pad(left), pad(right));
+                let mut fields: Vec<Field> = Vec::new();
+                for side in [&left, &right] {
+                    fields.extend(side.schema().fields().iter().map(|f| f.as_ref().clone()));
+                }
+                (left, right, Arc::new(Schema::new(fields)))
+            } else {
+                (left, right, Arc::clone(&schema))
+            };
             let mut op = StreamNode::HashJoin {
                 left: Box::new(left),
                 right: Box::new(right),
@@ -846,11 +1011,30 @@ fn build_hinted(
                 right_keys,
                 key_types,
                 kind,
-                schema,
+                schema: join_schema,
                 nulls_match,
                 bounds,
                 condition,
+                lookup,
             };
+            if padded {
+                // The join's columns without the constant ones.
+                let skip_left = usize::from(left_width == 0);
+                let exprs = (0..schema.fields().len())
+                    .map(|i| {
+                        let at = if i < left_width { i } else { i + skip_left };
+                        Arc::new(datafusion::physical_expr::expressions::Column::new(
+                            schema.field(i).name(),
+                            at,
+                        )) as Arc<dyn PhysicalExpr>
+                    })
+                    .collect();
+                op = StreamNode::Project {
+                    input: Box::new(op),
+                    exprs,
+                    schema,
+                };
+            }
             if let Some(f) = j.filter.as_ref().filter(|_| kind == JoinKind::Inner) {
                 let predicate = physical(f, &j.schema)?;
                 op = StreamNode::Filter {
@@ -1159,6 +1343,7 @@ fn over_window(
     let in_schema = w.input.schema();
     let mut spec: Option<(&[Expr], &[SortExpr])> = None;
     let mut names = Vec::new();
+    let mut gaps = Vec::new();
     for e in &w.window_expr {
         let inner = match e {
             Expr::Alias(a) => a.expr.as_ref(),
@@ -1184,6 +1369,7 @@ fn over_window(
             }
         }
         names.push(f.fun.name().to_ascii_lowercase());
+        gaps.push(f.params.args.get(1).and_then(session::literal_gap_ns));
     }
     let (partition_by, order_by) = spec.ok_or_else(|| Error::Internal("empty window".into()))?;
     let input = build(&w.input, sources)?;
@@ -1214,13 +1400,38 @@ fn over_window(
         let all_ranking = names.iter().all(|n| RANKING.contains(&n.as_str()));
         all_ranking.then_some((j, h.max))
     });
+    // Session bounds alone, over one ascending time, with one gap: read only the sessions
+    // a change touches.
+    let is_session = |n: &String| n == session::SESSION_START || n == session::SESSION_END;
+    let session_gap = match (gaps.first(), order.as_slice()) {
+        (Some(Some(gap)), [o])
+            if names.iter().all(is_session)
+                && gaps.iter().all(|g| g == &Some(*gap))
+                && !o.options.descending
+                && matches!(o.data_type, arrow::datatypes::DataType::Timestamp(_, _)) =>
+        {
+            Some(*gap)
+        }
+        _ => None,
+    };
+    let output = match session_gap {
+        Some(gap_ns) => WindowOutput::Sessions {
+            gap_ns,
+            end: names
+                .iter()
+                .position(|n| n == session::SESSION_END)
+                .map(|j| in_schema.fields().len() + j),
+            on_close: false,
+        },
+        None => WindowOutput::All { rank_limit },
+    };
     Ok(StreamNode::OverWindow {
         input: Box::new(input),
         partition,
         partition_types,
         order,
         window,
-        output: WindowOutput::All { rank_limit },
+        output,
         schema: nullable_schema(w.schema.as_arrow()),
     })
 }
@@ -1318,6 +1529,16 @@ fn now_refused(e: &Expr) -> Error {
 }
 
 fn physical(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+    if crate::sql::temporal::contains_proctime(e) {
+        return Err(Error::not_supported(format!(
+            "PROCTIME() in a materialized view is supported only in a SELECT list: {e}"
+        )));
+    }
+    physical_with_proctime(e, schema)
+}
+
+/// [`physical`], taking `PROCTIME()` (a SELECT list's expressions).
+fn physical_with_proctime(e: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
     if crate::sql::temporal::contains_now(e) {
         return Err(now_refused(e));
     }

@@ -27,16 +27,38 @@ use crate::error::{Error, Result};
 /// The name of the function that stands for `now()` in a view's plan.
 pub const STREAM_NOW: &str = "weir_stream_now";
 
-/// `now()` in a view: volatile (never folded into a constant); evaluates to the wall-clock
-/// time as `timestamptz` should anything evaluate it outside a temporal filter.
+/// The name of the processing-time function, Flink SQL's `PROCTIME()`.
+pub const PROC_TIME: &str = "proctime";
+
+/// A volatile function of no arguments giving the wall-clock time as `timestamptz`
+/// (nanoseconds, UTC), under one of two names:
+///
+/// - [`STREAM_NOW`], `now()` in a view: volatile, so never folded into a constant; what
+///   evaluates it outside a temporal filter gets the wall-clock time;
+/// - [`PROC_TIME`], `PROCTIME()`: the time at which the row is processed (Flink SQL's
+///   processing-time attribute, "Time Attributes"). In a batch query, the time the query
+///   evaluates it; in a materialized view, the time the view's dataflow computes the row
+///   (once per batch of rows), so a view may use it only in its SELECT list over rows that
+///   are never retracted (a retraction computed later would not cancel the row it retracts).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct StreamNow {
+pub struct WallClock {
+    name: &'static str,
     signature: Signature,
 }
 
-impl ScalarUDFImpl for StreamNow {
+impl WallClock {
+    /// The function under `name` ([`STREAM_NOW`] or [`PROC_TIME`]).
+    pub fn udf(name: &'static str) -> ScalarUDF {
+        ScalarUDF::new_from_impl(WallClock {
+            name,
+            signature: Signature::nullary(Volatility::Volatile),
+        })
+    }
+}
+
+impl ScalarUDFImpl for WallClock {
     fn name(&self) -> &str {
-        STREAM_NOW
+        self.name
     }
 
     fn signature(&self) -> &Signature {
@@ -60,6 +82,58 @@ impl ScalarUDFImpl for StreamNow {
     }
 }
 
+/// `weir_lookup_side()`: true; marks the table side of a processing-time temporal join
+/// ([`crate::sql::lookup_join`]). Volatile, so the optimizer keeps it where the rewrite put it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct LookupSide {
+    signature: Signature,
+}
+
+impl LookupSide {
+    /// The function, to register.
+    pub fn udf() -> ScalarUDF {
+        ScalarUDF::new_from_impl(LookupSide {
+            signature: Signature::nullary(Volatility::Volatile),
+        })
+    }
+}
+
+impl ScalarUDFImpl for LookupSide {
+    fn name(&self) -> &str {
+        crate::sql::lookup_join::LOOKUP_SIDE
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(
+        &self,
+        _args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(
+            datafusion::common::ScalarValue::Boolean(Some(true)),
+        ))
+    }
+}
+
+/// Whether `e` calls `PROCTIME()`.
+pub fn contains_proctime(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = e.apply(|n| {
+        if matches!(n, Expr::ScalarFunction(f) if f.name() == PROC_TIME) {
+            found = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    found
+}
+
 /// `now()`'s type: `timestamptz` (nanoseconds, UTC), as DataFusion's `now()`.
 pub fn now_type() -> DataType {
     DataType::Timestamp(TimeUnit::Nanosecond, Some("+00:00".into()))
@@ -67,9 +141,7 @@ pub fn now_type() -> DataType {
 
 fn stream_now() -> Expr {
     Expr::ScalarFunction(ScalarFunction::new_udf(
-        Arc::new(ScalarUDF::new_from_impl(StreamNow {
-            signature: Signature::nullary(Volatility::Volatile),
-        })),
+        Arc::new(WallClock::udf(STREAM_NOW)),
         vec![],
     ))
 }
@@ -152,7 +224,8 @@ pub fn mark_now(plan: LogicalPlan) -> Result<LogicalPlan> {
 
 /// Refuses, with `0A000`, the functions whose value changes from run to run that a view
 /// cannot maintain: volatile ones (`random()`, `uuid()`) and the time functions other than
-/// `now()` (`current_date`, `current_time`, `localtime`, `localtimestamp`).
+/// `now()` (`current_date`, `current_time`, `localtime`, `localtimestamp`). `PROCTIME()` passes
+/// here; the streaming planner takes it in a SELECT list over rows never retracted.
 ///
 /// # Errors
 /// As said.
@@ -168,7 +241,11 @@ pub fn check_view_functions(plan: &LogicalPlan) -> Result<()> {
                         name,
                         "current_date" | "current_time" | "localtime" | "localtimestamp"
                     );
-                    if (volatile || time) && name != STREAM_NOW {
+                    if (volatile || time)
+                        && name != STREAM_NOW
+                        && name != PROC_TIME
+                        && name != crate::sql::lookup_join::LOOKUP_SIDE
+                    {
                         bad = Some(name.to_string());
                         return Ok(TreeNodeRecursion::Stop);
                     }

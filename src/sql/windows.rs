@@ -27,7 +27,20 @@
 //! such projections (with a filter `window_end > ts` when `size` is not a multiple of
 //! `slide`). A materialized view over them is maintained like any other: an aggregate
 //! grouped by `window_start` keeps one group per window, updated (and retracted) as rows
-//! arrive. `SESSION` windows need an operator of their own and are refused (`0A000`).
+//! arrive.
+//!
+//! Session windows, per key or over all rows:
+//!
+//! ```text
+//!  FROM SESSION(t, ts, gap) [AS a]
+//!  FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap)) [AS a]    (Flink's form)
+//!  ─►  (SELECT *, weir_session_start(ts, gap) OVER (PARTITION BY k ORDER BY ts) AS window_start,
+//!                 weir_session_end(ts, gap) OVER (PARTITION BY k ORDER BY ts) AS window_end
+//!       FROM t WHERE ts IS NOT NULL) AS t
+//! ```
+//!
+//! (window functions of [`crate::sql::functions::session`]; a view maintains them over the
+//! sessions each change touches, not the whole partition).
 
 use std::ops::ControlFlow;
 
@@ -44,6 +57,9 @@ use crate::error::{Error, Result};
 
 /// The window table functions by name, lower-case.
 const WINDOW_FUNCTIONS: [&str; 3] = ["tumble", "hop", "session"];
+
+/// The call Flink's `TABLE t PARTITION BY k1, ...` becomes among a `SESSION`'s arguments.
+const PARTITION_MARKER: &str = "__weir_partition_by";
 
 /// Rewrites Flink's spelling `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` into
 /// `TUMBLE(t, ts, ...)` at the token level (sqlparser reads neither `TABLE t` nor
@@ -62,6 +78,7 @@ pub fn normalize_flink_windows(sql: &str) -> Option<String> {
     let next_solid = |from: usize| (from..tokens.len()).find(|&j| !is_ws(&tokens[j]));
     let word_is = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
     let mut drop = vec![false; tokens.len()];
+    let mut replace: Vec<Option<String>> = vec![None; tokens.len()];
     let mut changed = false;
     let mut i = 0;
     while i < tokens.len() {
@@ -122,6 +139,44 @@ pub fn normalize_flink_windows(sql: &str) -> Option<String> {
                 Token::LParen => depth += 1,
                 Token::RParen => depth -= 1,
                 t if depth == 1 && word_is(t, Keyword::TABLE) => drop[j] = true,
+                // `TABLE t PARTITION BY k` / `PARTITION BY (k1, k2)` (SESSION's keys):
+                // `t, __weir_partition_by(k1, k2)`.
+                t if depth == 1
+                    && word_is(t, Keyword::PARTITION)
+                    && next_solid(j + 1).is_some_and(|b| word_is(&tokens[b], Keyword::BY)) =>
+                {
+                    let by = next_solid(j + 1).unwrap_or(j);
+                    replace[j] = Some(format!(", {PARTITION_MARKER}("));
+                    drop[by] = true;
+                    // The keys end before the next comma at this depth (or the call's end).
+                    let mut d = 0usize;
+                    let mut last = by;
+                    let mut k = by + 1;
+                    while k < inner_close {
+                        match &tokens[k] {
+                            Token::LParen => d += 1,
+                            Token::RParen => d = d.saturating_sub(1),
+                            Token::Comma if d == 0 => break,
+                            _ => {}
+                        }
+                        if !is_ws(&tokens[k]) {
+                            last = k;
+                        }
+                        k += 1;
+                    }
+                    // A parenthesized list gives its parentheses to the marker call.
+                    let first = next_solid(by + 1).unwrap_or(last);
+                    if tokens[first] == Token::LParen
+                        && tokens[last] == Token::RParen
+                        && first < last
+                    {
+                        drop[first] = true;
+                    } else {
+                        replace[last] = Some(format!("{})", tokens[last]));
+                    }
+                    j = k;
+                    continue;
+                }
                 Token::Word(w) if depth == 1 && w.value.eq_ignore_ascii_case("descriptor") => {
                     if let Some(p) = next_solid(j + 1)
                         && tokens[p] == Token::LParen
@@ -146,8 +201,9 @@ pub fn normalize_flink_windows(sql: &str) -> Option<String> {
         tokens
             .iter()
             .zip(&drop)
-            .filter(|(_, d)| !**d)
-            .map(|(t, _)| t.to_string())
+            .zip(&replace)
+            .filter(|((_, d), _)| !**d)
+            .map(|((t, _), r)| r.clone().unwrap_or_else(|| t.to_string()))
             .collect()
     })
 }
@@ -159,7 +215,7 @@ pub fn normalize_flink_windows(sql: &str) -> Option<String> {
 /// `42601` for a call with the wrong arguments (`TUMBLE` takes 3 or 4, `HOP` 4 or 5; the first
 /// a relation's name, the second a column's); `22023` for a `HOP` slide or size that is not a
 /// positive interval of days, hours, minutes, seconds or fractions of a second written as a
-/// literal; `0A000` for `SESSION`.
+/// literal, or a `SESSION` gap that is not.
 pub fn rewrite_window_functions(stmt: &mut Statement) -> Result<()> {
     let mut v = WindowVisitor;
     match VisitMut::visit(stmt, &mut v) {
@@ -246,12 +302,10 @@ fn window_subquery(
     alias: Option<TableAlias>,
 ) -> Result<TableFactor> {
     let upper = function.to_ascii_uppercase();
+    let mut args = plain_args(function, args)?;
     if function == "session" {
-        return Err(Error::NotSupported(
-            "SESSION window table function (TUMBLE and HOP are supported)".into(),
-        ));
+        return session_subquery(&mut args, alias);
     }
-    let args = plain_args(function, args)?;
     let (arity, usage) = match function {
         "tumble" => (3..=4, "TUMBLE(relation, time_column, size [, offset])"),
         _ => (4..=5, "HOP(relation, time_column, slide, size [, offset])"),
@@ -313,8 +367,19 @@ fn window_subquery(
             .collect();
         branches.join(" UNION ALL ")
     };
+    derived(&sql, &upper, &relation, function, alias)
+}
+
+/// The derived table of the query `sql` under `alias` (by default the relation's name).
+fn derived(
+    sql: &str,
+    upper: &str,
+    relation: &ObjectName,
+    function: &str,
+    alias: Option<TableAlias>,
+) -> Result<TableFactor> {
     let subquery = SqlParser::new(&PostgreSqlDialect {})
-        .try_with_sql(&sql)
+        .try_with_sql(sql)
         .and_then(|mut p| p.parse_query())
         .map_err(|e| Error::Parse(format!("{upper}: {e}")))?;
     let alias = alias.unwrap_or_else(|| TableAlias {
@@ -334,6 +399,46 @@ fn window_subquery(
         alias: Some(alias),
         sample: None,
     })
+}
+
+/// The derived table that replaces `SESSION(relation, ts, gap)`, its arguments with Flink's
+/// keys already made a [`PARTITION_MARKER`] call: the relation's rows whose `ts` is not
+/// NULL, with the bounds of their sessions ([`crate::sql::functions::session`]).
+fn session_subquery(args: &mut Vec<Expr>, alias: Option<TableAlias>) -> Result<TableFactor> {
+    let usage = "SESSION(relation, time_column, gap), or Flink's \
+                 TABLE(SESSION(TABLE relation PARTITION BY key, DESCRIPTOR(time_column), gap))";
+    let marker = args.iter().position(|a| {
+        matches!(a, Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case(PARTITION_MARKER))
+    });
+    let keys: Vec<String> = match marker.map(|i| args.remove(i)) {
+        Some(Expr::Function(f)) => match &f.args {
+            datafusion::sql::sqlparser::ast::FunctionArguments::List(list) => {
+                list.args.iter().map(|a| a.to_string()).collect()
+            }
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    if args.len() != 3 {
+        return Err(Error::Parse(format!("SESSION takes 3 arguments: {usage}")));
+    }
+    let relation = relation_name("session", &args[0])?;
+    let ts = time_column("session", &args[1])?;
+    let gap = &args[2];
+    interval_micros(gap).ok_or_else(|| bad_interval("SESSION", "gap", gap))?;
+    let partition = if keys.is_empty() {
+        String::new()
+    } else {
+        format!("PARTITION BY {} ", keys.join(", "))
+    };
+    let over = format!("OVER ({partition}ORDER BY {ts})");
+    let sql = format!(
+        "SELECT *, {start}({ts}, {gap}) {over} AS window_start, \
+         {end}({ts}, {gap}) {over} AS window_end FROM {relation} WHERE {ts} IS NOT NULL",
+        start = crate::sql::functions::session::SESSION_START,
+        end = crate::sql::functions::session::SESSION_END,
+    );
+    derived(&sql, "SESSION", &relation, "session", alias)
 }
 
 fn bad_interval(function: &str, what: &str, e: &Expr) -> Error {

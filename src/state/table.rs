@@ -265,7 +265,7 @@ impl KeyRange {
 
 /// The smallest byte string greater than every string that starts with `prefix` (`None`:
 /// there is none, every longer string qualifies).
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut s = prefix.to_vec();
     while let Some(last) = s.pop() {
         if last < u8::MAX {
@@ -691,10 +691,30 @@ impl StateTable {
         prefix: &[u8],
         f: &mut dyn FnMut(&[u8], i64) -> Result<bool>,
     ) -> Result<()> {
+        let upper = prefix_successor(prefix);
+        self.scan_range_while(prefix, upper.as_deref(), f)
+    }
+
+    /// Calls `f(key bytes, count)` on every row whose key is at least `lower` and below
+    /// `upper` (no upper bound when `None`), in key order (unordered tables: in no particular
+    /// order, O(n)), stopping at the first row for which `f` returns `false`.
+    /// O(log n + rows visited).
+    ///
+    /// # Errors
+    /// RocksDB read errors; errors of `f`.
+    pub fn scan_range_while(
+        &self,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8], i64) -> Result<bool>,
+    ) -> Result<()> {
+        let upper_bound = match upper {
+            Some(u) => Bound::Excluded(u),
+            None => Bound::Unbounded,
+        };
         match &self.rows {
             RowMap::Ordered(m) => {
-                let range = KeyRange::prefix(prefix.to_vec());
-                for (k, c) in m.range::<_, [u8]>(range.as_refs()) {
+                for (k, c) in m.range::<_, [u8]>((Bound::Included(lower), upper_bound)) {
                     if !f(k, *c)? {
                         break;
                     }
@@ -702,18 +722,17 @@ impl StateTable {
                 Ok(())
             }
             RowMap::Hashed(m) => {
-                for (k, c) in m.iter().filter(|(k, _)| k.starts_with(prefix)) {
+                let within = |k: &[u8]| k >= lower && upper.is_none_or(|u| k < u);
+                for (k, c) in m.iter().filter(|(k, _)| within(k)) {
                     if !f(k, *c)? {
                         break;
                     }
                 }
                 Ok(())
             }
-            RowMap::Stored(s) => {
-                let upper = prefix_successor(prefix);
-                s.backend
-                    .scan(None, s.id, prefix, upper.as_deref(), &mut |k, c| f(k, c))
-            }
+            RowMap::Stored(s) => s
+                .backend
+                .scan(None, s.id, lower, upper, &mut |k, c| f(k, c)),
         }
     }
 

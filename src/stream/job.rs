@@ -398,7 +398,8 @@ impl Job {
     }
 
     /// Runs the inputs' contents through the (empty) job: an empty epoch first (a global
-    /// aggregate's row, a `VALUES` list), then each input's rows in batches of
+    /// aggregate's row, a `VALUES` list), then each input's rows (the tables temporal joins
+    /// look up first) in batches of
     /// [`EPOCH_BATCH_ROWS`] rows, each as an epoch of its own. The operators are
     /// incremental, so the result equals one epoch of everything, while memory holds one
     /// batch (and its outputs) at a time instead of every input row.
@@ -407,7 +408,14 @@ impl Job {
     /// Evaluation errors; state errors.
     pub fn backfill(&mut self, sources: &[BackfillSource]) -> Result<()> {
         self.process(&EpochContext::default())?;
-        for s in sources {
+        // The tables that temporal joins look up first: the stream's stored rows join them
+        // as they are now (see `StreamNode::lookup_relations`).
+        let lookups = self.plan.root.lookup_relations();
+        let ordered = sources
+            .iter()
+            .filter(|s| lookups.contains(&s.id))
+            .chain(sources.iter().filter(|s| !lookups.contains(&s.id)));
+        for s in ordered {
             let mut feed = |change: ChangeBatch| -> Result<()> {
                 let mut input = EpochContext::default();
                 input.changes.insert(s.id, vec![change]);

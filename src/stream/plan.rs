@@ -128,6 +128,9 @@ pub enum StreamNode {
         /// An outer join's condition beyond the key, over the output schema
         /// ([`HashJoin::with_condition`]); an inner join's is a filter above it.
         condition: Option<Arc<dyn PhysicalExpr>>,
+        /// A processing-time temporal join: the right side is looked up by the left's rows
+        /// and its own changes emit nothing ([`HashJoin::with_lookup`]).
+        lookup: bool,
     },
     /// A semi or anti join: `IN`, `EXISTS` and their negations ([`SemiJoin`]).
     SemiJoin {
@@ -227,30 +230,93 @@ impl StreamNode {
             } => *emit_on_window_close && input.append_only(),
             StreamNode::Union { inputs, .. } => inputs.iter().all(StreamNode::append_only),
             StreamNode::Values { .. } => true,
+            // A temporal join emits each left row's matches (or its padding) once and never
+            // takes them back.
             StreamNode::HashJoin {
-                left, right, kind, ..
-            } => *kind == JoinKind::Inner && left.append_only() && right.append_only(),
+                left,
+                right,
+                kind,
+                lookup,
+                ..
+            } => {
+                (*kind == JoinKind::Inner || *lookup && *kind == JoinKind::Left)
+                    && left.append_only()
+                    && (*lookup || right.append_only())
+            }
+            StreamNode::OverWindow {
+                input,
+                output: WindowOutput::Sessions { on_close: true, .. },
+                ..
+            } => input.append_only(),
             _ => false,
         }
     }
 
-    /// The number of output columns.
-    pub fn width(&self) -> usize {
+    /// The relations read by the table sides of processing-time temporal joins
+    /// ([`HashJoin::with_lookup`]): a backfill feeds them before the rest, so that the
+    /// stream's rows already stored look up the table's rows already stored.
+    pub fn lookup_relations(&self) -> BTreeSet<RelationId> {
+        fn walk(node: &StreamNode, under_lookup: bool, out: &mut BTreeSet<RelationId>) {
+            match node {
+                StreamNode::Scan { relation, .. } => {
+                    if under_lookup {
+                        out.insert(*relation);
+                    }
+                }
+                StreamNode::Values { .. } => {}
+                StreamNode::Filter { input, .. }
+                | StreamNode::TemporalFilter { input, .. }
+                | StreamNode::Project { input, .. }
+                | StreamNode::HashAgg { input, .. }
+                | StreamNode::OverWindow { input, .. } => walk(input, under_lookup, out),
+                StreamNode::HashJoin {
+                    left,
+                    right,
+                    lookup,
+                    ..
+                } => {
+                    walk(left, under_lookup, out);
+                    walk(right, under_lookup || *lookup, out);
+                }
+                StreamNode::SemiJoin { left, right, .. }
+                | StreamNode::DynamicFilter { left, right, .. } => {
+                    walk(left, under_lookup, out);
+                    walk(right, under_lookup, out);
+                }
+                StreamNode::Union { inputs, .. } => {
+                    for i in inputs {
+                        walk(i, under_lookup, out);
+                    }
+                }
+            }
+        }
+        let mut out = BTreeSet::new();
+        walk(self, false, &mut out);
+        out
+    }
+
+    /// The output schema (every field nullable).
+    pub fn schema(&self) -> SchemaRef {
         match self {
             StreamNode::Scan { schema, .. }
             | StreamNode::Project { schema, .. }
             | StreamNode::HashAgg { schema, .. }
             | StreamNode::HashJoin { schema, .. }
             | StreamNode::OverWindow { schema, .. }
-            | StreamNode::Union { schema, .. } => schema.fields().len(),
+            | StreamNode::Union { schema, .. } => Arc::clone(schema),
             StreamNode::Filter { input, .. } | StreamNode::TemporalFilter { input, .. } => {
-                input.width()
+                input.schema()
             }
             StreamNode::SemiJoin { left, .. } | StreamNode::DynamicFilter { left, .. } => {
-                left.width()
+                left.schema()
             }
-            StreamNode::Values { rows, .. } => rows.num_columns(),
+            StreamNode::Values { rows, .. } => rows.schema(),
         }
+    }
+
+    /// The number of output columns.
+    pub fn width(&self) -> usize {
+        self.schema().fields().len()
     }
 
     /// The output columns that carry a watermark: as the operators' `watermarks` compute
@@ -312,6 +378,16 @@ impl StreamNode {
                 out.dedup();
                 out
             }
+            // Sessions emitted on close: the session end (see `OverWindow::watermarks`).
+            StreamNode::OverWindow {
+                output:
+                    WindowOutput::Sessions {
+                        end: Some(end),
+                        on_close: true,
+                        ..
+                    },
+                ..
+            } => vec![*end],
             _ => Vec::new(),
         }
     }
@@ -536,6 +612,7 @@ impl StreamNode {
                 nulls_match,
                 bounds,
                 condition,
+                lookup,
                 ..
             } => Box::new(
                 HashJoin::try_new(
@@ -549,7 +626,8 @@ impl StreamNode {
                 )?
                 .with_nulls_matching(*nulls_match)
                 .with_condition(condition.clone())
-                .with_bounds(bounds.clone())?,
+                .with_bounds(bounds.clone())?
+                .with_lookup(*lookup),
             ),
             StreamNode::SemiJoin {
                 left_keys,

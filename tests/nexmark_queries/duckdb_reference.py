@@ -9,7 +9,9 @@ them. Row order is not meaningful (tests/nexmark_queries.rs sorts).
 The SQL here is written for DuckDB on its own, not copied from the view definitions: time windows
 are computed with epoch arithmetic (a 10-second tumbling window of a time t starts at
 floor(t / 10 s) * 10 s; the 10-second windows sliding every 2 seconds that hold t start at the
-five multiples of 2 s in (t - 10 s, t]), Top-1 per window with a window function, and filtered
+five multiples of 2 s in (t - 10 s, t]; a bidder's session opens at a bid more than 10 s after
+the bidder's previous one, numbered by a running count of openings), Top-1 per window with a
+window function, and filtered
 aggregates with CASE; Top-N with DuckDB's QUALIFY. Where a query's ORDER BY leaves ties
 (q19 orders bids by price alone), row_number() may number tied rows either way; Weir numbers
 them by the rest of the row in column order (docs/sql.md), so the reference spells that order
@@ -39,6 +41,9 @@ HOPPED_BID = """(
     SELECT b.*, (floor(epoch_ms(b.date_time) / 2000)::BIGINT - k.k) * 2000 AS ws
     FROM bid AS b, (SELECT range AS k FROM range(0, 5)) AS k
 )"""
+
+# The end of a bidder's session: its last bid's time plus the 10-second gap.
+SESSION_END = TS.format("max(" + MS.format("date_time") + ") + 10000")
 
 # Count, per price range, as the q15-q17 reports do.
 RANGES = {
@@ -136,6 +141,26 @@ QUERIES = {
         FROM auction AS a, bid AS b
         WHERE a.id = b.auction AND b.date_time >= a.date_time AND b.date_time <= a.expires
         QUALIFY row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC, b.date_time) = 1""",
+    "q11": f"""
+        WITH marked AS (
+            SELECT bidder, date_time,
+                   CASE WHEN {MS.format('date_time')}
+                             - lag({MS.format('date_time')}) OVER (PARTITION BY bidder ORDER BY date_time)
+                             <= 10000
+                        THEN 0 ELSE 1 END AS opens
+            FROM bid
+        ), numbered AS (
+            SELECT *, sum(opens) OVER (PARTITION BY bidder ORDER BY date_time
+                                       ROWS UNBOUNDED PRECEDING) AS session
+            FROM marked
+        )
+        SELECT bidder, count(*), min(date_time),
+               {SESSION_END}
+        FROM numbered GROUP BY bidder, session""",
+    "q12": "SELECT bidder, count(*), true FROM bid GROUP BY bidder",
+    "q13": """
+        SELECT auction, bidder, price, date_time, 'value-' || CAST(auction % 10000 AS VARCHAR)
+        FROM bid""",
     "q10": """
         SELECT auction, bidder, price, date_time, extra,
                strftime(date_time, '%Y-%m-%d'), strftime(date_time, '%H:%M')

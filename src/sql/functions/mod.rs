@@ -27,6 +27,7 @@ pub mod number_input;
 pub mod ordered_set;
 pub mod pg_info;
 pub mod regex;
+pub mod session;
 pub mod text_output;
 pub mod to_char;
 

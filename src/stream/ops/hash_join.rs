@@ -167,6 +167,8 @@ pub struct HashJoin {
     /// The latest watermarks seen of each input (left, right): an epoch may advance one
     /// side only. Not checkpointed: after a restart they are known again once they advance.
     marks: [Watermarks; 2],
+    /// A processing-time temporal join ([`HashJoin::with_lookup`]).
+    lookup: bool,
 }
 
 /// The schema of a side's state table: the join key columns, then the side's columns (all
@@ -245,7 +247,19 @@ impl HashJoin {
             expiry: [None, None],
             expired_rows: 0,
             marks: [Watermarks::new(), Watermarks::new()],
+            lookup: false,
         })
+    }
+
+    /// Makes the join a processing-time temporal join (Flink SQL's lookup join, `FOR
+    /// SYSTEM_TIME AS OF` a `PROCTIME()` column): each left row is joined with the right rows
+    /// stored when it is processed (an epoch's right changes first), and emitted once; right
+    /// changes update the right state and emit nothing, so rows already joined keep what
+    /// they were joined with. Left rows are not stored (the planner takes only an
+    /// append-only left input). Inner and left joins.
+    pub fn with_lookup(mut self, lookup: bool) -> Self {
+        self.lookup = lookup;
+        self
     }
 
     /// Adds the bounds between the sides' columns (see [`JoinBound`]); the one bound per side
@@ -616,6 +630,10 @@ impl HashJoin {
             }
         }
         drop(states);
+        if self.lookup && side == JoinSide::Left {
+            // A temporal join's left rows are looked up, never stored.
+            return Ok(());
+        }
         let state = match side {
             JoinSide::Left => &mut self.left_state,
             JoinSide::Right => &mut self.right_state,
@@ -717,6 +735,21 @@ impl Operator for HashJoin {
         let left = self.left.process(input)?;
         let right = self.right.process(input)?;
         let mut out = Vec::new();
+        if self.lookup {
+            // The right side's changes of the epoch first, silently; then the left rows
+            // look them up.
+            let mut silent = Vec::new();
+            for c in right.iter().filter(|c| !c.is_empty()) {
+                self.apply(JoinSide::Right, c, &mut silent)?;
+            }
+            for c in left.iter().filter(|c| !c.is_empty()) {
+                self.apply(JoinSide::Left, c, &mut out)?;
+            }
+            if out.is_empty() {
+                return Ok(vec![]);
+            }
+            return Ok(vec![self.build(out)?]);
+        }
         for c in left.iter().filter(|c| !c.is_empty()) {
             self.apply(JoinSide::Left, c, &mut out)?;
         }
@@ -785,10 +818,15 @@ impl Operator for HashJoin {
             ));
         } else {
             out.push(format!(
-                "{}StreamHashJoin: {:?} on [{}]{condition} (state tables: left and right rows keyed by the join key)",
+                "{}StreamHashJoin: {:?} on [{}]{condition} {}",
                 "  ".repeat(depth),
                 self.kind,
-                on.join(", ")
+                on.join(", "),
+                if self.lookup {
+                    "temporal (lookup of the right side at processing time; state table: right rows keyed by the join key)"
+                } else {
+                    "(state tables: left and right rows keyed by the join key)"
+                }
             ));
         }
         for e in self.expiry.iter().flatten() {
