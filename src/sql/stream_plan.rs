@@ -33,18 +33,7 @@ use crate::stream::plan::{StreamNode, StreamPlan};
 /// Whether `plan` is the table side of a processing-time temporal join: a filter on
 /// [`crate::sql::lookup_join::LOOKUP_SIDE`] under aliases and projections.
 fn is_lookup_side(plan: &LogicalPlan) -> bool {
-    let marks = |e: &Expr| {
-        let mut found = false;
-        let _ = e.apply(|n| {
-            if matches!(n, Expr::ScalarFunction(f) if f.name() == crate::sql::lookup_join::LOOKUP_SIDE)
-            {
-                found = true;
-                return Ok(datafusion::common::tree_node::TreeNodeRecursion::Stop);
-            }
-            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-        });
-        found
-    };
+    let marks = |e: &Expr| crate::sql::temporal::calls(e, crate::sql::lookup_join::LOOKUP_SIDE);
     match plan {
         LogicalPlan::SubqueryAlias(a) => is_lookup_side(&a.input),
         LogicalPlan::Projection(p) => is_lookup_side(&p.input),

@@ -121,17 +121,22 @@ impl ScalarUDFImpl for LookupSide {
     }
 }
 
-/// Whether `e` calls `PROCTIME()`.
-pub fn contains_proctime(e: &Expr) -> bool {
+/// Whether `e` calls the scalar function named `name` anywhere.
+pub fn calls(e: &Expr, name: &str) -> bool {
     let mut found = false;
     let _ = e.apply(|n| {
-        if matches!(n, Expr::ScalarFunction(f) if f.name() == PROC_TIME) {
+        if matches!(n, Expr::ScalarFunction(f) if f.name() == name) {
             found = true;
             return Ok(TreeNodeRecursion::Stop);
         }
         Ok(TreeNodeRecursion::Continue)
     });
     found
+}
+
+/// Whether `e` calls `PROCTIME()`.
+pub fn contains_proctime(e: &Expr) -> bool {
+    calls(e, PROC_TIME)
 }
 
 /// `now()`'s type: `timestamptz` (nanoseconds, UTC), as DataFusion's `now()`.
@@ -185,15 +190,7 @@ pub fn non_decreasing_in_now(e: &Expr) -> bool {
 
 /// Whether `e` calls `now()` (as [`STREAM_NOW`]).
 pub fn contains_now(e: &Expr) -> bool {
-    let mut found = false;
-    let _ = e.apply(|n| {
-        if matches!(n, Expr::ScalarFunction(f) if f.name() == STREAM_NOW) {
-            found = true;
-            return Ok(TreeNodeRecursion::Stop);
-        }
-        Ok(TreeNodeRecursion::Continue)
-    });
-    found
+    calls(e, STREAM_NOW)
 }
 
 /// Replaces every `now()` of a view's (unoptimized) plan by [`STREAM_NOW`], and refuses the

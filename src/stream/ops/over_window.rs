@@ -306,6 +306,21 @@ impl OverWindow {
         upper: Option<&[u8]>,
         limit: Option<usize>,
     ) -> Result<(RecordBatch, bool)> {
+        let (all, more) = self.read_state(lower, upper, limit)?;
+        let input = self.input.schema();
+        let batch =
+            batch_from_columns(&input, all.columns()[self.lead..].to_vec(), all.num_rows())?;
+        Ok((batch, more))
+    }
+
+    /// The first `limit` state rows (of the state schema, each repeated by its count; all
+    /// when `None`) with keys in `[lower, upper)`, and whether there are more.
+    fn read_state(
+        &self,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        limit: Option<usize>,
+    ) -> Result<(RecordBatch, bool)> {
         let mut keys: Vec<Box<[u8]>> = Vec::new();
         let mut more = false;
         self.rows.scan_range_while(lower, upper, &mut |k, c| {
@@ -326,9 +341,7 @@ impl OverWindow {
             .rows
             .layout()
             .decode(keys.iter().map(|k| k.as_ref()), keys.len())?;
-        let input = self.input.schema();
-        let batch = batch_from_columns(&input, all.columns()[self.lead..].to_vec(), keys.len())?;
-        Ok((batch, more))
+        Ok((all, more))
     }
 
     /// The window functions' values over one partition's rows (in window order).
@@ -553,7 +566,7 @@ impl OverWindow {
                     break;
                 }
                 let (lower, upper) = sk.bounds(prefix, lo, hi)?;
-                let state = self.read_state_range(&lower, upper.as_deref())?;
+                let (state, _) = self.read_state(&lower, upper.as_deref(), None)?;
                 if state.num_rows() > 0 {
                     let rows = batch_from_columns(
                         &self.input.schema(),
@@ -593,19 +606,16 @@ impl OverWindow {
         batch_from_columns(&schema, vec![state.column(t).clone(), parts], n)
     }
 
-    /// The state rows (of the state schema, each repeated by its count) with keys in
-    /// `[lower, upper)`.
-    fn read_state_range(&self, lower: &[u8], upper: Option<&[u8]>) -> Result<RecordBatch> {
-        let mut keys: Vec<Box<[u8]>> = Vec::new();
-        self.rows.scan_range_while(lower, upper, &mut |k, c| {
-            for _ in 0..c.max(0) {
-                keys.push(Box::from(k));
-            }
-            Ok(true)
-        })?;
-        self.rows
-            .layout()
-            .decode(keys.iter().map(|k| k.as_ref()), keys.len())
+    /// The output rows of a region as the state now holds it: for a session window, the
+    /// rows with keys in `[lower, upper)` (a range of [`OverWindow::session_ranges`]);
+    /// otherwise the partition whose key prefix is `lower`.
+    fn region_output(&self, (lower, upper): &KeyBounds) -> Result<RecordBatch> {
+        if self.sessions.is_some() {
+            let (rows, _) = self.read_range(lower, upper.as_deref(), None)?;
+            self.with_window_columns(&rows)
+        } else {
+            self.partition_output(lower)
+        }
     }
 
     fn with_window_columns(&self, rows: &RecordBatch) -> Result<RecordBatch> {
@@ -642,12 +652,13 @@ impl Operator for OverWindow {
                 continue;
             }
             let (rows, keys) = self.state_rows(&change)?;
-            let raw = match &self.sessions {
-                Some(_) => Some(arrow::compute::cast(
+            // Only a session window kept up to date reads its changes' times.
+            let raw = match (&self.sessions, &self.times) {
+                (Some(_), None) => Some(arrow::compute::cast(
                     rows.batch.column(self.partition.len()),
                     &DataType::Int64,
                 )?),
-                None => None,
+                _ => None,
             };
             for (i, k) in keys.into_iter().enumerate() {
                 let idx = match seen.get(&k) {
@@ -673,38 +684,26 @@ impl Operator for OverWindow {
             return Ok(vec![]);
         }
         let mut out = Vec::with_capacity(touched.len() * 2);
-        if self.sessions.is_some() {
-            let ranges = self.session_ranges(&touched, &times)?;
-            for (lower, upper) in &ranges {
-                let (rows, _) = self.read_range(lower, upper.as_deref(), None)?;
-                if rows.num_rows() > 0 {
-                    out.push(ChangeBatch::deletes(self.with_window_columns(&rows)?));
-                }
-            }
-            for change in &changes {
-                self.rows.apply(change)?;
-            }
-            for (lower, upper) in &ranges {
-                let (rows, _) = self.read_range(lower, upper.as_deref(), None)?;
-                if rows.num_rows() > 0 {
-                    out.push(ChangeBatch::inserts(self.with_window_columns(&rows)?));
-                }
-            }
+        // What each change can alter: the touched partitions, or a session window's
+        // sessions near the changed times.
+        let regions = if self.sessions.is_some() {
+            self.session_ranges(&touched, &times)?
         } else {
-            for prefix in &touched {
-                let before = self.partition_output(prefix)?;
-                if before.num_rows() > 0 {
-                    out.push(ChangeBatch::deletes(before));
-                }
+            touched.iter().map(|p| (p.to_vec(), None)).collect()
+        };
+        for region in &regions {
+            let before = self.region_output(region)?;
+            if before.num_rows() > 0 {
+                out.push(ChangeBatch::deletes(before));
             }
-            for change in &changes {
-                self.rows.apply(change)?;
-            }
-            for prefix in &touched {
-                let after = self.partition_output(prefix)?;
-                if after.num_rows() > 0 {
-                    out.push(ChangeBatch::inserts(after));
-                }
+        }
+        for change in &changes {
+            self.rows.apply(change)?;
+        }
+        for region in &regions {
+            let after = self.region_output(region)?;
+            if after.num_rows() > 0 {
+                out.push(ChangeBatch::inserts(after));
             }
         }
         if out.is_empty() {
