@@ -1263,3 +1263,94 @@ async fn statement_timeout_and_cancel_requests_stop_queries() {
     );
     server.stop().await;
 }
+
+/// One frontend message: its type byte, then its length (itself included) and body.
+fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// Reads backend messages until ReadyForQuery; returns their type bytes and bodies.
+async fn read_until_ready(s: &mut tokio::net::TcpStream) -> Vec<(u8, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    loop {
+        let kind = s
+            .read_u8()
+            .await
+            .expect("a message (the server closed the connection)");
+        let len = s.read_i32().await.unwrap() as usize;
+        let mut body = vec![0; len - 4];
+        s.read_exact(&mut body).await.unwrap();
+        out.push((kind, body));
+        if kind == b'Z' {
+            return out;
+        }
+    }
+}
+
+/// An Execute message whose row limit is negative returns every row, as zero does (protocol
+/// docs, 55.7: "zero denotes no limit"; PostgreSQL reads a negative limit so too): it
+/// dropped the connection. Raw protocol messages, written by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_execute_row_limit_means_all_rows() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    // StartupMessage: length, protocol 3.0, user, end of parameters.
+    let mut startup = 196_608i32.to_be_bytes().to_vec();
+    startup.extend_from_slice(b"user\0postgres\0\0");
+    let mut m = (startup.len() as i32 + 4).to_be_bytes().to_vec();
+    m.extend_from_slice(&startup);
+    s.write_all(&m).await.unwrap();
+    read_until_ready(&mut s).await;
+    for limit in [-1i32, 0, i32::MIN] {
+        let mut batch = message(b'P', b"\0SELECT 1 UNION ALL SELECT 2\0\0\0");
+        batch.extend(message(b'B', b"\0\0\0\0\0\0\0\0"));
+        let mut execute = b"\0".to_vec();
+        execute.extend_from_slice(&limit.to_be_bytes());
+        batch.extend(message(b'E', &execute));
+        batch.extend(message(b'S', b""));
+        s.write_all(&batch).await.unwrap();
+        let got = read_until_ready(&mut s).await;
+        let kinds: Vec<u8> = got.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds, b"12DDCZ".to_vec(), "limit {limit}: {got:?}");
+        assert_eq!(&got[4].1[..8], b"SELECT 2", "limit {limit}");
+    }
+    server.stop().await;
+}
+
+/// COPY reads numbers as a cast reads them: exponent forms into a `numeric` (PostgreSQL's
+/// `numeric_in`), and a value too large for the column's precision is 22003 "numeric field
+/// overflow", not a syntax error. Expected values by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_reads_numbers_as_casts_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE m (id INT, v NUMERIC(8,2), x NUMERIC)")
+        .await
+        .unwrap();
+    let n = copy_in(
+        &c,
+        "COPY m FROM STDIN CSV",
+        "1,1e3,1.5E-3\n2,-2.5e-1,12E2\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(n, 2);
+    let err = copy_in(&c, "COPY m FROM STDIN CSV", "3,1,1\n4,999999.999,1\n")
+        .await
+        .unwrap_err();
+    let db = err.as_db_error().expect("db error");
+    assert_eq!(db.code().code(), "22003", "{}", db.message());
+    assert!(db.message().contains("line 2"), "{}", db.message());
+    assert_eq!(
+        common::query_text(&c, "SELECT id, v, x FROM m ORDER BY id").await,
+        vec![vec!["1", "1000.00", "0.0015"], vec!["2", "-0.25", "1200"]]
+    );
+    server.stop().await;
+}

@@ -26,7 +26,7 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::data::{NoData, ParameterDescription};
-use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
+use pgwire::messages::extendedquery::{Describe, Execute, TARGET_TYPE_BYTE_STATEMENT};
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
@@ -1067,6 +1067,23 @@ impl ExtendedQueryHandler for Conn {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         self.parser.clone()
+    }
+
+    /// Execute, with a row limit of zero or less meaning every row (protocol docs, 55.7
+    /// "Message Formats": "zero denotes no limit"; PostgreSQL's `exec_execute_message` reads
+    /// a negative one so too). pgwire reads the limit as unsigned, so -1 asked for 2^64 - 1
+    /// rows and its buffer allocation panicked, dropping the connection.
+    async fn on_execute<C>(&self, client: &mut C, mut message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if message.max_rows < 0 {
+            message.max_rows = 0;
+        }
+        self._on_execute(client, message).await
     }
 
     /// Describe, with PostgreSQL's answers for a cursor's portal and for a prepared statement

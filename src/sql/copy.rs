@@ -352,6 +352,21 @@ pub fn parse(
                         .downcast_ref::<arrow::array::StringArray>()
                         .map(|a| a.value(i).to_string())
                         .unwrap_or_default();
+                    // A number the column cannot hold (`999999.999` in a `numeric(8,2)`).
+                    if matches!(field.data_type(), DataType::Decimal128(..))
+                        && value.trim().parse::<f64>().is_ok_and(f64::is_finite)
+                    {
+                        return Err(Error::data(
+                            "22003",
+                            format!(
+                                "numeric field overflow (COPY {}, line {}, column {}: \"{}\")",
+                                table,
+                                line,
+                                field.name(),
+                                value
+                            ),
+                        ));
+                    }
                     return Err(Error::data(
                         "22P02",
                         format!(
@@ -393,6 +408,18 @@ fn convert(strings: &ArrayRef, to: &DataType, zone: Option<&str>) -> Result<Arra
         }
         _ => None,
     };
+    // Numbers as a cast reads them: `1e3` for a `numeric`, `1e400` out of a float's range.
+    if let (Some(texts), Some(target)) = (
+        texts,
+        crate::sql::functions::number_input::NumberTarget::of(to),
+    ) {
+        let reader = crate::sql::functions::number_input::NumberText::new(target);
+        let read: arrow::array::StringArray = texts
+            .iter()
+            .map(|v| v.map(|s| reader.convert(s).unwrap_or_else(|_| s.to_string())))
+            .collect();
+        return convert_with_arrow(&(Arc::new(read) as ArrayRef), to);
+    }
     if let (Some(texts), Some((target, name, zone))) = (texts, reading) {
         // Text neither form reads is left as written, for the cast to refuse.
         let read: arrow::array::StringArray = texts

@@ -88,6 +88,7 @@ pub fn register(ctx: &SessionContext) {
             .register_expr_planner(Arc::new(IntervalTimesNumber));
     }
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
+    super::equal_keys::register(ctx);
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(OneRow::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ArrayOrEmpty::new()));
@@ -139,7 +140,7 @@ impl ScalarUDFImpl for CastNamed {
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
 /// ([`super::set_ops`]), [`PgSumTypes`], [`PgOperandTypes`], DataFusion's, then [`PgSemantics`] on the coerced
-/// types, then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
+/// types, values PostgreSQL calls equal as one key ([`super::equal_keys`]), then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
 /// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![
@@ -149,6 +150,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     ];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
+    rules.push(Arc::new(super::equal_keys::EqualKeys));
     rules.push(Arc::new(super::decorrelate::DecorrelateScalarSubqueries));
     rules
 }
@@ -271,22 +273,28 @@ impl FloatOp {
         }
     }
 
+    /// `a op b`; a NaN result is the positive NaN (`Infinity - Infinity` gives a NaN with the
+    /// sign bit set on x86, which Arrow's total order would put before every number, where
+    /// PostgreSQL has one NaN, above every number).
     fn apply64(self, a: f64, b: f64) -> f64 {
-        match self {
+        let r = match self {
             FloatOp::Add => a + b,
             FloatOp::Sub => a - b,
             FloatOp::Mul => a * b,
             FloatOp::Div => a / b,
-        }
+        };
+        if r.is_nan() { f64::NAN } else { r }
     }
 
+    /// [`FloatOp::apply64`] for `real`.
     fn apply32(self, a: f32, b: f32) -> f32 {
-        match self {
+        let r = match self {
             FloatOp::Add => a + b,
             FloatOp::Sub => a - b,
             FloatOp::Mul => a * b,
             FloatOp::Div => a / b,
-        }
+        };
+        if r.is_nan() { f32::NAN } else { r }
     }
 
     /// PostgreSQL's checks of one result `r = a op b` (`float.h`: `float8_pl`, `float8_mi`,
@@ -830,6 +838,13 @@ impl ScalarUDFImpl for NumericArith {
 const NANOS_PER_DAY: i128 = 86_400_000_000_000;
 const DAYS_PER_MONTH: i128 = 30;
 
+/// An interval as nanoseconds with a month of 30 days and a day of 24 hours: its place in
+/// PostgreSQL's interval order (`interval_cmp_value`).
+pub(crate) fn interval_cmp_value(v: arrow::datatypes::IntervalMonthDayNano) -> i128 {
+    (i128::from(v.months) * DAYS_PER_MONTH + i128::from(v.days)) * NANOS_PER_DAY
+        + i128::from(v.nanoseconds)
+}
+
 /// `interval_cmp_key(interval) -> numeric(38,0)`: the interval as nanoseconds with a month
 /// of 30 days and a day of 24 hours, so `INTERVAL '48 hours' > INTERVAL '1 day'` holds and
 /// `ORDER BY` an interval sorts as PostgreSQL does.
@@ -867,15 +882,7 @@ impl ScalarUDFImpl for IntervalCmpKey {
         let mdn =
             arrow::compute::cast(&arrays[0], &DataType::Interval(IntervalUnit::MonthDayNano))?;
         let mdn = mdn.as_primitive::<IntervalMonthDayNanoType>();
-        let keys: Decimal128Array = mdn
-            .iter()
-            .map(|v| {
-                v.map(|v| {
-                    (i128::from(v.months) * DAYS_PER_MONTH + i128::from(v.days)) * NANOS_PER_DAY
-                        + i128::from(v.nanoseconds)
-                })
-            })
-            .collect();
+        let keys: Decimal128Array = mdn.iter().map(|v| v.map(interval_cmp_value)).collect();
         let keys = keys
             .with_precision_and_scale(NUMERIC_MAX_PRECISION, 0)
             .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?;
@@ -1465,7 +1472,8 @@ impl AnalyzerRule for PgOperandTypes {
                     let t = e.transform_up(|e| {
                         date_interval_arith(e, &schema)?
                             .transform_data(|e| unknown_literals(e, &schema))?
-                            .transform_data(|e| float_meets_numeric(e, &schema))
+                            .transform_data(|e| float_meets_numeric(e, &schema))?
+                            .transform_data(|e| super::equal_keys::window_order_keys(e, &schema))
                     })?;
                     Ok(t.update_data(|e| saved.restore(e)))
                 })
@@ -1748,7 +1756,6 @@ fn float_meets_numeric(
     e: Expr,
     schema: &DFSchema,
 ) -> datafusion::common::Result<Transformed<Expr>> {
-    use datafusion::logical_expr::expr::{Between, InList};
     Ok(match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right })
             if real_meets_integer(&left, &right, op, schema) =>
@@ -1773,51 +1780,18 @@ fn float_meets_numeric(
                 None => Transformed::no(Expr::BinaryExpr(BinaryExpr { left, op, right })),
             }
         }
-        Expr::Between(b) => match floats_for_numerics(&[&b.expr, &b.low, &b.high], schema)? {
-            Some(v) => {
-                let mut v = v.into_iter();
-                let (expr, low, high) = (
-                    v.next().expect("invariant: three operands"),
-                    v.next().expect("invariant: three operands"),
-                    v.next().expect("invariant: three operands"),
-                );
-                Transformed::yes(Expr::Between(Between::new(
-                    Box::new(expr),
-                    b.negated,
-                    Box::new(low),
-                    Box::new(high),
-                )))
-            }
-            None => Transformed::no(Expr::Between(b)),
-        },
-        Expr::InList(l) => {
-            let mut all: Vec<&Expr> = vec![&l.expr];
-            all.extend(l.list.iter());
-            match floats_for_numerics(&all, schema)? {
-                Some(v) => {
-                    let mut v = v.into_iter();
-                    let expr = v.next().expect("invariant: the tested expression");
-                    Transformed::yes(Expr::InList(InList::new(
-                        Box::new(expr),
-                        v.collect(),
-                        l.negated,
-                    )))
-                }
-                None => Transformed::no(Expr::InList(l)),
-            }
-        }
         other => result_operands(other, |v| floats_for_numerics(v, schema))?,
     })
 }
 
 /// `e` with the results of a `CASE` (or the arguments of `COALESCE`, `NULLIF`, `GREATEST`,
-/// `LEAST`) replaced by what `retype` makes of them, when it makes anything; other
+/// `LEAST`, or the operands of `BETWEEN` and `IN (list)`) replaced by what `retype` makes of them, when it makes anything; other
 /// expressions unchanged.
 fn result_operands(
     e: Expr,
     retype: impl Fn(&[&Expr]) -> datafusion::common::Result<Option<Vec<Expr>>>,
 ) -> datafusion::common::Result<Transformed<Expr>> {
-    use datafusion::logical_expr::expr::Case;
+    use datafusion::logical_expr::expr::{Between, Case, InList};
     Ok(match e {
         Expr::Case(c) => {
             let mut results: Vec<&Expr> =
@@ -1859,6 +1833,32 @@ fn result_operands(
                 None => Transformed::no(Expr::ScalarFunction(f)),
             }
         }
+        // The tested value and the bounds or list (`iv BETWEEN '1 hour' AND '1 day'`).
+        Expr::Between(b) => match retype(&[&b.expr, &b.low, &b.high])? {
+            Some(v) => {
+                let [expr, low, high]: [Expr; 3] = v
+                    .try_into()
+                    .map_err(|_| DataFusionError::Internal("BETWEEN of three operands".into()))?;
+                Transformed::yes(Expr::Between(Between::new(
+                    Box::new(expr),
+                    b.negated,
+                    Box::new(low),
+                    Box::new(high),
+                )))
+            }
+            None => Transformed::no(Expr::Between(b)),
+        },
+        Expr::InList(l) => {
+            let mut all: Vec<&Expr> = vec![&l.expr];
+            all.extend(l.list.iter());
+            match retype(&all)? {
+                Some(mut v) => {
+                    let expr = v.remove(0);
+                    Transformed::yes(Expr::InList(InList::new(Box::new(expr), v, l.negated)))
+                }
+                None => Transformed::no(Expr::InList(l)),
+            }
+        }
         other => Transformed::no(other),
     })
 }
@@ -1895,147 +1895,155 @@ impl AnalyzerRule for PgSumTypes {
                     return Ok(Transformed::no(plan));
                 }
                 let schema = merge_schema(&plan.inputs());
-                let preserver = NamePreserver::new(&plan);
-                let t = plan.map_expressions(|e| {
-                    let saved = preserver.save(&e);
-                    // A single bigint argument of `sum`, as `numeric`.
-                    let widen = |args: &mut Vec<Expr>| -> bool {
-                        let bigint = args.len() == 1
-                            && matches!(
-                                args[0].get_type(&schema),
-                                Ok(DataType::Int64 | DataType::UInt64)
-                            );
-                        if bigint {
-                            let arg = args.remove(0);
-                            args.push(Expr::Cast(datafusion::logical_expr::Cast::new(
-                                Box::new(arg),
-                                DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
-                            )));
-                        }
-                        bigint
-                    };
-                    // A single `real` or `double precision` argument, not yet given to
-                    // PgFloatSum (this rule may see a plan twice).
-                    let float = |f: &Arc<AggregateUDF>, args: &[Expr]| -> bool {
-                        args.len() == 1
-                            && (f.inner().as_ref() as &dyn std::any::Any)
-                                .downcast_ref::<PgFloatSum>()
-                                .is_none()
-                            && matches!(
-                                args[0].get_type(&schema),
-                                Ok(DataType::Float16 | DataType::Float32 | DataType::Float64)
-                            )
-                    };
-                    // A single numeric argument of `sum` (a bigint one once widened), not yet
-                    // given to PgNumericSum.
-                    let numeric = |f: &Arc<AggregateUDF>, args: &[Expr], distinct: bool| -> bool {
-                        !distinct
-                            && args.len() == 1
-                            && (f.inner().as_ref() as &dyn std::any::Any)
-                                .downcast_ref::<PgNumericSum>()
-                                .is_none()
-                            && matches!(args[0].get_type(&schema), Ok(DataType::Decimal128(_, _)))
-                    };
-                    // A single integer or numeric argument of `avg`, not yet given to PgIntAvg.
-                    let int_avg = |f: &Arc<AggregateUDF>, args: &[Expr], distinct: bool| -> bool {
-                        !distinct
-                            && args.len() == 1
-                            && (f.inner().as_ref() as &dyn std::any::Any)
-                                .downcast_ref::<PgIntAvg>()
-                                .is_none()
-                            && matches!(
-                                args[0].get_type(&schema),
-                                Ok(DataType::Int8
-                                    | DataType::Int16
-                                    | DataType::Int32
-                                    | DataType::Int64
-                                    | DataType::UInt8
-                                    | DataType::UInt16
-                                    | DataType::UInt32
-                                    | DataType::Decimal128(_, _))
-                            )
-                    };
-                    let t = e.transform_up(|e| match e {
-                        Expr::AggregateFunction(mut af)
-                            if af.func.name() == "avg"
-                                && int_avg(&af.func, &af.params.args, af.params.distinct) =>
-                        {
-                            af.func = Arc::new(AggregateUDF::new_from_impl(PgIntAvg::new()));
-                            Ok(Transformed::yes(Expr::AggregateFunction(af)))
-                        }
-                        Expr::WindowFunction(mut wf)
-                            if matches!(&wf.fun,
+                // A single bigint argument of `sum`, as `numeric`.
+                let widen = |args: &mut Vec<Expr>| -> bool {
+                    let bigint = args.len() == 1
+                        && matches!(
+                            args[0].get_type(&schema),
+                            Ok(DataType::Int64 | DataType::UInt64)
+                        );
+                    if bigint {
+                        let arg = args.remove(0);
+                        args.push(Expr::Cast(datafusion::logical_expr::Cast::new(
+                            Box::new(arg),
+                            DataType::Decimal128(NUMERIC_MAX_PRECISION, 0),
+                        )));
+                    }
+                    bigint
+                };
+                // A single `real` or `double precision` argument, not yet given to
+                // PgFloatSum (this rule may see a plan twice).
+                let float = |f: &Arc<AggregateUDF>, args: &[Expr]| -> bool {
+                    args.len() == 1
+                        && (f.inner().as_ref() as &dyn std::any::Any)
+                            .downcast_ref::<PgFloatSum>()
+                            .is_none()
+                        && matches!(
+                            args[0].get_type(&schema),
+                            Ok(DataType::Float16 | DataType::Float32 | DataType::Float64)
+                        )
+                };
+                // A single numeric argument of `sum` (a bigint one once widened), not yet
+                // given to PgNumericSum.
+                let numeric = |f: &Arc<AggregateUDF>, args: &[Expr], distinct: bool| -> bool {
+                    !distinct
+                        && args.len() == 1
+                        && (f.inner().as_ref() as &dyn std::any::Any)
+                            .downcast_ref::<PgNumericSum>()
+                            .is_none()
+                        && matches!(args[0].get_type(&schema), Ok(DataType::Decimal128(_, _)))
+                };
+                // A single integer or numeric argument of `avg`, not yet given to PgIntAvg.
+                let int_avg = |f: &Arc<AggregateUDF>, args: &[Expr], distinct: bool| -> bool {
+                    !distinct
+                        && args.len() == 1
+                        && (f.inner().as_ref() as &dyn std::any::Any)
+                            .downcast_ref::<PgIntAvg>()
+                            .is_none()
+                        && matches!(
+                            args[0].get_type(&schema),
+                            Ok(DataType::Int8
+                                | DataType::Int16
+                                | DataType::Int32
+                                | DataType::Int64
+                                | DataType::UInt8
+                                | DataType::UInt16
+                                | DataType::UInt32
+                                | DataType::Decimal128(_, _))
+                        )
+                };
+                map_node_exprs(plan, |e| match e {
+                    Expr::AggregateFunction(mut af)
+                        if af.func.name() == "avg"
+                            && int_avg(&af.func, &af.params.args, af.params.distinct) =>
+                    {
+                        af.func = Arc::new(AggregateUDF::new_from_impl(PgIntAvg::new()));
+                        Ok(Transformed::yes(Expr::AggregateFunction(af)))
+                    }
+                    Expr::WindowFunction(mut wf)
+                        if matches!(&wf.fun,
                                 WindowFunctionDefinition::AggregateUDF(f)
                                     if f.name() == "avg"
                                         && int_avg(f, &wf.params.args, wf.params.distinct)) =>
-                        {
-                            wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
-                                AggregateUDF::new_from_impl(PgIntAvg::new()),
-                            ));
-                            Ok(Transformed::yes(Expr::WindowFunction(wf)))
+                    {
+                        wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
+                            AggregateUDF::new_from_impl(PgIntAvg::new()),
+                        ));
+                        Ok(Transformed::yes(Expr::WindowFunction(wf)))
+                    }
+                    Expr::AggregateFunction(mut af) if af.func.name() == "sum" => {
+                        if !af.params.distinct && float(&af.func, &af.params.args) {
+                            af.func = Arc::new(AggregateUDF::new_from_impl(PgFloatSum::new()));
+                            return Ok(Transformed::yes(Expr::AggregateFunction(af)));
                         }
-                        Expr::AggregateFunction(mut af) if af.func.name() == "sum" => {
-                            if !af.params.distinct && float(&af.func, &af.params.args) {
-                                af.func = Arc::new(AggregateUDF::new_from_impl(PgFloatSum::new()));
-                                return Ok(Transformed::yes(Expr::AggregateFunction(af)));
-                            }
-                            let widened = widen(&mut af.params.args);
-                            if numeric(&af.func, &af.params.args, af.params.distinct) {
-                                af.func =
-                                    Arc::new(AggregateUDF::new_from_impl(PgNumericSum::new()));
-                                return Ok(Transformed::yes(Expr::AggregateFunction(af)));
-                            }
-                            Ok(if widened {
-                                Transformed::yes(Expr::AggregateFunction(af))
-                            } else {
-                                Transformed::no(Expr::AggregateFunction(af))
-                            })
+                        let widened = widen(&mut af.params.args);
+                        if numeric(&af.func, &af.params.args, af.params.distinct) {
+                            af.func = Arc::new(AggregateUDF::new_from_impl(PgNumericSum::new()));
+                            return Ok(Transformed::yes(Expr::AggregateFunction(af)));
                         }
-                        // `sum(bigint) OVER (...)` as well.
-                        Expr::WindowFunction(mut wf)
-                            if matches!(&wf.fun,
+                        Ok(if widened {
+                            Transformed::yes(Expr::AggregateFunction(af))
+                        } else {
+                            Transformed::no(Expr::AggregateFunction(af))
+                        })
+                    }
+                    // `sum(bigint) OVER (...)` as well.
+                    Expr::WindowFunction(mut wf)
+                        if matches!(&wf.fun,
                                 WindowFunctionDefinition::AggregateUDF(f) if f.name() == "sum") =>
-                        {
-                            let float_sum = matches!(&wf.fun,
+                    {
+                        let float_sum = matches!(&wf.fun,
                                 WindowFunctionDefinition::AggregateUDF(f)
                                     if float(f, &wf.params.args));
-                            if float_sum && !wf.params.distinct {
-                                wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
-                                    AggregateUDF::new_from_impl(PgFloatSum::new()),
-                                ));
-                                return Ok(Transformed::yes(Expr::WindowFunction(wf)));
-                            }
-                            let widened = widen(&mut wf.params.args);
-                            let numeric_sum = matches!(&wf.fun,
+                        if float_sum && !wf.params.distinct {
+                            wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
+                                AggregateUDF::new_from_impl(PgFloatSum::new()),
+                            ));
+                            return Ok(Transformed::yes(Expr::WindowFunction(wf)));
+                        }
+                        let widened = widen(&mut wf.params.args);
+                        let numeric_sum = matches!(&wf.fun,
                                 WindowFunctionDefinition::AggregateUDF(f)
                                     if numeric(f, &wf.params.args, wf.params.distinct));
-                            if numeric_sum {
-                                wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
-                                    AggregateUDF::new_from_impl(PgNumericSum::new()),
-                                ));
-                                return Ok(Transformed::yes(Expr::WindowFunction(wf)));
-                            }
-                            Ok(if widened {
-                                Transformed::yes(Expr::WindowFunction(wf))
-                            } else {
-                                Transformed::no(Expr::WindowFunction(wf))
-                            })
+                        if numeric_sum {
+                            wf.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(
+                                AggregateUDF::new_from_impl(PgNumericSum::new()),
+                            ));
+                            return Ok(Transformed::yes(Expr::WindowFunction(wf)));
                         }
-                        other => Ok(Transformed::no(other)),
-                    })?;
-                    Ok(if t.transformed {
-                        Transformed::yes(saved.restore(t.data))
-                    } else {
-                        t
-                    })
-                })?;
-                if t.transformed {
-                    t.map_data(|p| p.recompute_schema())
-                } else {
-                    Ok(t)
-                }
+                        Ok(if widened {
+                            Transformed::yes(Expr::WindowFunction(wf))
+                        } else {
+                            Transformed::no(Expr::WindowFunction(wf))
+                        })
+                    }
+                    other => Ok(Transformed::no(other)),
+                })
             })?
             .data)
+    }
+}
+
+/// Rewrites every expression of one plan node bottom-up with `f`, keeping the node's output
+/// names, and recomputes its schema when anything changed.
+pub(crate) fn map_node_exprs(
+    plan: LogicalPlan,
+    mut f: impl FnMut(Expr) -> datafusion::common::Result<Transformed<Expr>>,
+) -> datafusion::common::Result<Transformed<LogicalPlan>> {
+    let preserver = NamePreserver::new(&plan);
+    let t = plan.map_expressions(|e| {
+        let saved = preserver.save(&e);
+        let t = e.transform_up(&mut f)?;
+        Ok(if t.transformed {
+            Transformed::yes(saved.restore(t.data))
+        } else {
+            t
+        })
+    })?;
+    if t.transformed {
+        t.map_data(|p| p.recompute_schema())
+    } else {
+        Ok(t)
     }
 }
 
@@ -2159,7 +2167,8 @@ fn call(name: &str, args: Vec<Expr>) -> Expr {
     Expr::ScalarFunction(ScalarFunction::new_udf(udf, args))
 }
 
-fn interval_key(e: Expr) -> Expr {
+/// `interval_cmp_key(e)`: an interval expression's key in PostgreSQL's order, a `numeric`.
+pub(crate) fn interval_key(e: Expr) -> Expr {
     Expr::ScalarFunction(ScalarFunction::new_udf(
         Arc::new(ScalarUDF::new_from_impl(IntervalCmpKey::new())),
         vec![e],
@@ -2508,6 +2517,59 @@ fn rewrite_expr(
                 ScalarFunction::new_udf(udf, vec![*c.expr]),
             )))
         }
+        // A float cast to `numeric` keeps the float's significant digits (15 of a `double
+        // precision`, 6 of a `real`), as PostgreSQL's `float8_numeric`.
+        Expr::Cast(c)
+            if matches!(c.field.data_type(), DataType::Decimal128(..))
+                && matches!(
+                    c.expr.get_type(schema)?,
+                    DataType::Float64 | DataType::Float32
+                ) =>
+        {
+            use super::functions::number_input::{FloatDigits, NumberTarget, NumberText};
+            let digits = Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::new(ScalarUDF::new_from_impl(FloatDigits::new())),
+                vec![*c.expr],
+            ));
+            let text = Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::new(ScalarUDF::new_from_impl(NumberText::new(
+                    NumberTarget::Numeric,
+                ))),
+                vec![digits],
+            ));
+            Ok(Transformed::yes(Expr::Cast(
+                datafusion::logical_expr::Cast {
+                    expr: Box::new(text),
+                    field: c.field,
+                },
+            )))
+        }
+        // `concat` and `concat_ws` print a boolean as its output function does (`t`, `f`),
+        // where a cast to text gives `true` (PostgreSQL's `concat` calls each argument's
+        // output function).
+        Expr::ScalarFunction(mut f)
+            if matches!(f.name(), "concat" | "concat_ws")
+                && f.args.iter().any(|a| boolean_as_text(a, schema)) =>
+        {
+            for a in &mut f.args {
+                if boolean_as_text(a, schema) {
+                    let Expr::Cast(c) = a.clone() else { continue };
+                    // CASE b WHEN true THEN 't' WHEN false THEN 'f' END: NULL stays NULL.
+                    let arm = |b: bool, t: &str| {
+                        (
+                            Box::new(Expr::Literal(ScalarValue::Boolean(Some(b)), None)),
+                            Box::new(Expr::Literal(ScalarValue::from(t), None)),
+                        )
+                    };
+                    *a = Expr::Case(datafusion::logical_expr::expr::Case::new(
+                        Some(c.expr),
+                        vec![arm(true, "t"), arm(false, "f")],
+                        None,
+                    ));
+                }
+            }
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
         Expr::SimilarTo(like) => similar_to(like),
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
         Expr::Cast(c) => match rounding_int_cast(&c, schema)? {
@@ -2516,6 +2578,13 @@ fn rewrite_expr(
         },
         other => Ok(Transformed::no(other)),
     }
+}
+
+/// True when `e` is a boolean cast to text (DataFusion's coercion of a `concat` argument).
+fn boolean_as_text(e: &Expr, schema: &DFSchema) -> bool {
+    matches!(e, Expr::Cast(c)
+        if matches!(c.field.data_type(), DataType::Utf8 | DataType::Utf8View)
+            && matches!(c.expr.get_type(schema), Ok(DataType::Boolean)))
 }
 
 /// For `ts ± interval` or `interval + ts` with `ts` a `timestamptz`: `Some(swapped)`, true

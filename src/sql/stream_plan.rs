@@ -1663,9 +1663,24 @@ fn agg_call(
     } else {
         None
     };
-    // Only string_agg and array_agg depend on the order of their input.
+    // Only string_agg and array_agg depend on the order of their input; min and max of an
+    // interval keep their values in PostgreSQL's interval order (`crate::sql::equal_keys`).
+    let arg_is_interval = matches!(
+        datafusion::logical_expr::ExprSchemable::get_type(&params.args[0], in_schema)?,
+        arrow::datatypes::DataType::Interval(_)
+    );
     let order_by = if matches!(kind, AggKind::StringAgg | AggKind::ArrayAgg) {
         window_order(&params.order_by, in_schema)?
+    } else if matches!(kind, AggKind::Min | AggKind::Max) && arg_is_interval {
+        let key = crate::sql::semantics::interval_key(params.args[0].clone());
+        vec![WindowOrder {
+            expr: physical(&key, in_schema)?,
+            data_type: datafusion::logical_expr::ExprSchemable::get_type(&key, in_schema)?,
+            options: arrow::compute::SortOptions {
+                descending: kind == AggKind::Max,
+                nulls_first: true,
+            },
+        }]
     } else {
         Vec::new()
     };
@@ -1676,6 +1691,15 @@ fn agg_call(
         .transpose()?;
     let arg_expr = &params.args[0];
     let arg_type = datafusion::logical_expr::ExprSchemable::get_type(arg_expr, in_schema)?;
+    // Refused here, when the view is created, not when its first row arrives.
+    if matches!(kind, AggKind::Sum | AggKind::Avg) && !(arg_type.is_numeric() || arg_type.is_null())
+    {
+        return Err(Error::not_supported(format!(
+            "{name}({}) in a materialized view is not supported (sum and avg of numbers \
+             are)",
+            crate::sql::functions::pg_type_name(&arg_type)
+        )));
+    }
     Ok(AggCall {
         kind,
         arg: physical(arg_expr, in_schema)?,

@@ -387,6 +387,23 @@ pub fn read_datetime_text(
     DateTimeText::new(target, type_name).convert(s, zone)
 }
 
+/// True when `t` has a fraction of seconds of more than six digits (PostgreSQL rounds it to
+/// the microsecond).
+fn more_than_micros(t: &str) -> bool {
+    t.split('.')
+        .skip(1)
+        .any(|f| f.bytes().take_while(u8::is_ascii_digit).count() > 6)
+}
+
+/// `t` rounded to the microsecond, half to even, as PostgreSQL's `timestamp_in` rounds the
+/// fraction it reads (`rint(frac * 1000000)`): `23:59:59.9999995` is the next midnight.
+fn round_to_micros(t: chrono::NaiveDateTime) -> chrono::NaiveDateTime {
+    use chrono::Timelike;
+    let nanos = i64::from(t.nanosecond() % 1_000_000_000);
+    let micros = (nanos as f64 / 1000.0).round_ties_even() as i64;
+    t + chrono::TimeDelta::nanoseconds(micros * 1000 - nanos)
+}
+
 impl DateTimeText {
     /// One value: rewritten if that makes it parse, else as written when Arrow parses it.
     ///
@@ -400,12 +417,23 @@ impl DateTimeText {
         let parsed = |t: &str| -> Option<String> {
             match (self.target, zone) {
                 (Target::Interval, _) => parse_interval_month_day_nano(t).ok().map(|_| t.into()),
+                (Target::Timestamp, None) if more_than_micros(t) => {
+                    string_to_datetime(&chrono::Utc, t).ok().map(|at| {
+                        round_to_micros(at.naive_utc())
+                            .format("%Y-%m-%dT%H:%M:%S%.6f")
+                            .to_string()
+                    })
+                }
                 (Target::Timestamp, None) => {
                     string_to_datetime(&chrono::Utc, t).ok().map(|_| t.into())
                 }
                 (Target::Timestamp, Some(zone)) => string_to_datetime(zone, t)
                     .ok()
-                    .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+                    .map(|at| {
+                        round_to_micros(at.naive_utc())
+                            .and_utc()
+                            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                    })
                     .or_else(|| {
                         // No offset in the text and a wall-clock time the zone's clocks
                         // skip or repeat (Arrow refuses both): resolved as PostgreSQL does.

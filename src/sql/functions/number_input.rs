@@ -73,7 +73,12 @@ impl NumberText {
         }
     }
 
-    fn convert(&self, s: &str) -> Result<String> {
+    /// `s` in the form Arrow's cast reads as PostgreSQL does (numeric exponent text written
+    /// out positionally; anything Arrow refuses passed unchanged for it to refuse).
+    ///
+    /// # Errors
+    /// 22003 for text out of the target's range.
+    pub fn convert(&self, s: &str) -> Result<String> {
         let out_of_range = || {
             DataFusionError::External(Box::new(Error::data(
                 "22003",
@@ -235,5 +240,105 @@ mod tests {
         let r = NumberText::new(NumberTarget::Real);
         assert!(r.convert("1e39").is_err());
         assert_eq!(r.convert("1e38").unwrap(), "1e38");
+    }
+}
+
+/// `weir_float_digits(x)`: a `double precision` as the text of its 15 significant digits, a
+/// `real` of its 6 (C's `%.15g` / `%.6g`, `DBL_DIG` / `FLT_DIG`), which is how PostgreSQL
+/// casts a float to `numeric` (`float8_numeric`, `float4_numeric` in `numeric.c`):
+/// `1e19::float8::numeric` is `10000000000000000000` and `12345678901.5::float8::numeric`
+/// `12345678901.5`, not the float's exact binary value (`9999999999999999143.3...`). The
+/// text is read by the `numeric` cast above it ([`NumberText`]). NULL stays NULL.
+///
+/// # Errors
+/// `0A000` for NaN and the infinities (Weir's `numeric` holds neither).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct FloatDigits {
+    signature: Signature,
+}
+
+impl FloatDigits {
+    /// The function.
+    pub fn new() -> Self {
+        FloatDigits {
+            signature: Signature::uniform(
+                1,
+                vec![DataType::Float32, DataType::Float64],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl Default for FloatDigits {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `v`'s text with `digits` significant digits, in exponent form (`1.50000000000000e1`).
+fn float_digits(v: f64, digits: usize) -> Result<String> {
+    if !v.is_finite() {
+        let what = if v.is_nan() { "NaN" } else { "infinity" };
+        return Err(DataFusionError::External(Box::new(Error::not_supported(
+            format!("cannot convert {what} to numeric"),
+        ))));
+    }
+    Ok(format!("{:.*e}", digits - 1, v))
+}
+
+impl ScalarUDFImpl for FloatDigits {
+    fn name(&self) -> &str {
+        "weir_float_digits"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        use arrow::array::{Array, AsArray, StringArray};
+        use arrow::datatypes::{Float32Type, Float64Type};
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let a = &arrays[0];
+        let out: StringArray = match a.data_type() {
+            DataType::Float32 => a
+                .as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| v.map(|v| float_digits(f64::from(v), 6)).transpose())
+                .collect::<Result<_>>()?,
+            _ => {
+                let a = arrow::compute::cast(a, &DataType::Float64)?;
+                a.as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| v.map(|v| float_digits(v, 15)).transpose())
+                    .collect::<Result<_>>()?
+            }
+        };
+        crate::sql::semantics::shape_result(&args.args, std::sync::Arc::new(out))
+    }
+}
+
+#[cfg(test)]
+mod float_digits_tests {
+    use super::*;
+
+    #[test]
+    fn floats_keep_their_significant_digits_only() {
+        // PostgreSQL 15: 1e19::float8::numeric is 10000000000000000000, (1e15 + 0.5)::float8
+        // ::numeric 1000000000000000 (its 16th digit is dropped), 12345678901.5::float8
+        // ::numeric 12345678901.5.
+        assert_eq!(float_digits(1e19, 15).unwrap(), "1.00000000000000e19");
+        assert_eq!(float_digits(1e15 + 0.5, 15).unwrap(), "1.00000000000000e15");
+        assert_eq!(
+            float_digits(12345678901.5, 15).unwrap(),
+            "1.23456789015000e10"
+        );
+        assert_eq!(float_digits(0.1, 6).unwrap(), "1.00000e-1");
+        assert!(float_digits(f64::NAN, 15).is_err());
     }
 }
