@@ -59,6 +59,99 @@ impl AnalyzerRule for DecorrelateScalarSubqueries {
     }
 }
 
+/// `EXISTS (subquery)` as a value (in a `SELECT` list, or under `OR` or `CASE` in a `WHERE`)
+/// rewritten to the scalar subquery `(SELECT count(*) > 0 FROM subquery)` (`NOT EXISTS`:
+/// `= 0`), which the rule above or DataFusion's decorrelates. DataFusion plans `EXISTS` only
+/// as a top-level conjunct of a `WHERE` (a semi join), which is left as it is; elsewhere it
+/// had no physical plan. The subquery's own projection, `DISTINCT` and `ORDER BY` are
+/// dropped first: they do not change whether it has rows. Runs before
+/// [`DecorrelateScalarSubqueries`].
+#[derive(Debug)]
+pub struct ExistsAsValues;
+
+impl AnalyzerRule for ExistsAsValues {
+    fn name(&self) -> &str {
+        "weir_exists_as_values"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        Ok(plan
+            .transform_up_with_subqueries(|p| match p {
+                LogicalPlan::Filter(f) => {
+                    // Top-level conjuncts stay semi joins.
+                    let conjuncts: Vec<Expr> = split_conjunction(&f.predicate)
+                        .into_iter()
+                        .cloned()
+                        .collect();
+                    let mut changed = false;
+                    let mut out = Vec::with_capacity(conjuncts.len());
+                    for c in conjuncts {
+                        if matches!(c, Expr::Exists(_)) {
+                            out.push(c);
+                        } else {
+                            let t = c.transform_up(exists_as_value)?;
+                            changed |= t.transformed;
+                            out.push(t.data);
+                        }
+                    }
+                    if !changed {
+                        return Ok(Transformed::no(LogicalPlan::Filter(f)));
+                    }
+                    let predicate = datafusion::logical_expr::utils::conjunction(out)
+                        .unwrap_or_else(|| lit(true));
+                    Ok(Transformed::yes(LogicalPlan::Filter(Filter::try_new(
+                        predicate, f.input,
+                    )?)))
+                }
+                other => crate::sql::semantics::map_node_exprs(other, exists_as_value),
+            })?
+            .data)
+    }
+}
+
+/// One `EXISTS` expression as [`ExistsAsValues`] rewrites it.
+fn exists_as_value(e: Expr) -> Result<Transformed<Expr>> {
+    let Expr::Exists(exists) = e else {
+        return Ok(Transformed::no(e));
+    };
+    let mut plan = Arc::clone(&exists.subquery.subquery);
+    loop {
+        plan = match plan.as_ref() {
+            LogicalPlan::Projection(p) => Arc::clone(&p.input),
+            LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => {
+                Arc::clone(input)
+            }
+            LogicalPlan::Sort(s) if s.fetch.is_none() => Arc::clone(&s.input),
+            _ => break,
+        };
+    }
+    let op = if exists.negated {
+        Operator::Eq
+    } else {
+        Operator::Gt
+    };
+    let rows = "__weir_exists_rows";
+    let counted = LogicalPlanBuilder::from(plan)
+        .aggregate(
+            Vec::<Expr>::new(),
+            vec![datafusion::functions_aggregate::expr_fn::count(lit(1i64)).alias(rows)],
+        )?
+        .project(vec![
+            Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(Expr::Column(Column::from_name(rows))),
+                op,
+                Box::new(lit(0i64)),
+            ))
+            .alias("exists"),
+        ])?
+        .build()?;
+    Ok(Transformed::yes(Expr::ScalarSubquery(Subquery {
+        subquery: Arc::new(counted),
+        outer_ref_columns: exists.subquery.outer_ref_columns,
+        spans: exists.subquery.spans,
+    })))
+}
+
 /// The parts of a subquery this rule can rewrite.
 struct Shape<'a> {
     /// The subquery's projection over the aggregate's output, if any (one expression).

@@ -88,7 +88,8 @@ fn figure(e: &Expr) -> (String, u8) {
         Expr::TypedString(ts) => (type_name(&ts.data_type), 1),
         Expr::Interval(_) => ("interval".into(), 1),
         Expr::Case { .. } => ("case".into(), 1),
-        Expr::Exists { .. } => strong("exists"),
+        // `NOT EXISTS` is an operator over `EXISTS`: `?column?`.
+        Expr::Exists { negated: false, .. } => strong("exists"),
         Expr::Array(_) => strong("array"),
         Expr::Tuple(_) => strong("row"),
         Expr::Extract { .. } => strong("extract"),

@@ -140,7 +140,8 @@ impl ScalarUDFImpl for CastNamed {
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
 /// ([`super::set_ops`]), [`PgSumTypes`], [`PgOperandTypes`], DataFusion's, then [`PgSemantics`] on the coerced
-/// types, values PostgreSQL calls equal as one key ([`super::equal_keys`]), then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
+/// types, values PostgreSQL calls equal as one key ([`super::equal_keys`]), `EXISTS` as a
+/// value ([`super::decorrelate::ExistsAsValues`]), then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
 /// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![
@@ -151,6 +152,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
     rules.push(Arc::new(super::equal_keys::EqualKeys));
+    rules.push(Arc::new(super::decorrelate::ExistsAsValues));
     rules.push(Arc::new(super::decorrelate::DecorrelateScalarSubqueries));
     rules
 }
