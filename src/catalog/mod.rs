@@ -61,6 +61,11 @@ pub struct RelationDef {
     /// was kept, where it is `<table>_pkey`.
     #[serde(default)]
     pub primary_key_index: Option<String>,
+    /// A table's column defaults (`DEFAULT expr`) as written, by column index (`None`: no
+    /// default, so NULL); columns past the end have none (empty in catalogs written before
+    /// defaults were kept, and for views). See `crate::session::defaults`.
+    #[serde(default)]
+    pub column_defaults: Vec<Option<String>>,
 }
 
 /// A column's declared PostgreSQL type modifier (docs 8.1.2 "Arbitrary Precision Numbers",

@@ -33,6 +33,8 @@ pub struct TableSpec {
     /// The columns' declared type modifiers by column index (`varchar(n)` lengths that
     /// writes are held to, `numeric(p, s)`).
     pub type_modifiers: Vec<TypeModifier>,
+    /// The columns' `DEFAULT` expressions as written, by column index.
+    pub column_defaults: Vec<Option<String>>,
 }
 
 impl Engine {
@@ -52,6 +54,7 @@ impl Engine {
             connector,
             time,
             type_modifiers,
+            column_defaults,
         } = spec;
         let _df = lock(&self.dataflow);
         self.check_running()?;
@@ -73,6 +76,7 @@ impl Engine {
             primary_key_index: (!primary_key.is_empty())
                 .then(|| catalog.free_primary_key_index_name(name)),
             type_modifiers,
+            column_defaults,
         };
         let data = self.tables.new_table(&def)?;
         let mut next = catalog.clone();
@@ -158,6 +162,7 @@ impl Engine {
             time,
             type_modifiers: Vec::new(),
             primary_key_index: None,
+            column_defaults: Vec::new(),
         });
         self.persist_catalog(&catalog)?;
         *lock(&self.catalog) = catalog;

@@ -1710,6 +1710,7 @@ impl Session {
     ) -> Result<Output> {
         refuse_unsupported_columns(&stmt)?;
         let type_modifiers = declared_type_modifiers(&stmt)?;
+        let column_defaults = super::defaults::declared(&stmt);
         let plan = self.plan_statement(stmt).await?;
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(c)) = plan else {
             return Err(Error::not_supported(
@@ -1724,11 +1725,6 @@ impl Session {
         if c.or_replace {
             return Err(Error::not_supported(
                 "CREATE OR REPLACE TABLE is not supported",
-            ));
-        }
-        if !c.column_defaults.is_empty() {
-            return Err(Error::not_supported(
-                "column DEFAULT values are not supported",
             ));
         }
         let mut pk = Vec::new();
@@ -1823,6 +1819,7 @@ impl Session {
                 connector,
                 time,
                 type_modifiers,
+                column_defaults,
             };
             engine.create_table(&name, spec, if_not_exists)?;
             engine.start_sources()
@@ -1834,7 +1831,7 @@ impl Session {
 
     async fn dml(&mut self, mut stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
         let returning = take_returning(&mut stmt);
-        name_insert_select_columns(&mut stmt);
+        self.prepare_dml(&mut stmt)?;
         let plan = self.plan_statement(stmt).await?;
         let plan = bind(plan, params)?;
         let LogicalPlan::Dml(DmlStatement {
@@ -2022,6 +2019,38 @@ impl Session {
         let empty = RecordBatch::new_empty(def.schema_ref());
         let (schema, _) = self.returning_rows(&name, empty, items).await?;
         Ok(Some(schema))
+    }
+
+    /// An `INSERT ... SELECT`'s columns named ([`name_insert_select_columns`]) and the
+    /// target table's column defaults filled in ([`super::defaults::fill`]), before the
+    /// statement is planned (to run it or to describe it).
+    fn prepare_dml(&self, stmt: &mut Statement) -> Result<()> {
+        name_insert_select_columns(stmt);
+        if let Some(def) = self.dml_target(stmt)? {
+            super::defaults::fill(stmt, &def)?;
+        }
+        Ok(())
+    }
+
+    /// The table an `INSERT` or `UPDATE` writes, if it exists (planning reports one that
+    /// does not).
+    fn dml_target(&self, stmt: &Statement) -> Result<Option<crate::catalog::RelationDef>> {
+        use datafusion::sql::sqlparser::ast::{TableFactor, TableObject};
+        let table = match stmt {
+            Statement::Insert(i) => match &i.table {
+                TableObject::TableName(n) => Some(n.clone()),
+                _ => None,
+            },
+            Statement::Update(u) => match &u.table.relation {
+                TableFactor::Table { name, .. } => Some(name.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(table) = table else {
+            return Ok(None);
+        };
+        Ok(self.engine.relation(&object_name(&table)?))
     }
 
     async fn collect(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
@@ -2264,7 +2293,7 @@ impl Session {
             return Ok((vec![], None));
         }
         let mut stmt = stmt;
-        name_insert_select_columns(&mut stmt);
+        self.prepare_dml(&mut stmt)?;
         let returning = if is_dml {
             match take_returning(&mut stmt) {
                 Some(items) => self.returning_schema(&stmt, &items).await?,

@@ -1,6 +1,7 @@
 //! One connection's state: its variables, its DataFusion context and an open COPY.
 
 pub mod cursors;
+pub mod defaults;
 pub mod execute;
 pub mod interrupt;
 pub mod memory;

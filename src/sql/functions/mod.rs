@@ -61,6 +61,12 @@ pub fn register(ctx: &SessionContext) {
             ctx.register_udf(every.as_ref().clone().with_aliases([pg]));
         }
     }
+    // `every(b)` is the SQL standard's name of `bool_and` (PostgreSQL docs, 9.21).
+    let bool_and = ctx.state().aggregate_functions().get("bool_and").cloned();
+    if let Some(bool_and) = bool_and {
+        ctx.deregister_udaf("bool_and");
+        ctx.register_udaf(bool_and.as_ref().clone().with_aliases(["every"]));
+    }
     ctx.deregister_udf("date_part");
     ctx.deregister_udf("datepart");
     ctx.register_udf(ScalarUDF::new_from_impl(extract::DatePart::new(
