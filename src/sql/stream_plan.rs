@@ -887,6 +887,15 @@ fn build_hinted(
                      temporal join is a JOIN or LEFT JOIN with the table looked up on the right",
                 ));
             }
+            // A correlated NOT IN (`v NOT IN (SELECT w FROM b WHERE b.k = a.k)`) plans as one
+            // anti join on (k, v): its NULL rule holds per correlation value, which the
+            // operator (one NULL rule over the whole right side) does not keep.
+            if semi == Some(SemiKind::NullAwareAnti) && j.on.len() > 1 {
+                return Err(Error::not_supported(
+                    "NOT IN over a correlated subquery in a materialized view is not supported \
+                     (NOT EXISTS with the same condition is, when the values cannot be NULL)",
+                ));
+            }
             let nulls_match = j.null_equality == datafusion::common::NullEquality::NullEqualsNull;
             if nulls_match && semi == Some(SemiKind::NullAwareAnti) {
                 return Err(Error::not_supported(
