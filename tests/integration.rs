@@ -1354,3 +1354,61 @@ async fn copy_reads_numbers_as_casts_do() {
     );
     server.stop().await;
 }
+
+/// A `numeric` parameter as raw `numeric_send` bytes (tokio-postgres has no decimal type).
+#[derive(Debug)]
+struct RawNumeric(Vec<i16>);
+
+impl tokio_postgres::types::ToSql for RawNumeric {
+    fn to_sql(
+        &self,
+        _ty: &tokio_postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        for w in &self.0 {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        Ok(tokio_postgres::types::IsNull::No)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        *ty == tokio_postgres::types::Type::NUMERIC
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+/// `numeric` parameters of 20 and more digits keep every digit, in a query and into a
+/// table's `numeric` and `numeric(30,4)` columns (12345678901234567891 came in as
+/// 1234567890123456789.1). Binary parameters; expected values by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numeric_parameters_keep_every_digit() {
+    use tokio_postgres::types::Type;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    // 12345678901234567891.5 in base 10000: 1234 5678 9012 3456 7891 . 5000.
+    let big = RawNumeric(vec![6, 4, 0, 1, 1234, 5678, 9012, 3456, 7891, 5000]);
+    let q = c
+        .prepare_typed("SELECT $1::text", &[Type::NUMERIC])
+        .await
+        .unwrap();
+    let row = c.query_one(&q, &[&big]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "12345678901234567891.5");
+    c.batch_execute("CREATE TABLE pn (x NUMERIC, y NUMERIC(30,4))")
+        .await
+        .unwrap();
+    let ins = c
+        .prepare_typed(
+            "INSERT INTO pn VALUES ($1, $2)",
+            &[Type::NUMERIC, Type::NUMERIC],
+        )
+        .await
+        .unwrap();
+    c.execute(&ins, &[&big, &big]).await.unwrap();
+    assert_eq!(
+        common::query_text(&c, "SELECT x, y FROM pn").await,
+        vec![vec!["12345678901234567891.5", "12345678901234567891.5000"]]
+    );
+    server.stop().await;
+}

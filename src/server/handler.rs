@@ -1219,7 +1219,79 @@ fn bind_parameters(
             )));
         }
     }
+    // `numeric` parameters are read here: arrow-pg reads them through a 96-bit decimal
+    // whose rescaling silently drops digits (12345678901234567890 came in as
+    // 1234567890123456789), and refuses 37- and 38-digit values.
+    if let ParamValues::List(list) = &mut values
+        && list.len() == n
+    {
+        for (i, slot) in list.iter_mut().enumerate() {
+            let declared = portal.statement.parameter_types.get(i).cloned().flatten();
+            let target = inferred.get(i).cloned().flatten();
+            let numeric = match &declared {
+                Some(t) if *t != Type::UNKNOWN => *t == Type::NUMERIC,
+                _ => matches!(target, Some(DataType::Decimal128(..))),
+            };
+            if !numeric {
+                continue;
+            }
+            let Some(bytes) = portal.parameters.get(i).cloned().flatten() else {
+                continue;
+            };
+            let text = match portal.parameter_format.format_for(i) {
+                pgwire::api::results::FieldFormat::Binary => {
+                    crate::sql::copy_binary::numeric_binary_text(&bytes)
+                }
+                pgwire::api::results::FieldFormat::Text => String::from_utf8(bytes.to_vec())
+                    .map_err(|_| Error::data("22021", "invalid UTF-8 in a numeric parameter")),
+            }
+            .map_err(|e| pg_error(&e))?;
+            *slot = numeric_parameter(&text, target.as_ref())
+                .map_err(|e| pg_error(&e))?
+                .into();
+        }
+    }
     Ok(values)
+}
+
+/// A `numeric` parameter's text as the value the statement expects: its inferred `numeric`
+/// type when it has one (rounded to its scale), else a decimal of the text's own scale.
+///
+/// # Errors
+/// `22P02` for text that is not a number; `22003` for one out of range.
+fn numeric_parameter(
+    text: &str,
+    target: Option<&DataType>,
+) -> Result<datafusion::common::ScalarValue> {
+    use crate::sql::functions::number_input::{NumberTarget, NumberText};
+    use datafusion::common::ScalarValue;
+    let positional = NumberText::new(NumberTarget::Numeric)
+        .convert(text)
+        .map_err(|e| Error::data("22003", e.to_string()))?;
+    let t = positional.trim();
+    let scale = t
+        .split_once('.')
+        .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count());
+    let integer = t
+        .split('.')
+        .next()
+        .unwrap_or("")
+        .trim_start_matches(['-', '+', '0'])
+        .len();
+    let p = crate::sql::semantics::NUMERIC_MAX_PRECISION;
+    let own = DataType::Decimal128(p, scale.min(usize::from(p).saturating_sub(integer)) as i8);
+    let to = match target {
+        Some(t @ DataType::Decimal128(..)) => t.clone(),
+        _ => own,
+    };
+    ScalarValue::Utf8(Some(t.to_string()))
+        .cast_to(&to)
+        .map_err(|_| {
+            Error::data(
+                "22P02",
+                format!("invalid input syntax for type numeric: \"{text}\""),
+            )
+        })
 }
 
 #[async_trait]

@@ -290,21 +290,16 @@ fn decode(raw: &[u8], t: &DataType) -> std::result::Result<ScalarValue, Decode> 
                 }
                 _ => {}
             }
-            let mut d: rust_decimal::Decimal = from_sql(&Type::NUMERIC, raw)?;
-            let scale_u32 = u32::try_from(*scale)
-                .map_err(|_| Decode::Unsupported(format!("numeric with scale {scale}")))?;
-            d.rescale(scale_u32);
-            if d.scale() != scale_u32 {
-                return Err(Decode::Range(format!("numeric field overflow: {d}")));
-            }
-            let mantissa = d.mantissa();
-            let limit = 10i128.pow(u32::from(*precision));
-            if mantissa.abs() >= limit {
-                return Err(Decode::Range(format!(
-                    "numeric field overflow: a field with precision {precision}, scale {scale} cannot hold {d}"
-                )));
-            }
-            ScalarValue::Decimal128(Some(mantissa), *precision, *scale)
+            // Read as text (rust_decimal's 96 bits hold fewer digits than a column can),
+            // then cast to the column's type, rounded to its scale as numeric_recv does.
+            let text = numeric_binary_text(raw).map_err(|e| Decode::Range(e.to_string()))?;
+            ScalarValue::Utf8(Some(text.clone()))
+                .cast_to(&DataType::Decimal128(*precision, *scale))
+                .map_err(|_| {
+                    Decode::Range(format!(
+                        "numeric field overflow: a field with precision {precision}, scale {scale} cannot hold {text}"
+                    ))
+                })?
         }
         DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano) => {
             // PostgreSQL's interval_send: microseconds (int64), days (int32), months (int32).
@@ -342,6 +337,65 @@ fn decode(raw: &[u8], t: &DataType) -> std::result::Result<ScalarValue, Decode> 
         }
         other => return Err(Decode::Unsupported(format!("columns of type {other}"))),
     })
+}
+
+/// The text of a `numeric` in PostgreSQL's binary form (`numeric_send`: digit count, weight
+/// of the first base-10000 digit, sign, display scale, then the digits).
+///
+/// # Errors
+/// `22P03` for a truncated value; `0A000` for NaN and the infinities (Weir's `numeric`
+/// holds neither).
+pub fn numeric_binary_text(b: &[u8]) -> crate::error::Result<String> {
+    let bad = || Error::data("22P03", "invalid binary numeric parameter");
+    let word = |i: usize| -> crate::error::Result<i16> {
+        b.get(i..i + 2)
+            .map(|w| i16::from_be_bytes([w[0], w[1]]))
+            .ok_or_else(bad)
+    };
+    let (ndigits, weight, sign, dscale) = (word(0)?, word(2)?, word(4)? as u16, word(6)?);
+    if sign == 0xC000 || sign == 0xD000 || sign == 0xF000 {
+        return Err(Error::not_supported(
+            "numeric NaN and infinity parameters (Weir's numeric holds neither)",
+        ));
+    }
+    let digits = (0..usize::try_from(ndigits).map_err(|_| bad())?)
+        .map(|k| word(8 + 2 * k))
+        .collect::<crate::error::Result<Vec<i16>>>()?;
+    let digit = |w: i32| -> i16 {
+        usize::try_from(w)
+            .ok()
+            .and_then(|k| digits.get(k).copied())
+            .unwrap_or(0)
+    };
+    let mut out = String::new();
+    if sign == 0x4000 {
+        out.push('-');
+    }
+    // Integer part: base-10000 digits of weight `weight` down to 0.
+    if weight < 0 {
+        out.push('0');
+    } else {
+        for w in 0..=i32::from(weight) {
+            let d = digit(w);
+            if w == 0 {
+                out.push_str(&d.to_string());
+            } else {
+                out.push_str(&format!("{d:04}"));
+            }
+        }
+    }
+    if dscale > 0 {
+        out.push('.');
+        let mut frac = String::new();
+        let mut w = i32::from(weight) + 1;
+        while frac.len() < dscale as usize {
+            frac.push_str(&format!("{:04}", digit(w)));
+            w += 1;
+        }
+        frac.truncate(dscale as usize);
+        out.push_str(&frac);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -415,6 +469,30 @@ mod tests {
             .column(3)
             .as_primitive::<arrow::datatypes::Decimal128Type>();
         assert_eq!(price.value(0), 1250);
+    }
+
+    /// numeric_send words for a value, then its text (worked out by hand: base-10000
+    /// digits, the first of weight `weight`).
+    #[test]
+    fn numeric_binary_text_keeps_every_digit() {
+        let text = |words: &[i16]| {
+            let mut v = Vec::new();
+            for x in words {
+                v.extend_from_slice(&x.to_be_bytes());
+            }
+            numeric_binary_text(&v).unwrap()
+        };
+        // 12345678901234567891.5: 1234 5678 9012 3456 7891 . 5000.
+        assert_eq!(
+            text(&[6, 4, 0, 1, 1234, 5678, 9012, 3456, 7891, 5000]),
+            "12345678901234567891.5"
+        );
+        // -0.000123: weight -1, digits 0001 2300, dscale 6.
+        assert_eq!(text(&[2, -1, 0x4000, 6, 1, 2300]), "-0.000123");
+        // 1e20: one digit 1 of weight 5 (10000^5), dscale 0.
+        assert_eq!(text(&[1, 5, 0, 0, 1]), "100000000000000000000");
+        // 0 with dscale 2.
+        assert_eq!(text(&[0, 0, 0, 2]), "0.00");
     }
 
     #[test]
