@@ -16,14 +16,14 @@
 //!  count(DISTINCT i)          ─► count(DISTINCT interval_cmp_key(i))
 //!  PARTITION BY i / f         ─► PARTITION BY interval_cmp_key(i) / weir_float_key(f)
 //!  OVER (ORDER BY i)          ─► OVER (ORDER BY interval_cmp_key(i))  (before type coercion)
-//!  f1 = f2, f1 < f2, ...      ─► weir_float_key(f1) = weir_float_key(f2), ...
+//!  x1 = x2, x1 < x2, ...      ─► key(x1) = key(x2), ...
 //!  JOIN ... ON (a.i = b.i)    ─► ON interval_cmp_key(a.i) = interval_cmp_key(b.i)
 //!                                 (INTERSECT / EXCEPT, whose joins are planned with keys)
 //!  x IN (SELECT y ...)        ─► key(x) IN (SELECT key(y) ...)
 //!  x IN (a, b), x BETWEEN a AND b   ─► the same on keys
 //!  min(i), max(i)             ─► IntervalMinMax: by the normalised value, then by parts
 //!  min(f), max(f)             ─► min(weir_float_key(f)), ...
-//!  ORDER BY f                 ─► ORDER BY weir_float_key(f)
+//!  ORDER BY i / f             ─► ORDER BY interval_cmp_key(i) / weir_float_key(f)
 //!  array_agg(x ORDER BY i)    ─► array_agg(x ORDER BY interval_cmp_key(i))
 //! ```
 //!
@@ -31,8 +31,7 @@
 //! does (which one PostgreSQL shows depends on the order rows arrive in); here always the
 //! least by (normalised value, months, days, nanoseconds), so a view and a `SELECT` agree and
 //! a view's answer does not depend on the order of its input. A group of `0` and `-0` shows
-//! `0`. Comparisons (`=`, `<`) and `ORDER BY` of intervals are rewritten by
-//! [`super::semantics`]. `GROUPING SETS`, `ROLLUP` and `CUBE` keep Arrow's equality.
+//! `0`. `GROUPING SETS`, `ROLLUP` and `CUBE` keep Arrow's equality.
 
 use std::sync::Arc;
 
@@ -188,17 +187,17 @@ fn rewrite_plan(plan: LogicalPlan) -> datafusion::common::Result<Transformed<Log
                 other => Ok(Transformed::no(other)),
             })
         }
-        // ORDER BY a float sorts by its key (Arrow's total order puts `-NaN` first and `-0`
-        // before `0`; PostgreSQL has one NaN, above every number, and `-0 = 0`).
+        // ORDER BY an interval or a float sorts by its key (Arrow orders an interval by its
+        // parts, and puts `-NaN` first and `-0` before `0`).
         LogicalPlan::Sort(mut sort)
             if sort
                 .expr
                 .iter()
-                .any(|s| expr_kind(&s.expr, sort.input.schema()) == Some(KeyKind::Float)) =>
+                .any(|s| expr_kind(&s.expr, sort.input.schema()).is_some()) =>
         {
             for s in &mut sort.expr {
-                if expr_kind(&s.expr, sort.input.schema()) == Some(KeyKind::Float) {
-                    s.expr = key(s.expr.clone(), KeyKind::Float);
+                if let Some(kind) = expr_kind(&s.expr, sort.input.schema()) {
+                    s.expr = key(s.expr.clone(), kind);
                 }
             }
             Ok(Transformed::yes(LogicalPlan::Sort(sort)))
@@ -268,25 +267,19 @@ fn is_comparison(op: Operator) -> bool {
     )
 }
 
-/// Comparisons of floats, and `x IN (SELECT y ...)`, `x IN (a, b)` and `x BETWEEN a AND b`
-/// of intervals or floats, on their keys (the optimizer turns `IN (SELECT ...)` and join
-/// conditions into joins on those keys). Interval comparisons are
-/// [`super::semantics`]' already.
+/// Comparisons, `x IN (SELECT y ...)`, `x IN (a, b)` and `x BETWEEN a AND b` of intervals or
+/// floats, on their keys (the optimizer turns `IN (SELECT ...)` and join conditions into
+/// joins on those keys).
 fn key_predicates(plan: LogicalPlan) -> datafusion::common::Result<Transformed<LogicalPlan>> {
     let schema = merge_schema(&plan.inputs());
     map_node_exprs(plan, |e| match e {
-        Expr::BinaryExpr(b)
-            if is_comparison(b.op)
-                && !(matches!(b.left.as_ref(), Expr::Literal(..))
-                    && matches!(b.right.as_ref(), Expr::Literal(..)))
-                && expr_kind(&b.left, &schema) == Some(KeyKind::Float)
-                && expr_kind(&b.right, &schema) == Some(KeyKind::Float) =>
-        {
-            Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
-                Box::new(key(*b.left, KeyKind::Float)),
-                b.op,
-                Box::new(key(*b.right, KeyKind::Float)),
-            ))))
+        Expr::BinaryExpr(b) if is_comparison(b.op) => {
+            match (expr_kind(&b.left, &schema), expr_kind(&b.right, &schema)) {
+                (Some(l), Some(r)) if l == r => Ok(Transformed::yes(Expr::BinaryExpr(
+                    BinaryExpr::new(Box::new(key(*b.left, l)), b.op, Box::new(key(*b.right, l))),
+                ))),
+                _ => Ok(Transformed::no(Expr::BinaryExpr(b))),
+            }
         }
         Expr::InSubquery(mut q) if q.subquery.subquery.schema().fields().len() == 1 => {
             let Some(kind) = expr_kind(&q.expr, &schema) else {

@@ -1,15 +1,14 @@
 //! PostgreSQL's evaluation rules where DataFusion's defaults differ: integer overflow is an
-//! error, `numeric` arithmetic has bounded cost and PostgreSQL's result scales, intervals
-//! compare after normalising units, `x op ANY(array)` follows SQL's NULL rule, and
-//! `sum(bigint)` and `avg(integer)` are `numeric`.
+//! error, `numeric` arithmetic has bounded cost and PostgreSQL's result scales, `x op
+//! ANY(array)` follows SQL's NULL rule, and `sum(bigint)` and `avg(integer)` are `numeric`.
+//! Intervals and floats compare, group and sort by PostgreSQL's equality in
+//! [`super::equal_keys`], a rule that runs after this one.
 //!
 //! ```text
 //!  LogicalPlan ─► DataFusion analyzer (type coercion, ...) ─► PgSemantics (this module)
 //!     a + b    (integers)          ─► int_add(a, b)        checked: 22003 "integer out of range"
 //!     a * b    (numeric, 38 digits) ─► numeric_mul(a, b)    exact in 256 bits, rounded to scale
 //!     a / b    (numeric)            ─► numeric_div(a, b)    rounded to PostgreSQL's decimals
-//!     i1 < i2  (intervals)          ─► interval_cmp_key(i1) < interval_cmp_key(i2)
-//!     ORDER BY i (interval)         ─► ORDER BY interval_cmp_key(i)
 //! ```
 //!
 //! The rewrites run after DataFusion's type coercion (so operand types are final) in every
@@ -35,7 +34,7 @@ use arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, DataFusionError, ScalarValue};
-use datafusion::logical_expr::expr::{ScalarFunction, Sort};
+use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
@@ -2101,29 +2100,6 @@ fn rewrite_plan(
             DFSchema::try_from_qualified_schema(ts.table_name.clone(), &ts.source.schema())?;
         schema.merge(&source);
     }
-    if matches!(plan, LogicalPlan::Sort(_)) {
-        let LogicalPlan::Sort(mut sort) = plan else {
-            return Ok(Transformed::no(plan));
-        };
-        // ORDER BY an interval sorts by its normalised value.
-        let mut changed = false;
-        for s in &mut sort.expr {
-            let (e, c) = rewrite_tree(s.expr.clone(), &schema, zone)?;
-            let e = if is_interval(&e.get_type(&schema)?) {
-                interval_key(e)
-            } else {
-                e
-            };
-            changed |= c || e != s.expr;
-            *s = Sort::new(e, s.asc, s.nulls_first);
-        }
-        let plan = LogicalPlan::Sort(sort);
-        return Ok(if changed {
-            Transformed::yes(plan)
-        } else {
-            Transformed::no(plan)
-        });
-    }
     let preserver = NamePreserver::new(&plan);
     let transformed = plan.map_expressions(|e| {
         let saved = preserver.save(&e);
@@ -2351,22 +2327,6 @@ fn rewrite_expr(
                     | (DataType::Float32, DataType::Float32) => Some("float_div"),
                     _ => None,
                 },
-                Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq
-                | Operator::IsDistinctFrom
-                | Operator::IsNotDistinctFrom
-                    if is_interval(&lt) && is_interval(&rt) =>
-                {
-                    return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
-                        left: Box::new(interval_key(*left)),
-                        op,
-                        right: Box::new(interval_key(*right)),
-                    })));
-                }
                 _ => None,
             };
             Ok(match name {
