@@ -35,6 +35,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The stack of each thread that plans or evaluates SQL (the runtime's workers and blocking
+/// threads, the dataflow's parallel instances): 64 MiB of address space, of which a thread
+/// touches only what its recursion needs. It holds expressions of
+/// [`sql::parse::MAX_EXPRESSION_DEPTH`] levels (a thread's default, 2 MiB, overflowed at
+/// about 700 and aborted the process).
+pub const THREAD_STACK_BYTES: usize = 64 << 20;
+
 pub use engine::Engine;
 pub use error::{Error, Result};
 

@@ -122,6 +122,7 @@ fn main() -> std::process::ExitCode {
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(weir::THREAD_STACK_BYTES)
         .build()
     {
         Ok(r) => r,

@@ -150,6 +150,7 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 /// [`crate::sql::windows::rewrite_window_functions`] and
 /// [`crate::sql::named_windows::resolve_named_windows`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
+    check_expression_depth(sql)?;
     let lookup = crate::sql::lookup_join::normalize_system_time(sql)?;
     let sql = lookup.as_deref().unwrap_or(sql);
     let flink = crate::sql::windows::normalize_flink_windows(sql);
@@ -166,6 +167,134 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
         stmt = rule.rewrite(stmt);
     }
     Ok(stmt)
+}
+
+/// The deepest expression a statement may hold, counted by [`expression_depth`]. Planning,
+/// Weir's rewrites and evaluation walk an expression recursively, so a statement of a
+/// chain of 5,000 `+` would overflow a thread's stack and abort the whole process;
+/// PostgreSQL refuses such a statement too (`54001`, past its `max_stack_depth`). Threads
+/// that plan or evaluate expressions have [`crate::THREAD_STACK_BYTES`] of stack, which holds
+/// this depth with room to spare.
+pub const MAX_EXPRESSION_DEPTH: usize = 1_000;
+
+/// How deep the expressions of `sql` nest, estimated from its tokens without building the
+/// tree (so without recursion). Parentheses and brackets each add a level. Within a level,
+/// binary operators are counted per precedence tier (PostgreSQL docs, 4.1.6 "Operator
+/// Precedence": `OR` < `AND` < `NOT` < comparisons < `+ - ||` < `* / %` < `^` < `::`): each
+/// operator extends the chain of its tier and starts the tighter tiers' chains afresh, so
+/// `a = 1 OR a = 2 OR ...` of `n` terms is `n + 1` deep, as its tree is. A comma and the
+/// clause keywords (`WHEN`, `THEN`, `WHERE`, ...) start a new expression at their level.
+/// Text that does not tokenize counts 0 (the parser reports it).
+pub fn expression_depth(sql: &str) -> usize {
+    const TIERS: usize = 8;
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+        return 0;
+    };
+    let tier = |t: &Token| -> Option<usize> {
+        Some(match t {
+            Token::Word(w) if w.keyword == Keyword::OR => 0,
+            Token::Word(w) if w.keyword == Keyword::AND => 1,
+            Token::Word(w) if w.keyword == Keyword::NOT => 2,
+            Token::Eq
+            | Token::Neq
+            | Token::Lt
+            | Token::Gt
+            | Token::LtEq
+            | Token::GtEq
+            | Token::Tilde
+            | Token::ExclamationMarkTilde
+            | Token::TildeAsterisk
+            | Token::ExclamationMarkTildeAsterisk => 3,
+            Token::Plus
+            | Token::Minus
+            | Token::StringConcat
+            | Token::Ampersand
+            | Token::Pipe
+            | Token::ShiftLeft
+            | Token::ShiftRight => 4,
+            Token::Mul | Token::Div | Token::Mod => 5,
+            Token::Caret => 6,
+            Token::DoubleColon => 7,
+            _ => return None,
+        })
+    };
+    // Per open parenthesis: the depth it starts at and its chains' lengths by tier.
+    let mut levels: Vec<(usize, [usize; TIERS])> = vec![(0, [0; TIERS])];
+    let depth = |l: &(usize, [usize; TIERS])| l.0 + l.1.iter().sum::<usize>();
+    let mut deepest = 0;
+    for t in &tokens {
+        let current = levels.last().map_or(0, depth);
+        match t {
+            Token::LParen | Token::LBracket => levels.push((current + 1, [0; TIERS])),
+            Token::RParen | Token::RBracket => {
+                if levels.len() > 1 {
+                    levels.pop();
+                }
+            }
+            Token::Comma | Token::SemiColon => {
+                if let Some(l) = levels.last_mut() {
+                    l.1 = [0; TIERS];
+                }
+            }
+            Token::Word(w)
+                if matches!(
+                    w.keyword,
+                    Keyword::WHEN
+                        | Keyword::THEN
+                        | Keyword::ELSE
+                        | Keyword::END
+                        | Keyword::SELECT
+                        | Keyword::FROM
+                        | Keyword::WHERE
+                        | Keyword::HAVING
+                        | Keyword::ON
+                        | Keyword::SET
+                        | Keyword::VALUES
+                        | Keyword::LIMIT
+                        | Keyword::OFFSET
+                        | Keyword::RETURNING
+                ) =>
+            {
+                if let Some(l) = levels.last_mut() {
+                    l.1 = [0; TIERS];
+                }
+            }
+            other => {
+                if let (Some(k), Some(l)) = (tier(other), levels.last_mut()) {
+                    l.1[k] += 1;
+                    for c in &mut l.1[k + 1..] {
+                        *c = 0;
+                    }
+                }
+            }
+        }
+        deepest = deepest.max(levels.last().map_or(0, depth));
+    }
+    deepest
+}
+
+/// Refuses a statement whose expressions nest deeper than [`MAX_EXPRESSION_DEPTH`].
+///
+/// # Errors
+/// `54001` `stack depth limit exceeded`, as PostgreSQL words it.
+fn check_expression_depth(sql: &str) -> Result<()> {
+    // Most statements are far too short to reach the limit: each level takes a token of at
+    // least one character.
+    if sql.len() <= MAX_EXPRESSION_DEPTH {
+        return Ok(());
+    }
+    let depth = expression_depth(sql);
+    if depth > MAX_EXPRESSION_DEPTH {
+        return Err(Error::data(
+            "54001",
+            format!(
+                "stack depth limit exceeded: the statement's expressions nest {depth} deep; \
+                 Weir takes at most {MAX_EXPRESSION_DEPTH} (split a long chain of AND, OR or \
+                 + into parts, or use IN (...) or a join)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a cast to `varchar(n)` or `char(n)` whose length PostgreSQL refuses
@@ -218,6 +347,7 @@ fn check_cast_lengths(stmt: &Statement) -> Result<()> {
 /// # Errors
 /// [`Error::Parse`] (`42601`).
 pub fn parse_one_compat(sql: &str) -> Result<Statement> {
+    check_expression_depth(sql)?;
     let stmt = exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)?;
     Ok(NumericLiteralRule.rewrite(stmt))
 }
@@ -2153,6 +2283,22 @@ fn parse_array_text(text: &str) -> Option<ArrayText> {
     Some(node)
 }
 
+/// The elements of a one-dimensional array in PostgreSQL's text form (`{1,NULL,"a b"}`;
+/// `None` for a NULL element), read as [`parse_array_text`] reads them; `None` for text
+/// that is not such an array (more dimensions, or malformed).
+pub fn array_text_elements(text: &str) -> Option<Vec<Option<String>>> {
+    match parse_array_text(text)? {
+        ArrayText::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                ArrayText::Element(e) => Some(e),
+                ArrayText::Array(_) => None,
+            })
+            .collect(),
+        ArrayText::Element(_) => None,
+    }
+}
+
 /// `'{...}'::type[]` (and `CAST('{...}' AS type[])`) of one dimension: the literal read as
 /// PostgreSQL reads array text ([`parse_array_text`]), as `ARRAY[...]::type[]`. The
 /// compatibility layer's own rewrite, which sees what this one leaves, split the text at
@@ -2791,6 +2937,38 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn expression_depth_follows_the_tree() {
+        // A chain of n operators is n deep (plus its operands' own depth).
+        let plus = format!("SELECT {}", ["1"; 11].join(" + "));
+        assert_eq!(expression_depth(&plus), 10);
+        // `a = i OR ...`: the comparisons sit one below the OR chain.
+        let ors = (0..10)
+            .map(|i| format!("a = {i}"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        assert_eq!(
+            expression_depth(&format!("SELECT 1 FROM t WHERE {ors}")),
+            10
+        );
+        // Commas and clauses start afresh; parentheses add a level. (An estimate: a looser
+        // operator's chain does not add its operands' own chains.)
+        assert_eq!(
+            expression_depth("SELECT a + b, c + d FROM t WHERE e + f > 0"),
+            1
+        );
+        assert_eq!(expression_depth("SELECT (a + (b + c))"), 4);
+        assert_eq!(
+            expression_depth("INSERT INTO t VALUES (-1, -2), (-3, -4)"),
+            2
+        );
+        let refused = format!("SELECT {}", vec!["1"; MAX_EXPRESSION_DEPTH + 2].join("+"));
+        let e = parse_one(&refused).unwrap_err();
+        assert_eq!(e.sqlstate(), "54001");
+        let taken = format!("SELECT {}", vec!["1"; MAX_EXPRESSION_DEPTH].join("+"));
+        assert!(check_expression_depth(&taken).is_ok());
+    }
 
     #[test]
     fn number_literals_read_as_postgresql_types_them() {

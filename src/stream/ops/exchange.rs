@@ -217,10 +217,12 @@ impl Exchange {
             let first = ops.next();
             let handles: Vec<_> = ops
                 .map(|op| {
-                    scope.spawn(move || {
-                        let r = op.process(ctx);
-                        (r, start.elapsed())
-                    })
+                    std::thread::Builder::new()
+                        .stack_size(crate::THREAD_STACK_BYTES)
+                        .spawn_scoped(scope, move || {
+                            let r = op.process(ctx);
+                            (r, start.elapsed())
+                        })
                 })
                 .collect();
             let mut timed = Vec::with_capacity(handles.len() + 1);
@@ -229,12 +231,21 @@ impl Exchange {
                 timed.push((r, start.elapsed()));
             }
             for h in handles {
-                timed.push(h.join().unwrap_or_else(|_| {
-                    (
-                        Err(Error::Internal("a parallel instance panicked".into())),
+                let joined = match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| {
+                        (
+                            Err(Error::Internal("a parallel instance panicked".into())),
+                            start.elapsed(),
+                        )
+                    }),
+                    Err(e) => (
+                        Err(Error::Internal(format!(
+                            "cannot start a parallel instance's thread: {e}"
+                        ))),
                         start.elapsed(),
-                    )
-                }));
+                    ),
+                };
+                timed.push(joined);
             }
             timed
         });
