@@ -298,7 +298,10 @@ fn classify_datafusion(e: DataFusionError) -> Error {
 /// DataFusion's planning errors for query shapes PostgreSQL also refuses, with its codes and
 /// messages: a column neither grouped nor aggregated (`42803` `column "t.x" must appear in
 /// the GROUP BY clause or be used in an aggregate function`), nested aggregates (`42803`), a
-/// negative `LIMIT` (`2201W`) or `OFFSET` (`2201X`). DataFusion's were all `42601`.
+/// negative `LIMIT` (`2201W`) or `OFFSET` (`2201X`). DataFusion's were all `42601`. Also
+/// argument errors DataFusion reports as `22000`: `ntile(0)` (`22014`), `split_part(s, d, 0)`
+/// (`22023`), `substr(s, i, -1)` (`22011`); and a repeated column name (`INSERT INTO t (a,
+/// a)`: `42701`).
 fn query_shape_error(message: &str) -> Option<Error> {
     if message.contains("must appear in the GROUP BY clause") {
         let column = message.split("column \"").nth(1)?.split('"').next()?;
@@ -313,6 +316,31 @@ fn query_shape_error(message: &str) -> Option<Error> {
         return Some(Error::plan(
             "42803",
             "aggregate function calls cannot be nested",
+        ));
+    }
+    if message.contains("NTILE requires a positive integer") {
+        return Some(Error::data(
+            "22014",
+            "argument of ntile must be greater than zero",
+        ));
+    }
+    if message.contains("field position must not be zero") {
+        // split_part(s, sep, 0) (PostgreSQL's split_part).
+        return Some(Error::data("22023", "field position must not be zero"));
+    }
+    if message.starts_with("negative count not allowed") {
+        // substr(s, start, count) with a negative count (PostgreSQL's text_substring).
+        return Some(Error::data(
+            "22011",
+            "negative substring length not allowed",
+        ));
+    }
+    if let Some(rest) = message.strip_prefix("Schema contains duplicate unqualified field name ") {
+        // `INSERT INTO t (a, a)` and `CREATE TABLE t (a int, a int)`.
+        let column = rest.trim().trim_matches('"');
+        return Some(Error::plan(
+            "42701",
+            format!("column \"{column}\" specified more than once"),
         ));
     }
     if message.starts_with("LIMIT must be >= 0") {
@@ -373,6 +401,30 @@ fn invalid_text_input(message: &str) -> Option<Error> {
             "22003",
             format!("value \"{value}\" is out of range for type {type_name}"),
         ));
+    }
+    if type_name == "date" || type_name.starts_with("time") {
+        // PostgreSQL's datetime input: fields out of range (`2024-02-30`, `25:00`) are
+        // `22008`, text of no date or time shape `22007`.
+        let numeric_fields = value
+            .trim()
+            .split(['-', ':', ' ', 'T', '/', '.'])
+            .filter(|f| !f.is_empty())
+            .collect::<Vec<_>>();
+        let shaped = numeric_fields.len() >= 2
+            && numeric_fields
+                .iter()
+                .all(|f| f.bytes().all(|b| b.is_ascii_digit()));
+        return Some(if shaped {
+            Error::data(
+                "22008",
+                format!("date/time field value out of range: \"{value}\""),
+            )
+        } else {
+            Error::data(
+                "22007",
+                format!("invalid input syntax for type {type_name}: \"{value}\""),
+            )
+        });
     }
     if type_name == "numeric" && special {
         return Some(Error::NotSupported(format!(

@@ -220,7 +220,8 @@ impl TableData {
 
     /// `change` with its values held to their columns' declared lengths, as PostgreSQL's
     /// `varchar`/`bpchar` input does (docs 8.3): a value longer than `n` characters is cut to
-    /// `n` when the rest is spaces. O(rows of the change) for each limited column.
+    /// `n` when the rest is spaces; a `character(n)` value loses its trailing spaces (see
+    /// below). O(rows of the change) for each limited column.
     ///
     /// # Errors
     /// `22001` `value too long for type character varying(n)` (or `character(n)`) when the
@@ -233,8 +234,16 @@ impl TableData {
             let Some(values) = change.batch.column(*c).as_string_opt::<i32>() else {
                 continue;
             };
+            // `character(n)`: trailing spaces carry no meaning (PostgreSQL docs 8.3: they
+            // are "treated as semantically insignificant" in comparisons, and dropped when
+            // the value becomes text), so values are kept without them; `'ab'` and `'ab '`
+            // are then one value for equality, grouping, DISTINCT and joins.
+            let blank_padded = matches!(declared, crate::catalog::TypeModifier::Char(_));
             let mut cut = false;
             for v in values.iter().flatten() {
+                if blank_padded && v.ends_with(' ') {
+                    cut = true;
+                }
                 // A value of at most n bytes has at most n characters.
                 if v.len() <= n {
                     continue;
@@ -253,9 +262,16 @@ impl TableData {
                 let fitted: arrow::array::StringArray = values
                     .iter()
                     .map(|v| {
-                        v.map(|v| match v.char_indices().nth(n) {
-                            Some((at, _)) => &v[..at],
-                            None => v,
+                        v.map(|v| {
+                            let v = match v.char_indices().nth(n) {
+                                Some((at, _)) => &v[..at],
+                                None => v,
+                            };
+                            if blank_padded {
+                                v.trim_end_matches(' ')
+                            } else {
+                                v
+                            }
                         })
                     })
                     .collect();

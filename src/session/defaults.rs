@@ -10,12 +10,13 @@
 //!  INSERT INTO t (a) VALUES (1), (DEFAULT)      ─► INSERT INTO t (a, c) VALUES (1, expr_c), (expr_a, expr_c)
 //!  INSERT INTO t VALUES (1)                     ─► INSERT INTO t VALUES (1, expr_c)   (missing trailing values)
 //!  INSERT INTO t (a) SELECT x FROM s            ─► INSERT INTO t (a, c) SELECT __weir_source.*, expr_c FROM (SELECT x FROM s) AS __weir_source
+//!  INSERT INTO t SELECT x FROM s               ─► INSERT INTO t (a, c) SELECT ... (as above; a SELECT of fewer columns than t)
 //!  INSERT INTO t DEFAULT VALUES                 ─► INSERT INTO t VALUES (expr_a, ..., expr_c)
 //!  UPDATE t SET c = DEFAULT                     ─► UPDATE t SET c = expr_c
 //! ```
 
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, Expr, Ident, Query, SetExpr, Statement, Value,
+    ColumnOption, Expr, Ident, Query, SelectItem, SetExpr, Statement, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -101,7 +102,7 @@ pub fn fill(stmt: &mut Statement, def: &RelationDef) -> Result<()> {
         Statement::Insert(insert) => {
             let width = def.schema.fields().len();
             // The table's column index of each position of the insert's list.
-            let targets: Vec<usize> = if insert.columns.is_empty() {
+            let mut targets: Vec<usize> = if insert.columns.is_empty() {
                 (0..width).collect()
             } else {
                 insert
@@ -132,6 +133,18 @@ pub fn fill(stmt: &mut Statement, def: &RelationDef) -> Result<()> {
                 insert.source = Some(Box::new(values_query(&row)?));
                 return Ok(());
             };
+            // Without a list, a SELECT of fewer columns fills the table's first columns, as in
+            // PostgreSQL; the list is written out so that the rest get their defaults.
+            if insert.columns.is_empty()
+                && !matches!(source.body.as_ref(), SetExpr::Values(_))
+                && let Some(n) = select_width(&source.body)
+                && n < width
+            {
+                insert.columns = (0..n)
+                    .map(|i| Ident::with_quote('"', def.schema.field(i).name()).into())
+                    .collect();
+                targets.truncate(n);
+            }
             // Columns the list leaves out that have a default (all others get NULL anyway).
             let listed = !insert.columns.is_empty();
             let missing: Vec<usize> = if listed {
@@ -178,6 +191,27 @@ pub fn fill(stmt: &mut Statement, def: &RelationDef) -> Result<()> {
             Ok(())
         }
         _ => Ok(()),
+    }
+}
+
+/// The number of columns a query body yields, when its select lists say it without planning
+/// (`None` for `*`, `t.*` and other forms).
+fn select_width(body: &SetExpr) -> Option<usize> {
+    match body {
+        SetExpr::Select(s) => s
+            .projection
+            .iter()
+            .all(|item| {
+                matches!(
+                    item,
+                    SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }
+                )
+            })
+            .then_some(s.projection.len()),
+        SetExpr::SetOperation { left, .. } => select_width(left),
+        SetExpr::Query(q) => select_width(&q.body),
+        SetExpr::Values(v) => v.rows.first().map(|r| r.content.len()),
+        _ => None,
     }
 }
 

@@ -115,6 +115,9 @@ impl Session {
             .with_runtime_env(runtime)
             .with_default_features()
             .with_analyzer_rules(crate::sql::semantics::analyzer_rules())
+            // After DataFusion's rules: a condition's divisions and casts wait for its other
+            // conjuncts.
+            .with_optimizer_rule(Arc::new(crate::sql::guard_fallible::GuardFallible))
             // After DataFusion's rules: WHERE before the SELECT list's computations.
             .with_physical_optimizer_rule(Arc::new(crate::sql::filter_first::FilterFirst))
             .build();

@@ -10,6 +10,7 @@ pub mod equal_keys;
 pub mod event_time;
 pub mod filter_first;
 pub mod functions;
+pub mod guard_fallible;
 pub mod lookup_join;
 pub mod named_windows;
 pub(crate) mod names;

@@ -70,14 +70,18 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(false)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalScale::new(true)));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalOutput::new()));
-    // `x::varchar(n)` is `varchar(x::varchar, n)`, `x::char(n)` `bpchar(x::varchar, n)`
-    // (`crate::sql::parse`): `left` by the names PostgreSQL shows for the cast's column.
+    // `x::varchar(n)` is `varchar(x::varchar, n)` (`crate::sql::parse`): `left` by the name
+    // PostgreSQL shows for the cast's column; `x::char(n)` is `bpchar(x::varchar, n)`, which
+    // also drops trailing spaces.
     ctx.register_udf(
         datafusion::functions::unicode::left()
             .as_ref()
             .clone()
-            .with_aliases(["varchar", "bpchar"]),
+            .with_aliases(["varchar"]),
     );
+    ctx.register_udf(ScalarUDF::new_from_impl(
+        crate::sql::functions::bpchar::Bpchar::default(),
+    ));
     {
         use datafusion::execution::FunctionRegistry;
         let state = ctx.state_ref();
@@ -1470,6 +1474,7 @@ impl AnalyzerRule for PgOperandTypes {
                 let preserver = NamePreserver::new(&plan);
                 plan.map_expressions(|e| {
                     let saved = preserver.save(&e);
+                    let e = explicit_bigint_casts(e, &schema)?.data;
                     let t = e.transform_up(|e| {
                         date_interval_arith(e, &schema)?
                             .transform_data(|e| unknown_literals(e, &schema))?
@@ -1481,6 +1486,51 @@ impl AnalyzerRule for PgOperandTypes {
             })?
             .data)
     }
+}
+
+/// `e` with each cast of an `integer` or `smallint` to `bigint` the user wrote (`a::bigint`)
+/// cast once more to `bigint`. Type coercion later widens an `integer` beside a `bigint` by
+/// the same cast, which [`PgSemantics`] undoes to compute `int_col + 1` as PostgreSQL does,
+/// in 32 bits; the doubled cast keeps a written one (`a::bigint * 100000` is 64-bit
+/// arithmetic) from being taken for coercion's. The optimizer drops the extra cast.
+fn explicit_bigint_casts(
+    e: Expr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let narrow = |e: &Expr| {
+        matches!(
+            e.get_type(schema),
+            Ok(DataType::Int32 | DataType::Int16 | DataType::Int8)
+        )
+    };
+    e.transform_down(|e| match e {
+        Expr::Cast(c) if *c.field.data_type() == DataType::Int64 => match c.expr.as_ref() {
+            // Already doubled (the rule ran before on this expression).
+            Expr::Cast(inner)
+                if *inner.field.data_type() == DataType::Int64 && narrow(&inner.expr) =>
+            {
+                Ok(Transformed::new(
+                    Expr::Cast(c),
+                    false,
+                    TreeNodeRecursion::Jump,
+                ))
+            }
+            inner if narrow(inner) => {
+                let once = Expr::Cast(c);
+                Ok(Transformed::new(
+                    Expr::Cast(datafusion::logical_expr::Cast::new(
+                        Box::new(once),
+                        DataType::Int64,
+                    )),
+                    true,
+                    TreeNodeRecursion::Jump,
+                ))
+            }
+            _ => Ok(Transformed::no(Expr::Cast(c))),
+        },
+        other => Ok(Transformed::no(other)),
+    })
 }
 
 /// `date ± interval` (or `interval + date`) with the date cast to a timestamp; other
@@ -2163,11 +2213,40 @@ fn rewrite_tree(
     Ok((t.data, t.transformed))
 }
 
+/// The type of `e`, an operand this rule has rewritten: the checked arithmetic functions
+/// return their first argument's type, and a cast its target, without asking DataFusion,
+/// whose `get_type` of a function call names every call below it (a chain of `n` additions
+/// cost O(n^2) per node, O(n^3) for the rule).
+fn operand_type(e: &Expr, schema: &DFSchema) -> datafusion::common::Result<DataType> {
+    let mut e = e;
+    loop {
+        match e {
+            Expr::ScalarFunction(f)
+                if !f.args.is_empty()
+                    && matches!(
+                        f.func.name(),
+                        "int_add"
+                            | "int_sub"
+                            | "int_mul"
+                            | "int_neg"
+                            | "float_add"
+                            | "float_sub"
+                            | "float_mul"
+                    ) =>
+            {
+                e = &f.args[0];
+            }
+            Expr::Cast(c) => return Ok(c.field.data_type().clone()),
+            other => return other.get_type(schema),
+        }
+    }
+}
+
 /// `e` as an `integer` expression when it is an `integer`/`smallint` widened to `bigint`, or a
 /// `bigint` literal within `integer`'s range (how PostgreSQL types an integer literal).
 fn as_int32(e: &Expr, schema: &DFSchema) -> Option<Expr> {
     match e {
-        Expr::Cast(c) => match c.expr.get_type(schema).ok()? {
+        Expr::Cast(c) => match operand_type(&c.expr, schema).ok()? {
             DataType::Int32 => Some(c.expr.as_ref().clone()),
             DataType::Int16 => Some(
                 c.expr
@@ -2280,8 +2359,8 @@ fn rewrite_expr(
             )))
         }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-            let lt = left.get_type(schema)?;
-            let rt = right.get_type(schema)?;
+            let lt = operand_type(&left, schema)?;
+            let rt = operand_type(&right, schema)?;
             // PostgreSQL has no `%` for floats (`mod` and `%` take integers and numeric).
             if op == Operator::Modulo && (is_float(&lt) || is_float(&rt)) {
                 return Err(ours(Error::plan(

@@ -14,6 +14,7 @@
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
 pub mod at_time_zone;
+pub mod bpchar;
 pub mod checked;
 pub mod datetime_input;
 pub mod extract;

@@ -1,0 +1,85 @@
+//! `bpchar(text, n)`: the cast `x::char(n)` (the parser writes it so, see
+//! [`crate::sql::parse`]). PostgreSQL's `bpchar` (docs 8.3 "Character Types") cuts the value
+//! to `n` characters in an explicit cast and treats trailing spaces as insignificant; Weir
+//! keeps a `character(n)` value without them (as a table's `character(n)` column stores
+//! it), so `'a'::char(3) = 'a  '::char(3)` and `length('a  '::char(3))` is 1.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, StringArray};
+use arrow::datatypes::DataType;
+use datafusion::common::{Result, cast::as_int64_array};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+};
+
+use crate::sql::semantics::shape_result;
+
+/// The function (see the module docs). Returns `text`; NULL in, NULL out.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Bpchar {
+    signature: Signature,
+}
+
+impl Default for Bpchar {
+    fn default() -> Self {
+        Bpchar {
+            signature: Signature::new(
+                TypeSignature::Exact(vec![DataType::Utf8, DataType::Int64]),
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+/// `v` cut to `n` characters, without trailing spaces.
+fn blank_padded(v: &str, n: i64) -> &str {
+    let n = usize::try_from(n).unwrap_or(0);
+    let cut = match v.char_indices().nth(n) {
+        Some((at, _)) => &v[..at],
+        None => v,
+    };
+    cut.trim_end_matches(' ')
+}
+
+impl ScalarUDFImpl for Bpchar {
+    fn name(&self) -> &str {
+        "bpchar"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let values = args.args[0].to_array(args.number_rows)?;
+        let lengths = args.args[1].to_array(args.number_rows)?;
+        let values = values.as_string::<i32>();
+        let lengths = as_int64_array(&lengths)?;
+        let out: StringArray = (0..values.len())
+            .map(|i| {
+                (!values.is_null(i) && !lengths.is_null(i))
+                    .then(|| blank_padded(values.value(i), lengths.value(i)))
+            })
+            .collect();
+        shape_result(&args.args, Arc::new(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blank_padded;
+
+    #[test]
+    fn values_are_cut_and_lose_trailing_spaces() {
+        assert_eq!(blank_padded("a  ", 3), "a");
+        assert_eq!(blank_padded("abc", 2), "ab");
+        assert_eq!(blank_padded("a b ", 3), "a b");
+        assert_eq!(blank_padded(" ", 1), "");
+        assert_eq!(blank_padded("éé ", 2), "éé");
+    }
+}

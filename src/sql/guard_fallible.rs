@@ -1,0 +1,297 @@
+//! A logical optimizer rule that evaluates a condition's fallible parts only for the rows the
+//! rest of the condition keeps.
+//!
+//! PostgreSQL evaluates `WHERE b <> 0 AND a / b > 1` row by row and stops at the first false
+//! conjunct, so the division never sees the row with `b = 0`; likewise `b = 0 OR a / b > 1`
+//! stops at the first true disjunct (its docs, 4.2.14 "Expression Evaluation Rules", describe
+//! this short-circuit; it is what users rely on). DataFusion evaluates both sides of `AND`
+//! over the whole batch, so the division failed with `22012` on a row the other side removes.
+//! The same happens when the optimizer merges a subquery's `WHERE b <> 0` into an outer
+//! `WHERE a / b > 1`.
+//!
+//! In a filter's predicate (a `WHERE`, `HAVING` or a join's non-equality condition) each
+//! fallible conjunct (one that divides, takes a remainder, or reads text as another type) is
+//! evaluated under the infallible ones, through `CASE`, which evaluates a branch only for the
+//! rows that take it:
+//!
+//! ```text
+//!  b <> 0 AND a / b > 1          ─►  b <> 0 AND CASE WHEN b <> 0 THEN a / b > 1 ELSE false END
+//!  b = 0 OR a / b > 1            ─►  CASE WHEN b = 0 THEN true ELSE a / b > 1 END
+//! ```
+//!
+//! In a filter a NULL condition drops the row as false does, so these forms keep every
+//! row the original keeps. The infallible conjuncts stay where they were, so the dataflow
+//! still sees them (temporal filters, join keys). Guards are only immutable expressions
+//! without subqueries. Cost: one walk of each filter's predicate per optimizer pass.
+
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::expr::Case;
+use datafusion::logical_expr::utils::{
+    conjunction, disjunction, split_binary_owned, split_conjunction_owned,
+};
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, Volatility,
+};
+use datafusion::optimizer::optimizer::ApplyOrder;
+use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
+
+use arrow::datatypes::DataType;
+
+/// The rule (see the module docs).
+#[derive(Debug, Default)]
+pub struct GuardFallible;
+
+impl OptimizerRule for GuardFallible {
+    fn name(&self) -> &str {
+        "weir_guard_fallible"
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        Some(ApplyOrder::BottomUp)
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        match plan {
+            LogicalPlan::Filter(mut f) => {
+                let schema = f.input.schema().clone();
+                let t = guard_condition(f.predicate, &schema)?;
+                f.predicate = t.data;
+                Ok(Transformed::new_transformed(
+                    LogicalPlan::Filter(f),
+                    t.transformed,
+                ))
+            }
+            LogicalPlan::Join(mut j) if j.filter.is_some() => {
+                let schema = j
+                    .left
+                    .schema()
+                    .join(j.right.schema())
+                    .map(std::sync::Arc::new)
+                    .unwrap_or_else(|_| j.schema.clone());
+                let Some(filter) = j.filter.take() else {
+                    return Ok(Transformed::no(LogicalPlan::Join(j)));
+                };
+                let t = guard_condition(filter, &schema)?;
+                j.filter = Some(t.data);
+                Ok(Transformed::new_transformed(
+                    LogicalPlan::Join(j),
+                    t.transformed,
+                ))
+            }
+            other => Ok(Transformed::no(other)),
+        }
+    }
+}
+
+/// True for text types (whose cast to another type can fail on the value).
+fn is_text(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// True when `e` is a literal other than zero and NULL.
+fn nonzero_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(v, _) => !v.is_null() && !is_zero(v),
+        _ => false,
+    }
+}
+
+/// True when `v` is a numeric zero.
+fn is_zero(v: &ScalarValue) -> bool {
+    ScalarValue::new_zero(&v.data_type()).is_ok_and(|z| z == *v)
+}
+
+/// True when evaluating `e` can fail on some row's values: a division or remainder (by
+/// anything but a non-zero literal), or a cast of text to another type. A `CASE` is not
+/// looked into: it already evaluates its branches only where they apply.
+fn can_fail(e: &Expr, schema: &DFSchema) -> bool {
+    let mut found = false;
+    let _ = e.apply(|e| {
+        let fallible = match e {
+            Expr::Case(_) => return Ok(TreeNodeRecursion::Jump),
+            Expr::BinaryExpr(b) => {
+                matches!(b.op, Operator::Divide | Operator::Modulo) && !nonzero_literal(&b.right)
+            }
+            Expr::ScalarFunction(f) => {
+                matches!(f.func.name(), "numeric_div" | "float_div" | "mod")
+                    && !f.args.get(1).is_some_and(nonzero_literal)
+            }
+            Expr::Cast(c) => {
+                !is_text(c.field.data_type()) && c.expr.get_type(schema).is_ok_and(|t| is_text(&t))
+            }
+            _ => false,
+        };
+        if fallible {
+            found = true;
+            Ok(TreeNodeRecursion::Stop)
+        } else {
+            Ok(TreeNodeRecursion::Continue)
+        }
+    });
+    found
+}
+
+/// True when `e` may guard another expression: immutable and without subqueries (it is
+/// evaluated a second time inside the `CASE`).
+fn usable_guard(e: &Expr) -> bool {
+    let mut ok = true;
+    let _ = e.apply(|e| {
+        let bad = match e {
+            Expr::ScalarSubquery(_) | Expr::InSubquery(_) | Expr::Exists(_) => true,
+            Expr::ScalarFunction(f) => f.func.signature().volatility != Volatility::Immutable,
+            _ => false,
+        };
+        if bad {
+            ok = false;
+            Ok(TreeNodeRecursion::Stop)
+        } else {
+            Ok(TreeNodeRecursion::Continue)
+        }
+    });
+    ok
+}
+
+/// `CASE WHEN when THEN then ELSE otherwise END`.
+fn case(when: Expr, then: Expr, otherwise: Expr) -> Expr {
+    Expr::Case(Case::new(
+        None,
+        vec![(Box::new(when), Box::new(then))],
+        Some(Box::new(otherwise)),
+    ))
+}
+
+/// A filter's condition with its fallible conjuncts (and the fallible disjuncts of its `OR`
+/// conjuncts) guarded as the module docs show; unchanged when nothing can guard them.
+fn guard_condition(predicate: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let conjuncts = split_conjunction_owned(predicate);
+    let guards: Vec<Expr> = conjuncts
+        .iter()
+        .filter(|c| !can_fail(c, schema) && usable_guard(c))
+        .cloned()
+        .collect();
+    let guard = conjunction(guards);
+    let mut changed = false;
+    let mut out = Vec::with_capacity(conjuncts.len());
+    for c in conjuncts {
+        if !can_fail(&c, schema) {
+            out.push(c);
+            continue;
+        }
+        let (c, guarded) = guard_disjunction(c, schema);
+        changed |= guarded;
+        let c = match &guard {
+            Some(g) => {
+                changed = true;
+                case(
+                    g.clone(),
+                    c,
+                    Expr::Literal(ScalarValue::Boolean(Some(false)), None),
+                )
+            }
+            None => c,
+        };
+        out.push(c);
+    }
+    let predicate =
+        conjunction(out).unwrap_or(Expr::Literal(ScalarValue::Boolean(Some(true)), None));
+    Ok(Transformed::new_transformed(predicate, changed))
+}
+
+/// `d1 OR d2 OR ...` with its fallible disjuncts evaluated only for rows where the
+/// infallible ones are not true (`CASE WHEN safe THEN true ELSE rest END`, and whether it
+/// changed); other expressions unchanged.
+fn guard_disjunction(e: Expr, schema: &DFSchema) -> (Expr, bool) {
+    if !matches!(
+        &e,
+        Expr::BinaryExpr(BinaryExpr {
+            op: Operator::Or,
+            ..
+        })
+    ) {
+        return (e, false);
+    }
+    let (safe, rest): (Vec<Expr>, Vec<Expr>) = split_binary_owned(e, Operator::Or)
+        .into_iter()
+        .partition(|d| !can_fail(d, schema) && usable_guard(d));
+    match (disjunction(safe.clone()), disjunction(rest.clone())) {
+        (Some(s), Some(r)) => (
+            case(s, Expr::Literal(ScalarValue::Boolean(Some(true)), None), r),
+            true,
+        ),
+        _ => (
+            disjunction(safe.into_iter().chain(rest))
+                .unwrap_or(Expr::Literal(ScalarValue::Boolean(Some(false)), None)),
+            false,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{Field, Schema};
+    use datafusion::logical_expr::{col, lit};
+    use std::ops::Div;
+
+    fn schema() -> DFSchema {
+        DFSchema::try_from(Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("b", DataType::Int32, true),
+            Field::new("s", DataType::Utf8, true),
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn fallible_conjuncts_are_guarded_by_the_others() {
+        let s = schema();
+        let p = col("b")
+            .not_eq(lit(0))
+            .and(col("a").div(col("b")).gt(lit(1)));
+        let t = guard_condition(p, &s).unwrap();
+        assert!(t.transformed);
+        assert_eq!(
+            t.data.to_string(),
+            "b != Int32(0) AND CASE WHEN b != Int32(0) THEN a / b > Int32(1) ELSE Boolean(false) END"
+        );
+        // Once guarded, a second pass leaves it alone.
+        let again = guard_condition(t.data.clone(), &s).unwrap();
+        assert!(!again.transformed);
+        assert_eq!(again.data, t.data);
+    }
+
+    #[test]
+    fn fallible_disjuncts_wait_for_the_others() {
+        let s = schema();
+        let p = col("b").eq(lit(0)).or(col("a").div(col("b")).gt(lit(1)));
+        let t = guard_condition(p, &s).unwrap();
+        assert_eq!(
+            t.data.to_string(),
+            "CASE WHEN b = Int32(0) THEN Boolean(true) ELSE a / b > Int32(1) END"
+        );
+    }
+
+    #[test]
+    fn infallible_conditions_and_literal_divisors_are_left_alone() {
+        let s = schema();
+        for p in [
+            col("a").gt(lit(1)).and(col("b").lt(lit(3))),
+            col("a").gt(lit(1)).and(col("a").div(lit(2)).gt(lit(1))),
+        ] {
+            let t = guard_condition(p.clone(), &s).unwrap();
+            assert!(!t.transformed);
+            assert_eq!(t.data, p);
+        }
+        // A cast of text is fallible; a division by zero is too.
+        assert!(can_fail(
+            &col("s").cast_to(&DataType::Int32, &s).unwrap(),
+            &s
+        ));
+        assert!(can_fail(&col("a").div(lit(0)), &s));
+    }
+}
