@@ -186,6 +186,16 @@ impl Handlers {
         });
         Ok(Handlers { inner })
     }
+
+    /// Ends the connection's session: a transaction block still open (the client closed the
+    /// connection or sent Terminate inside it, or the server is shutting down) is rolled
+    /// back, as PostgreSQL does when a backend exits.
+    pub async fn close(&self) {
+        let mut session = self.inner.session.lock().await;
+        if let Err(e) = session.end_connection().await {
+            tracing::warn!(error = %e, "rolling back the open transaction block at disconnect");
+        }
+    }
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -344,6 +354,23 @@ fn command_tag(tag: &str) -> Tag {
 /// The wire response of `out`; `zone` is the session's `TimeZone`, that `timestamptz`
 /// text is shown in.
 fn to_response(out: Output, format: &Format, zone: &Tz) -> PgWireResult<Response> {
+    // A Bind with a result format code per column must have as many as the rows have
+    // columns (pgwire indexed past the list and panicked, dropping the connection).
+    if let (
+        Format::Individual(codes),
+        Output::Rows { schema, .. } | Output::Returning { schema, .. },
+    ) = (format, &out)
+        && codes.len() != schema.fields().len()
+    {
+        return Ok(Response::Error(Box::new(error_info(&Error::plan(
+            "08P01",
+            format!(
+                "bind message has {} result formats but query has {} columns",
+                codes.len(),
+                schema.fields().len()
+            ),
+        )))));
+    }
     Ok(match out {
         Output::Rows { schema, batches } => {
             Response::Query(query_response(&schema, batches, format, zone)?)
@@ -565,6 +592,29 @@ fn encode_rows(
                             .as_primitive::<arrow::datatypes::Decimal128Type>()
                             .value(r);
                         PgText(pg_numeric(v, *scale, trim))
+                    });
+                    Encoder::encode_field(&mut encoder, &value, &fields[c])?;
+                }
+                // A binary array of unconstrained numerics: each element drops its trailing
+                // fractional zeros as a scalar does (arrow-pg sent the column's scale, 10).
+                DataType::List(item)
+                    if fields[c].format() == pgwire::api::results::FieldFormat::Binary
+                        && matches!(item.data_type(), DataType::Decimal128(p, _)
+                            if *p == crate::sql::semantics::NUMERIC_MAX_PRECISION) =>
+                {
+                    let scale = match item.data_type() {
+                        DataType::Decimal128(_, s) => *s,
+                        _ => 0,
+                    };
+                    let value = (!col.is_null(r)).then(|| {
+                        let list = col.as_list::<i32>().value(r);
+                        let values = list.as_primitive::<arrow::datatypes::Decimal128Type>();
+                        (0..values.len())
+                            .map(|i| {
+                                (!values.is_null(i))
+                                    .then(|| PgText(pg_numeric(values.value(i), scale, true)))
+                            })
+                            .collect::<Vec<_>>()
                     });
                     Encoder::encode_field(&mut encoder, &value, &fields[c])?;
                 }
@@ -969,6 +1019,19 @@ fn declared_type_name(t: &Type) -> Option<&'static str> {
         Type::TIMESTAMPTZ => "timestamptz",
         Type::INTERVAL => "interval",
         Type::BYTEA => "bytea",
+        // Arrays: a `text[]` has one meaning too (no driver declares it for other values).
+        Type::BOOL_ARRAY => "bool[]",
+        Type::INT2_ARRAY => "int2[]",
+        Type::INT4_ARRAY => "int4[]",
+        Type::INT8_ARRAY => "int8[]",
+        Type::FLOAT4_ARRAY => "float4[]",
+        Type::FLOAT8_ARRAY => "float8[]",
+        Type::NUMERIC_ARRAY => "numeric[]",
+        Type::TEXT_ARRAY => "text[]",
+        Type::VARCHAR_ARRAY => "varchar[]",
+        Type::DATE_ARRAY => "date[]",
+        Type::TIMESTAMP_ARRAY => "timestamp[]",
+        Type::TIMESTAMPTZ_ARRAY => "timestamptz[]",
         _ => return None,
     })
 }
@@ -1167,10 +1230,45 @@ impl ExtendedQueryHandler for Conn {
         if interrupted(&result) {
             session.after_panic();
         }
+        let result = result.and_then(|out| same_result_type(stmt.schema.as_deref(), out));
         match result {
             Ok(out) => to_response(out, &portal.result_column_format, &session.display_zone),
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
         }
+    }
+}
+
+/// `out`, when its columns have the types the prepared statement described (`prepared`):
+/// a table dropped and created again with other columns since the Parse would otherwise send
+/// rows the client decodes as the old types (asyncpg read a `real` as the `integer` of its
+/// bits). A column whose type was unknown (a NULL) matches any.
+///
+/// # Errors
+/// `0A000` `cached plan must not change result type`, as PostgreSQL reports it; the client
+/// prepares the statement again.
+fn same_result_type(prepared: Option<&arrow::datatypes::Schema>, out: Output) -> Result<Output> {
+    let (Some(before), Output::Rows { schema, .. } | Output::Returning { schema, .. }) =
+        (prepared, &out)
+    else {
+        return Ok(out);
+    };
+    let pg = |t: &DataType| into_pg_type(t).ok().map(|t| t.oid());
+    let same = before.fields().len() == schema.fields().len()
+        && before
+            .fields()
+            .iter()
+            .zip(schema.fields().iter())
+            .all(|(a, b)| {
+                matches!(a.data_type(), DataType::Null)
+                    || matches!(b.data_type(), DataType::Null)
+                    || pg(a.data_type()) == pg(b.data_type())
+            });
+    if same {
+        Ok(out)
+    } else {
+        Err(Error::not_supported(
+            "cached plan must not change result type",
+        ))
     }
 }
 
@@ -1190,6 +1288,21 @@ fn bind_parameters(
     inferred: &[Option<DataType>],
 ) -> PgWireResult<datafusion::common::ParamValues> {
     use datafusion::common::{ParamValues, ScalarValue};
+    if let Format::Individual(codes) = &portal.parameter_format
+        && codes.len() != portal.parameter_len()
+    {
+        return Err(pg_error(&Error::plan(
+            "08P01",
+            format!(
+                "bind message has {} parameter formats but {} parameters",
+                codes.len(),
+                portal.parameter_len()
+            ),
+        )));
+    }
+    for i in 0..portal.parameter_len() {
+        check_binary_parameter(portal, i).map_err(|e| pg_error(&e))?;
+    }
     let types: Vec<Option<&DataType>> = inferred.iter().map(|t| t.as_ref()).collect();
     let mut values = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
     let n = portal.parameter_len();
@@ -1251,7 +1364,138 @@ fn bind_parameters(
                 .into();
         }
     }
+    if let ParamValues::List(list) = &mut values
+        && list.len() == n
+    {
+        for (i, slot) in list.iter_mut().enumerate() {
+            if let Some(value) = text_array_parameter(portal, i, slot.value())? {
+                *slot = value.into();
+            }
+        }
+    }
     Ok(values)
+}
+
+/// Checks binary parameter `i` of a fixed-size type before arrow-pg reads it: its length
+/// (a short interval made pgwire panic and drop the connection), and the range of
+/// timestamps, times and intervals, which arrow-pg turned into NULLs (a timestamp past
+/// 2262, Weir's nanosecond range) or wrapped (an interval of 2^63 - 1 µs) silently.
+/// Binary forms are PostgreSQL's `*_send` (µs since 2000-01-01 for timestamps; µs, days,
+/// months for an interval).
+///
+/// # Errors
+/// `08P01` `insufficient data left in message` for a short value; `22P03` for a long one;
+/// `22008` for a value out of Weir's range.
+fn check_binary_parameter(portal: &Portal<Prepared>, i: usize) -> Result<()> {
+    if portal.parameter_format.format_for(i) != pgwire::api::results::FieldFormat::Binary {
+        return Ok(());
+    }
+    let Some(Some(bytes)) = portal.parameters.get(i) else {
+        return Ok(());
+    };
+    let Some(declared) = portal.statement.parameter_types.get(i).cloned().flatten() else {
+        return Ok(());
+    };
+    let size = match declared {
+        Type::BOOL => 1,
+        Type::INT2 => 2,
+        Type::INT4 | Type::FLOAT4 | Type::DATE | Type::OID => 4,
+        Type::INT8 | Type::FLOAT8 | Type::TIME | Type::TIMESTAMP | Type::TIMESTAMPTZ => 8,
+        Type::INTERVAL => 16,
+        _ => return Ok(()),
+    };
+    if bytes.len() < size {
+        return Err(Error::plan("08P01", "insufficient data left in message"));
+    }
+    if bytes.len() > size {
+        return Err(Error::data(
+            "22P03",
+            format!("incorrect binary data format in bind parameter {}", i + 1),
+        ));
+    }
+    let int64 = |b: &[u8]| i64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
+    // µs from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
+    const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+    match declared {
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+            let micros = int64(bytes);
+            let nanos = micros
+                .checked_add(PG_EPOCH_MICROS)
+                .and_then(|m| m.checked_mul(1000));
+            if nanos.is_none() {
+                return Err(Error::data(
+                    "22008",
+                    "timestamp out of range (timestamps run from 1677-09-21 to 2262-04-11)",
+                ));
+            }
+        }
+        Type::TIME => {
+            let micros = int64(bytes);
+            if !(0..=86_400_000_000).contains(&micros) {
+                return Err(Error::data("22008", "time out of range"));
+            }
+        }
+        Type::INTERVAL if int64(&bytes[..8]).checked_mul(1000).is_none() => {
+            return Err(Error::data("22008", "interval out of range"));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Parameter `i` of `portal` read again when it is a one-dimensional array in text format
+/// (`{a,"NULL",""}`), as PostgreSQL reads array text ([`crate::sql::parse::
+/// array_text_elements`]: a quoted `"NULL"` is the text NULL, `""` the empty string, white
+/// space around a bare element dropped), each element then cast to the element type of
+/// arrow-pg's value (`read`); arrow-pg read `"NULL"` and `""` as NULLs and kept the spaces.
+/// `None` when the parameter is not such an array.
+///
+/// # Errors
+/// `22021` for text that is not UTF-8; `22P02` for a malformed array or an element that is
+/// not of the element type.
+fn text_array_parameter(
+    portal: &Portal<Prepared>,
+    i: usize,
+    read: &datafusion::common::ScalarValue,
+) -> PgWireResult<Option<datafusion::common::ScalarValue>> {
+    use datafusion::common::ScalarValue;
+    let ScalarValue::List(list) = read else {
+        return Ok(None);
+    };
+    let element_type = list.value_type();
+    if matches!(element_type, DataType::List(_)) {
+        return Ok(None);
+    }
+    if portal.parameter_format.format_for(i) != pgwire::api::results::FieldFormat::Text {
+        return Ok(None);
+    }
+    let Some(bytes) = portal.parameters.get(i).cloned().flatten() else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| pg_error(&Error::data("22021", "invalid UTF-8 in an array parameter")))?;
+    let malformed = || {
+        pg_error(&Error::data(
+            "22P02",
+            format!("malformed array literal: \"{text}\""),
+        ))
+    };
+    let elements = crate::sql::parse::array_text_elements(&text).ok_or_else(malformed)?;
+    let strings: arrow::array::ArrayRef = Arc::new(arrow::array::StringArray::from(elements));
+    let options = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let typed = arrow::compute::cast_with_options(&strings, &element_type, &options)
+        .map_err(|e| pg_error(&Error::from(e)))?;
+    let scalars = (0..typed.len())
+        .map(|j| ScalarValue::try_from_array(&typed, j))
+        .collect::<datafusion::common::Result<Vec<_>>>()
+        .map_err(|e| pg_error(&Error::from(e)))?;
+    Ok(Some(ScalarValue::List(ScalarValue::new_list_nullable(
+        &scalars,
+        &element_type,
+    ))))
 }
 
 /// A `numeric` parameter's text as the value the statement expects: its inferred `numeric`

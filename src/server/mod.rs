@@ -178,7 +178,7 @@ async fn serve(
         if tls.is_some() && asks_for_encryption(&socket).await {
             encrypted.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        pgwire::tokio::process_socket(socket, tls, handlers).await
+        pgwire::tokio::process_socket(socket, tls, Arc::clone(&handlers)).await
     };
     tokio::select! {
         served = protocol => {
@@ -199,4 +199,5 @@ async fn serve(
             }
         }
     }
+    handlers.close().await;
 }

@@ -1865,14 +1865,14 @@ impl Session {
         let (change, tag, rows) = match op {
             WriteOp::Insert(_) => {
                 let batches = self
-                    .collect(input.as_ref().clone())
+                    .collect_interruptible(input.as_ref().clone())
                     .await
                     .map_err(|e| not_null_of_table_column(e, input.as_ref(), &name))?;
                 let batch = concat_as(&schema, &batches)?;
                 (ChangeBatch::inserts(batch.clone()), "INSERT 0", batch)
             }
             WriteOp::Delete => {
-                let batches = self.collect(input.as_ref().clone()).await?;
+                let batches = self.collect_interruptible(input.as_ref().clone()).await?;
                 let batch = concat_as(&schema, &batches)?;
                 (ChangeBatch::deletes(batch.clone()), "DELETE", batch)
             }
@@ -1886,7 +1886,7 @@ impl Session {
                     exprs.push(Expr::Column(col).alias(format!("__weir_old_{i}")));
                 }
                 let both = LogicalPlan::Projection(Projection::try_new(exprs, p.input.clone())?);
-                let batches = self.collect(both).await?;
+                let batches = self.collect_interruptible(both).await?;
                 let k = schema.fields().len();
                 let mut news = Vec::new();
                 let mut olds = Vec::new();
@@ -2053,6 +2053,17 @@ impl Session {
         Ok(self.engine.relation(&object_name(&table)?))
     }
 
+    /// The rows of a data-changing statement's source ([`Self::collect`]), abandoned with
+    /// `57014` when a cancel request or the `statement_timeout` deadline comes first: nothing
+    /// is written before the source is whole, so stopping here loses nothing.
+    async fn collect_interruptible(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        let interrupt = Arc::clone(&self.interrupt);
+        tokio::select! {
+            rows = self.collect(plan) => rows,
+            e = interrupt.interrupted() => Err(e),
+        }
+    }
+
     async fn collect(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
         let df = self.ctx.execute_logical_plan(plan).await?;
         Ok(df.collect().await?)
@@ -2193,6 +2204,19 @@ impl Session {
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))?
+    }
+
+    /// Ends the session when its connection closes: an open transaction block is rolled
+    /// back (its writes undone, newest first, as by ROLLBACK) and its cursors closed.
+    ///
+    /// # Errors
+    /// Those of [`Self::undo`] (`40001` when another session changed the rows since).
+    pub async fn end_connection(&mut self) -> Result<()> {
+        self.cursors.rollback();
+        match self.transaction.take() {
+            Some(log) => self.undo(log.writes).await,
+            None => Ok(()),
+        }
     }
 
     /// Puts the session back in order after a statement panicked (a bug in Weir or in a
@@ -2579,8 +2603,11 @@ fn is_duplicate_name_error(e: &Error) -> bool {
     // DataFusion also refuses a qualified and an unqualified output column of one name
     // (`SELECT a.k, 1 AS k`): "Schema contains qualified field name a.k and unqualified
     // field name k which would be ambiguous".
+    // DataFusion's "duplicate unqualified field name" reaches here as PostgreSQL's
+    // "specified more than once" (`crate::error`).
     m.contains("unique expression names")
         || m.contains("duplicate")
+        || m.contains("specified more than once")
         || m.contains("would be ambiguous")
 }
 

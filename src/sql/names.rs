@@ -74,6 +74,16 @@ fn figure(e: &Expr) -> (String, u8) {
                 n => strong(n),
             })
             .unwrap_or_else(|| ("?column?".into(), 0)),
+        // `($1::int4)`: a parameter the client declared, as the protocol layer writes it
+        // (`crate::sql::parse::declare_parameter_types`); PostgreSQL names `SELECT $1`
+        // `?column?`.
+        Expr::Nested(inner)
+            if matches!(inner.as_ref(), Expr::Cast { expr, .. }
+                if matches!(expr.as_ref(), Expr::Value(v)
+                    if matches!(v.value, datafusion::sql::sqlparser::ast::Value::Placeholder(_)))) =>
+        {
+            ("?column?".into(), 0)
+        }
         Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => figure(inner),
         Expr::Cast {
             expr, data_type, ..

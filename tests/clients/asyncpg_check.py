@@ -156,6 +156,26 @@ async def main():
         await conn.copy_from_query(f"SELECT id, qty FROM {T} WHERE id <= 3 ORDER BY id", output=out, format="csv")
         eq(out.getvalue(), b"1,3\n2,5\n3,7\n", "copied CSV")
 
+    async def plan_changed():
+        # A prepared statement whose table was dropped and created with other column types
+        # since: PostgreSQL's 0A000 "cached plan must not change result type" (asyncpg read
+        # the new real as the int of its bits), and a fresh prepare reads the new types.
+        await conn.execute("DROP TABLE IF EXISTS apg_shape")
+        await conn.execute("CREATE TABLE apg_shape (a INT)")
+        await conn.execute("INSERT INTO apg_shape VALUES (1)")
+        stmt = await conn.prepare("SELECT a FROM apg_shape")
+        eq(await stmt.fetchval(), 1, "before the change")
+        await conn.execute("DROP TABLE apg_shape")
+        await conn.execute("CREATE TABLE apg_shape (a REAL)")
+        await conn.execute("INSERT INTO apg_shape VALUES (1.5)")
+        try:
+            value = await stmt.fetchval()
+            raise AssertionError(f"the old statement read {value!r}")
+        except asyncpg.exceptions.FeatureNotSupportedError as e:
+            assert "cached plan must not change result type" in str(e), str(e)
+        stmt = await conn.prepare("SELECT a FROM apg_shape")
+        eq(await stmt.fetchval(), 1.5, "prepared again")
+
     for name, fn in [
         ("select_int4_literal", select_int4_literal),
         ("create_table", create_table),
@@ -173,6 +193,7 @@ async def main():
         ("cursor", cursor),
         ("copy_records_to_table", copy_records_to_table),
         ("copy_from_query", copy_from_query),
+        ("plan_changed", plan_changed),
     ]:
         await run(name, fn)
     await conn.close()

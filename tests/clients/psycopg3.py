@@ -316,6 +316,34 @@ def cancel_and_timeout():
     conn.commit()
 
 
+def array_params():
+    # Lists are sent as declared arrays; selected back they keep their type and elements
+    # (the numeric[] came back as the text '{2,28}'). In text format a quoted "NULL" is a
+    # string and "" the empty string, as PostgreSQL reads array text.
+    for binary in (False, True):
+        with conn.cursor(binary=binary) as cur:
+            cur.execute("SELECT %s AS a", ([Decimal("1.5"), Decimal("2.75")],))
+            eq(cur.fetchone()[0], [Decimal("1.5"), Decimal("2.75")], f"numeric[] (binary={binary})")
+            cur.execute("SELECT %s AS a", ([1, None, 3],))
+            eq(cur.fetchone()[0], [1, None, 3], f"int[] (binary={binary})")
+            # psycopg sends a list of strings untyped in text format (PostgreSQL then returns
+            # the text); the cast reads it as text[].
+            cur.execute("SELECT %s::text[] AS a", (["NULL", "", " b ", None],))
+            eq(cur.fetchone()[0], ["NULL", "", " b ", None], f"text[] (binary={binary})")
+            cur.execute(f"SELECT count(*) FROM {T} WHERE customer = ANY(%s::text[])", (["ada", "NULL"],))
+            eq(cur.fetchone()[0], 2, f"= ANY of a text[] (binary={binary})")
+        conn.commit()
+
+
+def rollback_at_disconnect():
+    # A block left open when its connection closes is rolled back, as in PostgreSQL.
+    other = psycopg.connect(conninfo())
+    with other.cursor() as cur:
+        cur.execute(f"INSERT INTO {T} (id, customer) VALUES (900, 'gone')")
+    other.close()
+    eq(count("id = 900"), 0, "rows of the dropped connection's open block")
+
+
 for name, fn in [
     ("connect", connect),
     ("select_int4_literal", select_int4_literal),
@@ -342,6 +370,8 @@ for name, fn in [
     ("copy_to_stdout", copy_to_stdout),
     ("server_side_cursor", server_side_cursor),
     ("cancel_and_timeout", cancel_and_timeout),
+    ("array_params", array_params),
+    ("rollback_at_disconnect", rollback_at_disconnect),
 ]:
     checks.run(name, fn)
 conn.close()
