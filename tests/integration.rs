@@ -646,6 +646,24 @@ async fn output_columns_have_postgres_names() {
     );
     let row = c.query_one(&stmt, &[]).await.unwrap();
     assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (1, -2));
+    // Integer arithmetic over integer columns and such literals is `integer` too
+    // (node-postgres returned the `bigint` it was as a string); with a written bigint cast
+    // it is `bigint`.
+    let stmt = c
+        .prepare("SELECT a + 1, -a, a * 2 / 3, a::bigint + 1 FROM n ORDER BY 1 LIMIT 1")
+        .await
+        .unwrap();
+    let types: Vec<&tokio_postgres::types::Type> =
+        stmt.columns().iter().map(|col| col.type_()).collect();
+    assert_eq!(
+        types,
+        [
+            &tokio_postgres::types::Type::INT4,
+            &tokio_postgres::types::Type::INT4,
+            &tokio_postgres::types::Type::INT4,
+            &tokio_postgres::types::Type::INT8
+        ]
+    );
     // A UNION is named after its first branch.
     let stmt = c
         .prepare("SELECT min(a), 2 AS two FROM n UNION SELECT 1, 2")

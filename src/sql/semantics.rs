@@ -2213,6 +2213,34 @@ fn rewrite_tree(
     Ok((t.data, t.transformed))
 }
 
+/// PostgreSQL's error for a call whose constant argument it refuses, where DataFusion
+/// returns a value: `nth_value(x, 0)` (`22016` `argument of nth_value must be greater than
+/// zero`; DataFusion gave NULLs) and `chr(0)` (`54000` `null character not permitted`;
+/// DataFusion gave a NUL character, which PostgreSQL's text cannot hold).
+fn constant_argument_error(e: &Expr) -> Option<Error> {
+    let int = |a: Option<&Expr>| match a {
+        Some(Expr::Literal(v, _)) => v.cast_to(&DataType::Int64).ok().and_then(|v| match v {
+            ScalarValue::Int64(Some(i)) => Some(i),
+            _ => None,
+        }),
+        _ => None,
+    };
+    match e {
+        Expr::WindowFunction(w)
+            if w.fun.name() == "nth_value" && int(w.params.args.get(1)).is_some_and(|n| n <= 0) =>
+        {
+            Some(Error::data(
+                "22016",
+                "argument of nth_value must be greater than zero",
+            ))
+        }
+        Expr::ScalarFunction(f) if f.func.name() == "chr" && int(f.args.first()) == Some(0) => {
+            Some(Error::data("54000", "null character not permitted"))
+        }
+        _ => None,
+    }
+}
+
 /// The type of `e`, an operand this rule has rewritten: the checked arithmetic functions
 /// return their first argument's type, and a cast its target, without asking DataFusion,
 /// whose `get_type` of a function call names every call below it (a chain of `n` additions
@@ -2279,6 +2307,9 @@ fn rewrite_expr(
     schema: &DFSchema,
     zone: Option<&str>,
 ) -> datafusion::common::Result<Transformed<Expr>> {
+    if let Some(err) = constant_argument_error(&e) {
+        return Err(ours(err));
+    }
     match e {
         // `timestamptz ± interval` in a session whose `TimeZone` is not UTC adds months and
         // days on the zone's wall clock (see `ZonedIntervalAdd`).
@@ -2775,9 +2806,10 @@ fn number_text_cast(
 /// PostgreSQL types an integer literal that fits in 32 bits as `integer` (`SELECT 1` is
 /// `int4`: docs, 4.1.2.6 "Numeric Constants"); DataFusion as `bigint`. A query's output
 /// columns that are such literals (`SELECT 1`, `SELECT -5 AS n`, also under `ORDER BY` and
-/// `LIMIT`) are made `integer` here, so that drivers see PostgreSQL's type; literals inside
-/// expressions keep DataFusion's typing (the integer operators of this module already add
-/// them as PostgreSQL does).
+/// `LIMIT`), or integer arithmetic over `integer` columns and such literals (`SELECT a + 1`),
+/// are made `integer` here, so that drivers see PostgreSQL's type (node-postgres returned a
+/// `bigint` as a string); literals inside expressions keep DataFusion's typing (the integer
+/// operators of this module already compute them as PostgreSQL does).
 ///
 /// # Errors
 /// DataFusion's, when the projection cannot be rebuilt.
@@ -2796,9 +2828,40 @@ pub fn int4_output_literals(plan: LogicalPlan) -> datafusion::common::Result<Log
             .ok()
             .map(|v| Expr::Literal(ScalarValue::Int32(Some(v)), None))
     }
+    /// True when `e` is integer arithmetic PostgreSQL types `integer`: `+ - * / %` and
+    /// negation over `integer` columns and integer literals within `integer`'s range (at
+    /// least one operator; DataFusion types it `bigint`, the literals being `bigint`).
+    fn int4_arithmetic(e: &Expr, schema: &DFSchema) -> bool {
+        fn leaf_or_arith(e: &Expr, schema: &DFSchema) -> bool {
+            match e {
+                Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).is_ok(),
+                Expr::Literal(ScalarValue::Int32(Some(_)), _) => true,
+                Expr::Column(_) => matches!(e.get_type(schema), Ok(DataType::Int32)),
+                other => int4_arithmetic(other, schema),
+            }
+        }
+        match e {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+                matches!(
+                    op,
+                    Operator::Plus
+                        | Operator::Minus
+                        | Operator::Multiply
+                        | Operator::Divide
+                        | Operator::Modulo
+                ) && leaf_or_arith(left, schema)
+                    && leaf_or_arith(right, schema)
+            }
+            Expr::Negative(inner) => {
+                !matches!(inner.as_ref(), Expr::Literal(..)) && leaf_or_arith(inner, schema)
+            }
+            _ => false,
+        }
+    }
     Ok(match plan {
         LogicalPlan::Projection(p) => {
             let mut changed = false;
+            let input_schema = Arc::clone(p.input.schema());
             let exprs: Vec<Expr> = p
                 .expr
                 .iter()
@@ -2807,13 +2870,21 @@ pub fn int4_output_literals(plan: LogicalPlan) -> datafusion::common::Result<Log
                         Expr::Alias(a) => (a.expr.as_ref(), a.name.clone()),
                         other => (other, other.schema_name().to_string()),
                     };
-                    match literal(inner) {
-                        Some(int4) => {
-                            changed = true;
-                            int4.alias(name)
-                        }
-                        None => e.clone(),
+                    if let Some(int4) = literal(inner) {
+                        changed = true;
+                        return int4.alias(name);
                     }
+                    if int4_arithmetic(inner, &input_schema) {
+                        // Computed as PostgreSQL computes it (32-bit, 22003 past it), then
+                        // shown as `integer`: the cast back cannot fail.
+                        changed = true;
+                        return Expr::Cast(datafusion::logical_expr::Cast::new(
+                            Box::new(inner.clone()),
+                            DataType::Int32,
+                        ))
+                        .alias(name);
+                    }
+                    e.clone()
                 })
                 .collect();
             if changed {
