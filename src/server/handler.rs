@@ -1334,11 +1334,16 @@ fn bind_parameters(
     }
     // `numeric` parameters are read here: arrow-pg reads them through a 96-bit decimal
     // whose rescaling silently drops digits (12345678901234567890 came in as
-    // 1234567890123456789), and refuses 37- and 38-digit values.
+    // 1234567890123456789), and refuses 37- and 38-digit values. Text arrays are read again
+    // ([`text_array_parameter`]).
     if let ParamValues::List(list) = &mut values
         && list.len() == n
     {
         for (i, slot) in list.iter_mut().enumerate() {
+            if let Some(value) = text_array_parameter(portal, i, slot.value())? {
+                *slot = value.into();
+                continue;
+            }
             let declared = portal.statement.parameter_types.get(i).cloned().flatten();
             let target = inferred.get(i).cloned().flatten();
             let numeric = match &declared {
@@ -1362,15 +1367,6 @@ fn bind_parameters(
             *slot = numeric_parameter(&text, target.as_ref())
                 .map_err(|e| pg_error(&e))?
                 .into();
-        }
-    }
-    if let ParamValues::List(list) = &mut values
-        && list.len() == n
-    {
-        for (i, slot) in list.iter_mut().enumerate() {
-            if let Some(value) = text_array_parameter(portal, i, slot.value())? {
-                *slot = value.into();
-            }
         }
     }
     Ok(values)
