@@ -180,9 +180,9 @@ pub struct Fetch {
 /// unquoted one folded to lower case; `quoted` tells which), a number its digits with a
 /// leading `-` when negative.
 fn statement_words(sql: &str) -> Result<Vec<(String, bool)>> {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+    let tokens = Tokenizer::new(&WeirDialect, sql)
         .tokenize()
         .map_err(|e| Error::Parse(format!("syntax error: {e}")))?;
     let mut out = Vec::new();
@@ -304,10 +304,10 @@ pub struct Declare {
 /// # Errors
 /// `42601` for a statement that does not parse; `0A000` for `BINARY` and `SCROLL`.
 pub fn parse_declare(sql: &str) -> Result<Declare> {
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::ast::Statement;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::parser::Parser;
-    let parsed = Parser::parse_sql(&PostgreSqlDialect {}, sql).map_err(|e| {
+    let parsed = Parser::parse_sql(&WeirDialect, sql).map_err(|e| {
         Error::Parse(
             e.to_string()
                 .replace("sql parser error: ", "syntax error: "),

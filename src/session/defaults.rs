@@ -15,10 +15,10 @@
 //!  UPDATE t SET c = DEFAULT                     ─► UPDATE t SET c = expr_c
 //! ```
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{
     ColumnOption, Expr, Ident, Query, SelectItem, SetExpr, Statement, Value,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::catalog::RelationDef;
@@ -55,7 +55,7 @@ fn is_default(e: &Expr) -> bool {
 /// `XX000` when the stored text does not parse (it was written by `CREATE TABLE`).
 fn default_of(def: &RelationDef, i: usize) -> Result<Expr> {
     match def.column_defaults.get(i).and_then(Option::as_ref) {
-        Some(text) => Parser::new(&PostgreSqlDialect {})
+        Some(text) => Parser::new(&WeirDialect)
             .try_with_sql(text)
             .and_then(|mut p| p.parse_expr())
             .map_err(|e| Error::Internal(format!("stored default {text:?}: {e}"))),
@@ -217,7 +217,7 @@ fn select_width(body: &SetExpr) -> Option<usize> {
 
 /// Parses `sql`, a query this module wrote.
 fn parse_query(sql: &str) -> Result<Query> {
-    Parser::new(&PostgreSqlDialect {})
+    Parser::new(&WeirDialect)
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_query())
         .map(|q| *q)
@@ -245,9 +245,7 @@ mod tests {
     use super::*;
 
     fn parse(sql: &str) -> Statement {
-        Parser::parse_sql(&PostgreSqlDialect {}, sql)
-            .unwrap()
-            .remove(0)
+        Parser::parse_sql(&WeirDialect, sql).unwrap().remove(0)
     }
 
     #[test]

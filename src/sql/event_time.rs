@@ -12,8 +12,8 @@
 //! the delay; a row whose time is below it when it is written is late (see
 //! [`crate::engine`]'s tables).
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr};
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser as SqlParser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
@@ -40,7 +40,7 @@ pub struct TableTimeClauses {
 }
 
 fn tokens(sql: &str) -> Option<Vec<Token>> {
-    Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()
+    Tokenizer::new(&WeirDialect, sql).tokenize().ok()
 }
 
 fn is_word(t: &Token, word: &str) -> bool {
@@ -172,7 +172,7 @@ pub fn split_table_clauses(sql: &str) -> Result<Option<(String, TableTimeClauses
 
 /// The delay of a watermark expression on `column`, in microseconds.
 fn watermark_delay(column: &str, text: &str) -> Result<i64> {
-    let expr = SqlParser::new(&PostgreSqlDialect {})
+    let expr = SqlParser::new(&WeirDialect)
         .try_with_sql(text)
         .and_then(|mut p| p.parse_expr())
         .map_err(|e| Error::Parse(format!("watermark expression: {e}")))?;

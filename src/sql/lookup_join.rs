@@ -16,7 +16,7 @@
 //! is supported: the `AS OF` expression must be `PROCTIME()` or a column the statement
 //! defines as `PROCTIME() AS column`; a versioned join on event time is `0A000`.
 
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
@@ -39,7 +39,7 @@ pub fn normalize_system_time(sql: &str) -> Result<Option<String>> {
     {
         return Ok(None);
     }
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+    let Ok(tokens) = Tokenizer::new(&WeirDialect, sql).tokenize() else {
         return Ok(None);
     };
     let solid: Vec<usize> = (0..tokens.len())

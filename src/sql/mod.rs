@@ -6,6 +6,7 @@
 pub mod copy;
 pub mod copy_binary;
 pub mod decorrelate;
+pub mod dialect;
 pub mod equal_keys;
 pub mod event_time;
 pub mod filter_first;

@@ -82,10 +82,10 @@ pub fn mark(schema: SchemaRef, kinds: &[Option<OidKind>]) -> SchemaRef {
 /// DataFusion plans the cast as one to `int4` (`int4[]`), whose description would make a
 /// client encode the value with an `int4[]` codec it may have to look up first.
 pub fn oid_parameters(sql: &str) -> Vec<Option<OidKind>> {
+    use crate::sql::dialect::WeirDialect;
     use datafusion::sql::sqlparser::ast::{
         ArrayElemTypeDef, DataType as SqlType, Expr as SqlExpr, Value, visit_expressions,
     };
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
     use datafusion::sql::sqlparser::parser::Parser;
     use std::ops::ControlFlow;
     fn is_oid(t: &SqlType) -> bool {
@@ -97,7 +97,7 @@ pub fn oid_parameters(sql: &str) -> Vec<Option<OidKind>> {
     if !sql.to_ascii_lowercase().contains("oid") {
         return out;
     }
-    let Ok(statements) = Parser::parse_sql(&PostgreSqlDialect {}, sql) else {
+    let Ok(statements) = Parser::parse_sql(&WeirDialect, sql) else {
         return out;
     };
     let _ = visit_expressions(&statements, |e| {

@@ -19,6 +19,7 @@
 use std::ops::ControlFlow;
 use std::sync::{Arc, LazyLock};
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{
     AccessExpr, Array, ArrayElemTypeDef, BinaryOperator, CastKind, DataType as SqlDataType, Expr,
     Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList,
@@ -26,7 +27,6 @@ use datafusion::sql::sqlparser::ast::{
     SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator,
     Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut, visit_expressions_mut,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser as SqlParser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -118,12 +118,24 @@ impl Parser {
 /// machine-written predicates of 60 levels of parentheses that PostgreSQL runs). The parser
 /// and DataFusion grow their stacks on demand (their `recursive` protection); this bound
 /// keeps Weir's own recursive passes over the tree (rewrites, printing) within a worker
-/// thread's stack. Deeper statements are refused with `42601`.
+/// thread's stack. Deeper statements are refused with `54001`.
 const PARSER_RECURSION_LIMIT: usize = 256;
 
 static PARSER: LazyLock<Parser> = LazyLock::new(Parser::new);
 
 fn parse_error(e: impl std::fmt::Display) -> Error {
+    let message = e.to_string();
+    if message.contains("recursion limit exceeded") {
+        // PostgreSQL's answer to a statement nested past its stack (`54001`), not a
+        // syntax error: the text is valid.
+        return Error::data(
+            "54001",
+            format!(
+                "stack depth limit exceeded: the statement nests deeper than Weir's parser \
+                 takes ({PARSER_RECURSION_LIMIT} levels of calls, subqueries or parentheses)"
+            ),
+        );
+    }
     Error::Parse(
         e.to_string()
             .replace("sql parser error: ", "syntax error: "),
@@ -154,7 +166,7 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
     let lookup = crate::sql::lookup_join::normalize_system_time(sql)?;
     let sql = lookup.as_deref().unwrap_or(sql);
     let flink = crate::sql::windows::normalize_flink_windows(sql);
-    let statements = SqlParser::new(&PostgreSqlDialect {})
+    let statements = SqlParser::new(&WeirDialect)
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
         .try_with_sql(flink.as_deref().unwrap_or(sql))
         .and_then(|mut p| p.parse_statements())
@@ -187,7 +199,7 @@ pub const MAX_EXPRESSION_DEPTH: usize = 1_000;
 /// Text that does not tokenize counts 0 (the parser reports it).
 pub fn expression_depth(sql: &str) -> usize {
     const TIERS: usize = 8;
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+    let Ok(tokens) = Tokenizer::new(&WeirDialect, sql).tokenize() else {
         return 0;
     };
     let tier = |t: &Token| -> Option<usize> {
@@ -297,6 +309,39 @@ fn check_expression_depth(sql: &str) -> Result<()> {
     Ok(())
 }
 
+/// The deepest nesting of function calls [`parse_one_compat`] takes. datafusion-pg-catalog
+/// parses with sqlparser's PostgreSQL dialect, which reads each call argument twice (see
+/// [`crate::sql::dialect`]), so its time doubles with each level; 12 levels stay under a
+/// tenth of a second, and client catalog queries nest a handful.
+const COMPAT_MAX_CALL_DEPTH: usize = 12;
+
+/// How deep the function calls of `sql` nest: a parenthesis right after a name opens a call.
+/// Text that does not tokenize counts 0.
+fn call_depth(sql: &str) -> usize {
+    let Ok(tokens) = Tokenizer::new(&WeirDialect, sql).tokenize() else {
+        return 0;
+    };
+    let mut open: Vec<bool> = Vec::new();
+    let (mut calls, mut deepest) = (0usize, 0usize);
+    let mut previous_is_name = false;
+    for t in &tokens {
+        match t {
+            Token::Whitespace(_) => continue,
+            Token::LParen => {
+                open.push(previous_is_name);
+                if previous_is_name {
+                    calls += 1;
+                    deepest = deepest.max(calls);
+                }
+            }
+            Token::RParen if open.pop() == Some(true) => calls -= 1,
+            _ => {}
+        }
+        previous_is_name = matches!(t, Token::Word(_));
+    }
+    deepest
+}
+
 /// Refuses a cast to `varchar(n)` or `char(n)` whose length PostgreSQL refuses
 /// (`anychar_typmodin`): `22023` `length for type varchar must be at least 1` for 0, and
 /// `... cannot exceed 10485760` above that.
@@ -348,6 +393,13 @@ fn check_cast_lengths(stmt: &Statement) -> Result<()> {
 /// [`Error::Parse`] (`42601`).
 pub fn parse_one_compat(sql: &str) -> Result<Statement> {
     check_expression_depth(sql)?;
+    let calls = call_depth(sql);
+    if calls > COMPAT_MAX_CALL_DEPTH {
+        return Err(Error::Parse(format!(
+            "function calls nest {calls} deep; the catalog compatibility parser takes at most \
+             {COMPAT_MAX_CALL_DEPTH}"
+        )));
+    }
     let stmt = exactly_one(PARSER.compat.parse(sql).map_err(parse_error)?)?;
     Ok(NumericLiteralRule.rewrite(stmt))
 }
@@ -364,7 +416,7 @@ pub fn declare_parameter_types(sql: &str, declared: &[Option<&str>]) -> String {
     if declared.iter().all(Option::is_none) {
         return sql.to_string();
     }
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+    let Ok(tokens) = Tokenizer::new(&WeirDialect, sql).tokenize() else {
         return sql.to_string();
     };
     let mut out = String::with_capacity(sql.len() + 16 * declared.len());
@@ -557,7 +609,7 @@ pub fn mentions_catalog(stmt: &Statement) -> bool {
 /// # Errors
 /// [`Error::Parse`] when no top-level `AS` follows the view's name.
 pub fn view_query_text(sql: &str) -> Result<String> {
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+    let tokens = Tokenizer::new(&WeirDialect, sql)
         .tokenize_with_location()
         .map_err(parse_error)?;
     let mut depth = 0i32;
@@ -880,7 +932,7 @@ fn array_subquery_expr(query: &Query) -> Expr {
         q
     } else {
         // SELECT array_agg(s.c) FROM (q) AS s(c): the template parsed, then q put in.
-        let mut outer = match SqlParser::new(&PostgreSqlDialect {})
+        let mut outer = match SqlParser::new(&WeirDialect)
             .try_with_sql("SELECT array_agg(s.c) FROM (SELECT 1) AS s(c)")
             .and_then(|mut p| p.parse_query())
         {
@@ -1710,7 +1762,7 @@ fn reg_name_lookup(cast_type: &SqlDataType) -> Option<&'static str> {
 /// `value` (an `x::regclass`-like cast) as its name: `COALESCE((lookup), value::text)`, the
 /// OID's digits when no object has it, as PostgreSQL prints an unknown OID.
 fn reg_name_expr(value: Expr, lookup: &str) -> Expr {
-    let Ok(mut query) = SqlParser::new(&PostgreSqlDialect {})
+    let Ok(mut query) = SqlParser::new(&WeirDialect)
         .try_with_sql(lookup)
         .and_then(|mut p| p.parse_query())
     else {
@@ -2905,7 +2957,7 @@ impl VisitorMut for ViewDefinitionVisitor {
         let FunctionArg::Unnamed(FunctionArgExpr::Expr(oid)) = &list.args[0] else {
             return ControlFlow::Continue(());
         };
-        let Ok(mut query) = SqlParser::new(&PostgreSqlDialect {})
+        let Ok(mut query) = SqlParser::new(&WeirDialect)
             .try_with_sql(
                 "SELECT weir_view_definition(weir_vd.relname) FROM pg_catalog.pg_class weir_vd \
                  WHERE weir_vd.oid = weir_vd_value",
@@ -2937,6 +2989,19 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn call_depth_counts_nested_calls_only() {
+        assert_eq!(
+            call_depth("SELECT abs(abs(x)) + (1 + (2)), f(g(h(1)), 2)"),
+            3
+        );
+        assert_eq!(call_depth("SELECT 1 + ((1))"), 0);
+        let deep = format!("SELECT {}1{}", "abs(".repeat(40), ")".repeat(40));
+        assert_eq!(call_depth(&deep), 40);
+        assert!(parse_one_compat(&deep).is_err());
+        assert!(parse_one(&deep).is_ok());
+    }
 
     #[test]
     fn expression_depth_follows_the_tree() {

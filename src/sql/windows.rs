@@ -44,11 +44,11 @@
 
 use std::ops::ControlFlow;
 
+use crate::sql::dialect::WeirDialect;
 use datafusion::sql::sqlparser::ast::{
     DateTimeField, Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, Statement, TableAlias,
     TableFactor, Value, ValueWithSpan, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser as SqlParser;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -73,7 +73,7 @@ pub fn normalize_flink_windows(sql: &str) -> Option<String> {
     {
         return None;
     }
-    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let tokens = Tokenizer::new(&WeirDialect, sql).tokenize().ok()?;
     let is_ws = |t: &Token| matches!(t, Token::Whitespace(_));
     let next_solid = |from: usize| (from..tokens.len()).find(|&j| !is_ws(&tokens[j]));
     let word_is = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
@@ -378,7 +378,7 @@ fn derived(
     function: &str,
     alias: Option<TableAlias>,
 ) -> Result<TableFactor> {
-    let subquery = SqlParser::new(&PostgreSqlDialect {})
+    let subquery = SqlParser::new(&WeirDialect)
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_query())
         .map_err(|e| Error::Parse(format!("{upper}: {e}")))?;
@@ -549,7 +549,7 @@ mod tests {
     #[test]
     fn literal_intervals_in_microseconds() {
         let parse = |s: &str| {
-            let e = SqlParser::new(&PostgreSqlDialect {})
+            let e = SqlParser::new(&WeirDialect)
                 .try_with_sql(s)
                 .unwrap()
                 .parse_expr()
