@@ -57,6 +57,21 @@ async fn copy_csv_text_and_bad_rows() {
         .await
         .unwrap_err();
     assert_eq!(err.as_db_error().unwrap().code().code(), "22P04");
+    // Text-format escapes as PostgreSQL reads them (docs, COPY "Text Format"): octal
+    // `\101` and hex `\x41` are 'A', `\x` without a hex digit is 'x', `\\` a backslash.
+    let n = copy_in(
+        &c,
+        "COPY f (id, name) FROM STDIN",
+        "10\ta\\x41\\101\\x\\\\\n11\ta\\tb\\7\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(n, 2);
+    // A zero byte is not text (22021), and refuses the whole COPY.
+    let err = copy_in(&c, "COPY f (id, name) FROM STDIN", "12\tok\n13\ta\\0b\n")
+        .await
+        .unwrap_err();
+    assert_eq!(err.as_db_error().unwrap().code().code(), "22021");
     // The session is still usable and nothing of the bad COPYs was applied.
     c.batch_execute("FLUSH").await.unwrap();
     let rows = common::query_text(&c, "SELECT id, name, delay FROM f ORDER BY id").await;
@@ -67,11 +82,13 @@ async fn copy_csv_text_and_bad_rows() {
             vec!["2", "b, quoted", "NULL"],
             vec!["3", "c", "NULL"],
             vec!["4", "NULL", "NULL"],
+            vec!["10", "aAAx\\", "NULL"],
+            vec!["11", "a\tb\u{7}", "NULL"],
         ]
     );
     assert_eq!(
         common::query_text(&c, "SELECT n, s FROM fv").await,
-        vec![vec!["4", "1.5"]]
+        vec![vec!["6", "1.5"]]
     );
     server.stop().await;
 }
@@ -324,6 +341,59 @@ async fn a_row_fixed_in_the_same_epoch_does_not_fail_the_view() {
             .collect();
         assert_eq!(got, want, "round {a}");
     }
+    server.stop().await;
+}
+
+/// The statements of one simple Query are one implicit transaction, as in PostgreSQL
+/// (protocol docs 55.2.2.1): when one fails, the writes of those before it are undone, and
+/// the session goes on. Expected counts worked out by hand (PostgreSQL 15 answers the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_statement_undoes_its_query_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute(
+        "CREATE TABLE it (id INT PRIMARY KEY, v TEXT); INSERT INTO it VALUES (1, 'kept')",
+    )
+    .await
+    .unwrap();
+    let err = c
+        .batch_execute(
+            "INSERT INTO it VALUES (2, 'undone'); UPDATE it SET v = 'changed' WHERE id = 1; \
+             SELECT 1 / 0; INSERT INTO it VALUES (3, 'never run')",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("22012"), "{err}");
+    let rows = c
+        .query("SELECT id, v FROM it ORDER BY id", &[])
+        .await
+        .unwrap();
+    let got: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(got, vec![(1, "kept".to_string())]);
+    // A query string whose statements all succeed keeps them all.
+    c.batch_execute("INSERT INTO it VALUES (4, 'a'); INSERT INTO it VALUES (5, 'b')")
+        .await
+        .unwrap();
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM it", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 3);
+    // Inside a block, a failure aborts the block; ROLLBACK undoes all of it.
+    let err = c
+        .batch_execute("BEGIN; INSERT INTO it VALUES (6, 'c'); SELECT 1 / 0")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("22012"), "{err}");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM it", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 3);
     server.stop().await;
 }
 

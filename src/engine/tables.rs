@@ -313,8 +313,17 @@ impl TableData {
         for (i, w) in change.weights.values().iter().enumerate() {
             if *w < 0 && counts[i] + w < 0 {
                 // Several retractions of the same row in one batch are checked by apply().
-                return Err(Error::Internal(
-                    "retraction of a row that does not exist".into(),
+                // An UPDATE or DELETE read its rows at one snapshot; another session changed
+                // or deleted one of them since (PostgreSQL would wait on the row's lock and
+                // re-check it). Refused whole, with the code clients retry on.
+                return Err(Error::data(
+                    "40001",
+                    format!(
+                        "could not serialize access due to concurrent update: a row of \
+                         \"{}\" this statement changes was changed or deleted by another \
+                         session after it was read; run the statement again",
+                        self.name
+                    ),
                 ));
             }
         }

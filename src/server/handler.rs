@@ -883,6 +883,8 @@ impl SimpleQueryHandler for Conn {
     {
         let mut session = self.session.lock().await;
         let mut responses = Vec::new();
+        // The statements of one Query are one implicit transaction (see `Session::implicit`).
+        session.begin_implicit();
         for stmt in split_statements(query) {
             // The span goes with the future (`instrument`), not a guard held across the
             // await: a guard entered on one worker thread and dropped on another corrupts
@@ -914,11 +916,13 @@ impl SimpleQueryHandler for Conn {
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, code = e.sqlstate(), "statement failed");
+                    session.abort_implicit().await;
                     responses.push(Response::Error(Box::new(error_info(&e))));
                     break;
                 }
             }
         }
+        session.commit_implicit();
         if responses.is_empty() {
             responses.push(Response::EmptyQuery);
         }
@@ -1149,6 +1153,32 @@ impl ExtendedQueryHandler for Conn {
         self._on_execute(client, message).await
     }
 
+    /// Sync ends the implicit transaction of the statements run since the last one,
+    /// keeping their writes; then pgwire's answer (ReadyForQuery).
+    async fn on_sync<C>(
+        &self,
+        client: &mut C,
+        message: pgwire::messages::extendedquery::Sync,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let _ = message;
+        self.session.lock().await.commit_implicit();
+        // pgwire's own Sync (its default `on_sync`, which an override replaces).
+        client.portal_store().rm_portal(DEFAULT_NAME);
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(
+                pgwire::messages::response::ReadyForQuery::new(client.transaction_status()),
+            ))
+            .await?;
+        client.flush().await?;
+        Ok(())
+    }
+
     /// Describe, with PostgreSQL's answers for a cursor's portal and for a prepared statement
     /// that returns no rows
     /// (`INSERT ... VALUES ($1)`): ParameterDescription, then NoData (protocol docs, 55.2.3
@@ -1218,6 +1248,7 @@ impl ExtendedQueryHandler for Conn {
             None
         };
         let mut session = self.session.lock().await;
+        session.begin_implicit();
         let interrupt = Arc::clone(&session.interrupt);
         let timeout = session.statement_timeout();
         let result = interruptible(
@@ -1233,7 +1264,13 @@ impl ExtendedQueryHandler for Conn {
         let result = result.and_then(|out| same_result_type(stmt.schema.as_deref(), out));
         match result {
             Ok(out) => to_response(out, &portal.result_column_format, &session.display_zone),
-            Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
+            // An error, not an error response: pgwire then discards the messages up to the
+            // next Sync, as PostgreSQL does, and the statements run since the last Sync are
+            // undone (their implicit transaction fails).
+            Err(e) => {
+                session.abort_implicit().await;
+                Err(PgWireError::UserError(Box::new(error_info(&e))))
+            }
         }
     }
 }
@@ -1344,6 +1381,7 @@ fn bind_parameters(
                 *slot = value.into();
                 continue;
             }
+            check_text_parameter(portal, i, slot.value()).map_err(|e| pg_error(&e))?;
             let declared = portal.statement.parameter_types.get(i).cloned().flatten();
             let target = inferred.get(i).cloned().flatten();
             let numeric = match &declared {
@@ -1370,6 +1408,60 @@ fn bind_parameters(
         }
     }
     Ok(values)
+}
+
+/// Checks text parameter `i` as arrow-pg read it (`value`) against what PostgreSQL's input
+/// functions accept: a value that arrow-pg turned into NULL (a timestamp past Weir's range,
+/// 1677-09-21 to 2262-04-11, as node-postgres sends any `Date`) and a float text out of the
+/// type's range (`1e400`, which Rust reads as infinity; PostgreSQL's `float8in` refuses it)
+/// were stored silently.
+///
+/// # Errors
+/// `22008` for a date or time arrow-pg could not hold; `22P02` for another value it could
+/// not hold; `22003` for float text out of range.
+fn check_text_parameter(
+    portal: &Portal<Prepared>,
+    i: usize,
+    value: &datafusion::common::ScalarValue,
+) -> Result<()> {
+    use datafusion::common::ScalarValue;
+    if portal.parameter_format.format_for(i) != pgwire::api::results::FieldFormat::Text {
+        return Ok(());
+    }
+    let Some(Some(bytes)) = portal.parameters.get(i) else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(bytes);
+    if value.is_null() {
+        let dt = value.data_type();
+        return Err(if dt.is_temporal() {
+            Error::data(
+                "22008",
+                format!("date/time field value out of range: \"{text}\""),
+            )
+        } else {
+            Error::data(
+                "22P02",
+                format!("invalid input syntax for parameter ${}: \"{text}\"", i + 1),
+            )
+        });
+    }
+    let (infinite, type_name) = match value {
+        ScalarValue::Float64(Some(f)) => (f.is_infinite(), "double precision"),
+        ScalarValue::Float32(Some(f)) => (f.is_infinite(), "real"),
+        _ => (false, ""),
+    };
+    let spelled = text
+        .trim()
+        .trim_start_matches(['+', '-'])
+        .to_ascii_lowercase();
+    if infinite && spelled != "infinity" && spelled != "inf" {
+        return Err(Error::data(
+            "22003",
+            format!("\"{}\" is out of range for type {type_name}", text.trim()),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks binary parameter `i` of a fixed-size type before arrow-pg reads it: its length

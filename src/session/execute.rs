@@ -918,12 +918,18 @@ impl Session {
             }
             "begin" | "start" => {
                 if self.transaction.is_none() {
-                    self.transaction = Some(UndoLog::default());
+                    // The implicit transaction's writes so far become the block's, as in
+                    // PostgreSQL.
+                    self.transaction = Some(UndoLog {
+                        writes: self.implicit.take().unwrap_or_default(),
+                        ..UndoLog::default()
+                    });
                 }
                 Output::TransactionStart("BEGIN".into())
             }
             "commit" | "end" => {
                 self.transaction = None;
+                self.implicit = None;
                 self.cursors.commit();
                 Output::TransactionEnd("COMMIT".into())
             }
@@ -1921,19 +1927,28 @@ impl Session {
         };
         let engine = Arc::clone(&self.engine);
         let id = def.id;
-        let written = self.transaction.is_some().then(|| change.clone());
-        let inserted = tokio::task::spawn_blocking(move || engine.write(id, change))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+        let written = self
+            .logs_writes(def.time.append_only)
+            .then(|| change.clone());
+        // The write lands in `landed` from the blocking thread, so a write whose statement
+        // was dropped meanwhile (its connection closed) is still undone with the rest.
+        let mut landed = Arc::clone(&self.landed).lock_owned().await;
+        let inserted = tokio::task::spawn_blocking(move || {
+            let n = engine.write(id, change)?;
+            if let Some(change) = written {
+                landed.push((id, change));
+            }
+            Ok::<usize, Error>(n)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
         // An insert counts the rows written: a table with a watermark drops late rows.
         let n = if tag == "INSERT 0" {
             inserted
         } else {
             rows.num_rows()
         };
-        if let (Some(log), Some(change)) = (&mut self.transaction, written) {
-            log.writes.push((id, change));
-        }
+        self.log_landed().await;
         Ok(match returned {
             Some((schema, batches)) => Output::Returning {
                 schema,
@@ -2110,7 +2125,10 @@ impl Session {
             })?;
         let engine = Arc::clone(&self.engine);
         let table = copy.table;
-        let change = tokio::task::spawn_blocking(move || {
+        let logged = self.logs_writes(def.time.append_only);
+        // As for INSERT: the write lands in `landed` from the blocking thread.
+        let mut landed = Arc::clone(&self.landed).lock_owned().await;
+        let n = tokio::task::spawn_blocking(move || {
             let schema = def.schema_ref();
             let batch = copy::parse(
                 &copy.data,
@@ -2120,16 +2138,69 @@ impl Session {
                 &copy.columns,
             )?;
             let change = ChangeBatch::inserts(batch);
-            let n = engine.write(copy.table, change.clone())?;
-            Ok::<(ChangeBatch, usize), Error>((change, n))
+            let n = engine.write(table, change.clone())?;
+            if logged {
+                landed.push((table, change));
+            }
+            Ok::<usize, Error>(n)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
-        let (change, n) = change;
+        self.log_landed().await;
+        Ok(n)
+    }
+
+    /// True when a write is to be kept for undoing: inside a transaction block, or in an
+    /// implicit transaction unless the table is append-only.
+    fn logs_writes(&self, append_only: bool) -> bool {
+        self.transaction.is_some() || (self.implicit.is_some() && !append_only)
+    }
+
+    /// Moves the writes that landed (see [`Session::landed`]) to the undo log. Waits for a
+    /// write still running, which holds the list's lock until it has landed.
+    async fn log_landed(&mut self) {
+        let writes = std::mem::take(&mut *self.landed.lock().await);
+        for (table, change) in writes {
+            self.log_write(table, change);
+        }
+    }
+
+    /// Keeps a write for undoing, in the block's log or else the implicit transaction's.
+    fn log_write(&mut self, table: crate::common::RelationId, change: ChangeBatch) {
         if let Some(log) = &mut self.transaction {
             log.writes.push((table, change));
+        } else if let Some(writes) = &mut self.implicit {
+            writes.push((table, change));
         }
-        Ok(n)
+    }
+
+    /// Starts an implicit transaction (see [`Session::implicit`]) unless a block or one is
+    /// open: at an extended-protocol Execute, or at the start of a simple Query.
+    pub fn begin_implicit(&mut self) {
+        if self.transaction.is_none() && self.implicit.is_none() {
+            self.implicit = Some(Vec::new());
+        }
+    }
+
+    /// Ends the implicit transaction, keeping its writes (at Sync, or at the end of a simple
+    /// Query whose statements all succeeded).
+    pub fn commit_implicit(&mut self) {
+        self.implicit = None;
+    }
+
+    /// Ends the implicit transaction after one of its statements failed, undoing its writes,
+    /// newest first. An undo that fails (another session changed the rows since) is logged;
+    /// the statement's own error is what the client sees.
+    pub async fn abort_implicit(&mut self) {
+        let Some(writes) = self.implicit.take() else {
+            return;
+        };
+        if writes.is_empty() {
+            return;
+        }
+        if let Err(e) = self.undo(writes).await {
+            tracing::warn!(error = %e, "undoing a failed implicit transaction");
+        }
     }
 
     /// `0A000` inside a transaction block: a write to an append-only table cannot be undone
@@ -2213,6 +2284,11 @@ impl Session {
     /// Those of [`Self::undo`] (`40001` when another session changed the rows since).
     pub async fn end_connection(&mut self) -> Result<()> {
         self.cursors.rollback();
+        // A statement dropped with its connection (at shutdown) may have a write still
+        // running: wait for it, and undo it with its block or implicit transaction.
+        self.log_landed().await;
+        // Statements sent without their Sync are not committed, as in PostgreSQL.
+        self.abort_implicit().await;
         match self.transaction.take() {
             Some(log) => self.undo(log.writes).await,
             None => Ok(()),
@@ -2465,7 +2541,18 @@ fn cast_columns(schema: &SchemaRef, cols: &[ArrayRef]) -> Result<Vec<ArrayRef>> 
             if c.data_type() == f.data_type() {
                 Ok(c.clone())
             } else {
-                Ok(arrow::compute::cast(c, f.data_type())?)
+                // Not `cast`: it makes a value that does not convert NULL. A statement
+                // prepared before its table was created again with other column types
+                // reaches here with the old types, and must fail, not store NULLs.
+                let options = arrow::compute::CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                Ok(arrow::compute::cast_with_options(
+                    c,
+                    f.data_type(),
+                    &options,
+                )?)
             }
         })
         .collect()

@@ -56,6 +56,21 @@ pub struct Session {
     pub user: String,
     /// Inside `BEGIN` ... `COMMIT`: the block's writes so far, to undo at `ROLLBACK`.
     pub transaction: Option<UndoLog>,
+    /// Outside a block, the writes of the statements run since the extended protocol's last
+    /// Sync, or of the statements of one simple Query so far: PostgreSQL runs them as one
+    /// implicit transaction (protocol docs 55.2.3 "Extended Query" and 55.2.2.1 "Multiple
+    /// Statements in a Simple Query"), so they are undone when one of them fails.
+    /// (table, change written), oldest first; writes to append-only tables are not kept (they
+    /// cannot be undone).
+    pub implicit: Option<Vec<(crate::common::RelationId, crate::common::ChangeBatch)>>,
+    /// Writes that reached their table but not yet the undo log: a statement writes on a
+    /// blocking thread, which pushes its change here (holding the lock from before the
+    /// write starts); the statement then moves it to the log. When the statement's future
+    /// is dropped meanwhile (the connection closed at server shutdown), the write still
+    /// lands here, and the connection's end waits for it and undoes it with its block or
+    /// implicit transaction, so a client told `57P01` finds none of it stored.
+    pub landed:
+        Arc<tokio::sync::Mutex<Vec<(crate::common::RelationId, crate::common::ChangeBatch)>>>,
     /// The zone `timestamptz` results are shown in (the `TimeZone` setting).
     pub display_zone: arrow::array::timezone::Tz,
     /// The running statement's cancel state (cancel requests, `statement_timeout`).
@@ -115,9 +130,7 @@ impl Session {
             .with_runtime_env(runtime)
             .with_default_features()
             .with_analyzer_rules(crate::sql::semantics::analyzer_rules())
-            // After DataFusion's rules: a condition's divisions and casts wait for its other
-            // conjuncts.
-            .with_optimizer_rule(Arc::new(crate::sql::guard_fallible::GuardFallible))
+            .with_optimizer_rules(crate::sql::guard_fallible::optimizer_rules())
             // After DataFusion's rules: WHERE before the SELECT list's computations.
             .with_physical_optimizer_rule(Arc::new(crate::sql::filter_first::FilterFirst))
             .build();
@@ -183,6 +196,8 @@ impl Session {
             memory,
             user: DEFAULT_USER.to_string(),
             transaction: None,
+            implicit: None,
+            landed: Arc::default(),
             display_zone,
             interrupt,
             cursors: cursors::Cursors::default(),

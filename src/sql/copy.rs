@@ -327,7 +327,10 @@ pub fn parse(
                 if *f == format.null {
                     builders[j].append_null();
                 } else {
-                    builders[j].append_value(unescape_text(f));
+                    let value = unescape_text(f).map_err(|m| {
+                        Error::data("22021", format!("{m} (COPY {table}, line {line})"))
+                    })?;
+                    builders[j].append_value(value);
                 }
             }
             lines.push(line);
@@ -479,30 +482,80 @@ pub fn pg_type_name(t: &DataType) -> String {
     }
 }
 
-/// Undoes the backslash escapes of COPY's text format.
-fn unescape_text(s: &str) -> std::borrow::Cow<'_, str> {
+/// Undoes the backslash escapes of COPY's text format, as PostgreSQL's
+/// `CopyReadAttributesText` does (docs, COPY "Text Format"): `\b \f \n \r \t \v`, `\digits`
+/// (one to three octal digits) and `\xdigits` (one or two hex digits) for a byte, and any
+/// other character after a backslash for itself (`\\`, `\x` without a hex digit).
+///
+/// # Errors
+/// The message of `22021` when the bytes are not UTF-8 or hold a zero byte (PostgreSQL:
+/// `invalid byte sequence for encoding "UTF8"`).
+fn unescape_text(s: &str) -> std::result::Result<std::borrow::Cow<'_, str>, String> {
     if !s.contains('\\') {
-        return std::borrow::Cow::Borrowed(s);
+        return Ok(std::borrow::Cow::Borrowed(s));
     }
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
+    let bytes = s.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        i += 1;
+        if c != b'\\' {
             out.push(c);
             continue;
         }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some('v') => out.push('\u{b}'),
-            Some(o) => out.push(o),
-            None => out.push('\\'),
+        let Some(&e) = bytes.get(i) else {
+            out.push(b'\\');
+            break;
+        };
+        i += 1;
+        match e {
+            b'0'..=b'7' => {
+                let mut v = u32::from(e - b'0');
+                for _ in 0..2 {
+                    match bytes.get(i) {
+                        Some(&d @ b'0'..=b'7') => {
+                            v = v * 8 + u32::from(d - b'0');
+                            i += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                // Three octal digits reach 0o777; PostgreSQL keeps the low byte.
+                out.push((v & 0xff) as u8);
+            }
+            b'x' if bytes.get(i).is_some_and(u8::is_ascii_hexdigit) => {
+                let mut v = 0u8;
+                for _ in 0..2 {
+                    match bytes.get(i) {
+                        Some(d) if d.is_ascii_hexdigit() => {
+                            v = v * 16 + (*d as char).to_digit(16).unwrap_or(0) as u8;
+                            i += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                out.push(v);
+            }
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'r' => out.push(b'\r'),
+            b'b' => out.push(8),
+            b'f' => out.push(12),
+            b'v' => out.push(11),
+            other => out.push(other),
         }
     }
-    std::borrow::Cow::Owned(out)
+    if out.contains(&0) {
+        return Err("invalid byte sequence for encoding \"UTF8\": 0x00".into());
+    }
+    String::from_utf8(out)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let bad = e.as_bytes().get(at).copied().unwrap_or(0);
+            format!("invalid byte sequence for encoding \"UTF8\": 0x{bad:02x}")
+        })
 }
 
 /// Whether each field of one CSV record (its raw bytes) had a quote character in it, as

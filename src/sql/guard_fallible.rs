@@ -19,6 +19,12 @@
 //!  b = 0 OR a / b > 1            ─►  CASE WHEN b = 0 THEN true ELSE a / b > 1 END
 //! ```
 //!
+//! An `OR`'s fallible disjunct is guarded as a condition of its own, so
+//! `(b <> 0 AND a / b > 1) OR c` divides only where `c` is not true and `b <> 0`; the
+//! conditions of aggregates' `FILTER (WHERE ...)` are guarded as a filter's are, and their
+//! fallible arguments are read under the filter (`sum(CASE WHEN b <> 0 THEN a / b END)
+//! FILTER (WHERE b <> 0)`).
+//!
 //! In a filter a NULL condition drops the row as false does, so these forms keep every
 //! row the original keeps. The infallible conjuncts stay where they were, so the dataflow
 //! still sees them (temporal filters, join keys). Guards are only immutable expressions
@@ -31,7 +37,7 @@ use datafusion::logical_expr::utils::{
     conjunction, disjunction, split_binary_owned, split_conjunction_owned,
 };
 use datafusion::logical_expr::{
-    BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, Volatility,
+    Aggregate, BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, Volatility,
 };
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
@@ -41,6 +47,23 @@ use arrow::datatypes::DataType;
 /// The rule (see the module docs).
 #[derive(Debug, Default)]
 pub struct GuardFallible;
+
+/// DataFusion's optimizer rules with [`GuardFallible`] twice: before common subexpression
+/// elimination, which would otherwise compute an expression that both a guarded condition
+/// and another expression use (`count(*) FILTER (WHERE b <> 0 AND a / b > 1)` beside
+/// `sum(a / b) FILTER (WHERE b <> 0)`) for every row, in a projection below them; and last,
+/// for the conditions the other rules merged (a subquery's `WHERE b <> 0` into the outer
+/// `WHERE a / b > 1`).
+pub fn optimizer_rules() -> Vec<std::sync::Arc<dyn OptimizerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Optimizer::new().rules;
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "common_sub_expression_eliminate")
+        .unwrap_or(rules.len());
+    rules.insert(at, std::sync::Arc::new(GuardFallible));
+    rules.push(std::sync::Arc::new(GuardFallible));
+    rules
+}
 
 impl OptimizerRule for GuardFallible {
     fn name(&self) -> &str {
@@ -83,9 +106,70 @@ impl OptimizerRule for GuardFallible {
                     t.transformed,
                 ))
             }
+            LogicalPlan::Aggregate(a) => guard_aggregate_filters(a),
             other => Ok(Transformed::no(other)),
         }
     }
+}
+
+/// An aggregate whose `FILTER (WHERE ...)` conditions are guarded as a filter's are (a row
+/// whose condition is NULL is left out, as one whose condition is false). An aggregate whose
+/// text changed keeps its output column's name.
+fn guard_aggregate_filters(mut agg: Aggregate) -> Result<Transformed<LogicalPlan>> {
+    let schema = agg.input.schema().clone();
+    let mut changed = false;
+    let mut out = Vec::with_capacity(agg.aggr_expr.len());
+    for e in std::mem::take(&mut agg.aggr_expr) {
+        let name = e.schema_name().to_string();
+        let t = e.transform_up(|e| match e {
+            Expr::AggregateFunction(mut af) => match af.params.filter.take() {
+                Some(f) => {
+                    let t = guard_condition(*f, &schema)?;
+                    let mut changed = t.transformed;
+                    let filter = t.data;
+                    // `sum(a / b) FILTER (WHERE b <> 0)`: the aggregate reads its arguments
+                    // only on the rows its filter keeps, but common subexpression
+                    // elimination takes them as read on every row, and would compute an
+                    // `a / b` used elsewhere too for every row below the aggregate. Under
+                    // `CASE WHEN filter THEN a / b END` it is read where the filter holds.
+                    if usable_guard(&filter) {
+                        for arg in &mut af.params.args {
+                            if can_fail(arg, &schema) {
+                                let inner =
+                                    std::mem::replace(arg, Expr::Literal(ScalarValue::Null, None));
+                                *arg = Expr::Case(Case::new(
+                                    None,
+                                    vec![(Box::new(filter.clone()), Box::new(inner))],
+                                    None,
+                                ));
+                                changed = true;
+                            }
+                        }
+                    }
+                    af.params.filter = Some(Box::new(filter));
+                    Ok(Transformed::new_transformed(
+                        Expr::AggregateFunction(af),
+                        changed,
+                    ))
+                }
+                None => Ok(Transformed::no(Expr::AggregateFunction(af))),
+            },
+            other => Ok(Transformed::no(other)),
+        })?;
+        changed |= t.transformed;
+        let e = t.data;
+        out.push(if !t.transformed || e.schema_name().to_string() == name {
+            e
+        } else {
+            e.alias(name)
+        });
+    }
+    if !changed {
+        agg.aggr_expr = out;
+        return Ok(Transformed::no(LogicalPlan::Aggregate(agg)));
+    }
+    let agg = Aggregate::try_new(agg.input, agg.group_expr, out)?;
+    Ok(Transformed::yes(LogicalPlan::Aggregate(agg)))
 }
 
 /// True for text types (whose cast to another type can fail on the value).
@@ -182,7 +266,7 @@ fn guard_condition(predicate: Expr, schema: &DFSchema) -> Result<Transformed<Exp
             out.push(c);
             continue;
         }
-        let (c, guarded) = guard_disjunction(c, schema);
+        let (c, guarded) = guard_disjunction(c, schema)?;
         changed |= guarded;
         let c = match &guard {
             Some(g) => {
@@ -204,8 +288,11 @@ fn guard_condition(predicate: Expr, schema: &DFSchema) -> Result<Transformed<Exp
 
 /// `d1 OR d2 OR ...` with its fallible disjuncts evaluated only for rows where the
 /// infallible ones are not true (`CASE WHEN safe THEN true ELSE rest END`, and whether it
-/// changed); other expressions unchanged.
-fn guard_disjunction(e: Expr, schema: &DFSchema) -> (Expr, bool) {
+/// changed), each of them guarded as a condition of its own; other expressions unchanged.
+///
+/// # Errors
+/// None in practice (DataFusion's tree walks return `Result`).
+fn guard_disjunction(e: Expr, schema: &DFSchema) -> Result<(Expr, bool)> {
     if !matches!(
         &e,
         Expr::BinaryExpr(BinaryExpr {
@@ -213,22 +300,37 @@ fn guard_disjunction(e: Expr, schema: &DFSchema) -> (Expr, bool) {
             ..
         })
     ) {
-        return (e, false);
+        return Ok((e, false));
     }
     let (safe, rest): (Vec<Expr>, Vec<Expr>) = split_binary_owned(e, Operator::Or)
         .into_iter()
         .partition(|d| !can_fail(d, schema) && usable_guard(d));
-    match (disjunction(safe.clone()), disjunction(rest.clone())) {
-        (Some(s), Some(r)) => (
-            case(s, Expr::Literal(ScalarValue::Boolean(Some(true)), None), r),
-            true,
-        ),
-        _ => (
-            disjunction(safe.into_iter().chain(rest))
-                .unwrap_or(Expr::Literal(ScalarValue::Boolean(Some(false)), None)),
-            false,
-        ),
+    // A fallible disjunct is itself a condition: `(b <> 0 AND a / b > 1) OR ...` guards its
+    // division by its own conjuncts. Under AND and OR alone, reading a NULL as false keeps
+    // every row the condition keeps (Kleene logic: a true result does not depend on an
+    // unknown input), so the nested guards are as sound as the top-level ones; NOT is not
+    // looked through.
+    let mut nested = false;
+    let mut guarded = Vec::with_capacity(rest.len());
+    for d in rest {
+        let t = guard_condition(d, schema)?;
+        nested |= t.transformed;
+        guarded.push(t.data);
     }
+    let rest = guarded;
+    Ok(
+        match (disjunction(safe.clone()), disjunction(rest.clone())) {
+            (Some(s), Some(r)) => (
+                case(s, Expr::Literal(ScalarValue::Boolean(Some(true)), None), r),
+                true,
+            ),
+            _ => (
+                disjunction(safe.into_iter().chain(rest))
+                    .unwrap_or(Expr::Literal(ScalarValue::Boolean(Some(false)), None)),
+                nested,
+            ),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -274,6 +376,23 @@ mod tests {
             t.data.to_string(),
             "CASE WHEN b = Int32(0) THEN Boolean(true) ELSE a / b > Int32(1) END"
         );
+    }
+
+    #[test]
+    fn conjunctions_inside_disjunctions_are_guarded() {
+        let s = schema();
+        let p = col("b")
+            .not_eq(lit(0))
+            .and(col("a").div(col("b")).gt(lit(1)))
+            .or(col("a").is_null());
+        let t = guard_condition(p, &s).unwrap();
+        assert_eq!(
+            t.data.to_string(),
+            "CASE WHEN a IS NULL THEN Boolean(true) ELSE b != Int32(0) AND CASE WHEN b != \
+             Int32(0) THEN a / b > Int32(1) ELSE Boolean(false) END END"
+        );
+        let again = guard_condition(t.data.clone(), &s).unwrap();
+        assert!(!again.transformed);
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl ScalarUDFImpl for CastNamed {
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
 /// ([`super::set_ops`]), [`PgSumTypes`], [`PgOperandTypes`], DataFusion's, then [`PgSemantics`] on the coerced
-/// types, values PostgreSQL calls equal as one key ([`super::equal_keys`]), `EXISTS` as a
+/// types and DataFusion's type coercion again around its new result types, values PostgreSQL calls equal as one key ([`super::equal_keys`]), `EXISTS` as a
 /// value ([`super::decorrelate::ExistsAsValues`]), then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
 /// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
@@ -154,6 +154,13 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     ];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules.push(Arc::new(PgSemantics));
+    // PgSemantics gives some expressions PostgreSQL's result types (a `numeric` quotient has
+    // 20 decimals where DataFusion's has 14, `floor` of a `numeric` none): the expressions
+    // around them were coerced for the old types (`a / 3 > 1` compared 20 decimals with 14,
+    // an arrow error), so they are coerced again.
+    rules.push(Arc::new(
+        datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new(),
+    ));
     rules.push(Arc::new(super::equal_keys::EqualKeys));
     rules.push(Arc::new(super::decorrelate::ExistsAsValues));
     rules.push(Arc::new(super::decorrelate::DecorrelateScalarSubqueries));

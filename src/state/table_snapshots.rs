@@ -66,15 +66,26 @@ impl TableSnapshots {
     /// instances of an earlier run and snapshots that were not completed.
     ///
     /// # Errors
-    /// [`Error::State`] on I/O errors.
+    /// [`Error::State`] on I/O errors, and for a snapshot directory without its positions
+    /// (damage no crash leaves).
     pub fn open(dir: PathBuf) -> Result<Self> {
         fs::create_dir_all(&dir).map_err(|e| io("cannot create", &dir, e))?;
         for entry in fs::read_dir(&dir).map_err(|e| io("cannot read", &dir, e))? {
             let entry = entry.map_err(|e| io("cannot read", &dir, e))?;
             let name = entry.file_name().to_string_lossy().to_string();
-            let stale = !name.starts_with("snap-")
-                || name.ends_with(".tmp")
-                || !entry.path().join(POSITIONS).exists();
+            let snapshot = name.starts_with("snap-") && !name.ends_with(".tmp");
+            if snapshot && !entry.path().join(POSITIONS).exists() {
+                // A snapshot is renamed into place only once its positions are synced, so no
+                // crash leaves one without them: the directory was damaged. Removing it
+                // would start every table empty (the changelog before it is gone).
+                return Err(Error::State(format!(
+                    "table snapshot {} has no {POSITIONS}: the data directory is damaged \
+                     (restore it from a backup); Weir does not start without it, which would \
+                     lose the tables' rows",
+                    entry.path().display()
+                )));
+            }
+            let stale = !snapshot;
             if stale {
                 debug!(path = %entry.path().display(), "removing a stale table directory");
                 let path = entry.path();
@@ -271,12 +282,16 @@ mod tests {
             1,
             "older snapshots are deleted"
         );
+        // A snapshot directory without its positions is damage no crash leaves: open
+        // refuses it rather than start the tables empty.
+        fs::create_dir_all(dir.path().join("t/snap-8")).unwrap();
+        let err = TableSnapshots::open(dir.path().join("t")).unwrap_err();
+        assert!(err.to_string().contains("has no positions.json"), "{err}");
+        fs::remove_dir_all(dir.path().join("t/snap-8")).unwrap();
         // An interrupted snapshot is ignored and removed at open.
         fs::create_dir_all(dir.path().join("t/snap-9.tmp")).unwrap();
-        fs::create_dir_all(dir.path().join("t/snap-8")).unwrap();
         let snaps = TableSnapshots::open(dir.path().join("t")).unwrap();
         assert!(!dir.path().join("t/snap-9.tmp").exists());
-        assert!(!dir.path().join("t/snap-8").exists());
         let (live, positions) = snaps.live(&root).unwrap();
         assert_eq!(positions, p2);
         assert_eq!(count(&live), 1010);

@@ -176,6 +176,42 @@ async def main():
         stmt = await conn.prepare("SELECT a FROM apg_shape")
         eq(await stmt.fetchval(), 1.5, "prepared again")
 
+    async def insert_plan_changed():
+        # A prepared INSERT whose table was created again with narrower columns: values that
+        # no longer fit are PostgreSQL's 22003, never stored as NULL.
+        await conn.execute("DROP TABLE IF EXISTS apg_narrow")
+        await conn.execute("CREATE TABLE apg_narrow (a BIGINT, b INT)")
+        ins = await conn.prepare("INSERT INTO apg_narrow VALUES ($1, $2)")
+        await ins.fetch(10**12, 1)
+        await conn.execute("DROP TABLE apg_narrow")
+        await conn.execute("CREATE TABLE apg_narrow (a INT, b SMALLINT)")
+        await ins.fetch(5, 2)
+        for args in [(10**12, 3), (1, 100000)]:
+            try:
+                await ins.fetch(*args)
+                raise AssertionError(f"{args} was inserted")
+            except asyncpg.exceptions.NumericValueOutOfRangeError:
+                pass
+        rows = [tuple(r) for r in await conn.fetch("SELECT a, b FROM apg_narrow ORDER BY a")]
+        eq(rows, [(5, 2)], "rows after the change")
+
+    async def executemany_atomic():
+        # executemany sends every row's Bind/Execute before one Sync: PostgreSQL runs them as
+        # one implicit transaction, so a duplicate key in the middle stores no row at all
+        # (the rows before it were kept, the rows after it run after the error).
+        await conn.execute("DROP TABLE IF EXISTS apg_many")
+        await conn.execute("CREATE TABLE apg_many (id INT PRIMARY KEY, v INT)")
+        try:
+            await conn.executemany(
+                "INSERT INTO apg_many VALUES ($1, $2)", [(1, 1), (2, 2), (2, 3), (4, 4), (5, 5)]
+            )
+            raise AssertionError("the duplicate key was accepted")
+        except asyncpg.exceptions.UniqueViolationError:
+            pass
+        eq(await conn.fetchval("SELECT count(*) FROM apg_many"), 0, "rows after the failed batch")
+        await conn.executemany("INSERT INTO apg_many VALUES ($1, $2)", [(1, 1), (2, 2)])
+        eq(await conn.fetchval("SELECT count(*) FROM apg_many"), 2, "rows after a good batch")
+
     for name, fn in [
         ("select_int4_literal", select_int4_literal),
         ("create_table", create_table),
@@ -194,6 +230,8 @@ async def main():
         ("copy_records_to_table", copy_records_to_table),
         ("copy_from_query", copy_from_query),
         ("plan_changed", plan_changed),
+        ("insert_plan_changed", insert_plan_changed),
+        ("executemany_atomic", executemany_atomic),
     ]:
         await run(name, fn)
     await conn.close()

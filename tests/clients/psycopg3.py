@@ -344,6 +344,26 @@ def rollback_at_disconnect():
     eq(count("id = 900"), 0, "rows of the dropped connection's open block")
 
 
+def text_param_ranges():
+    # Text parameters PostgreSQL's input functions refuse, or that Weir cannot hold, are
+    # errors, never stored as NULL or Infinity: a timestamp past 2262 (22008), float text
+    # past double precision's range (22003, as PostgreSQL's float8in answers).
+    other = psycopg.connect(conninfo(), autocommit=True)
+    with other.cursor() as cur:
+        for sql, value, code in [
+            ("SELECT %t::timestamp", "9999-12-31 23:59:59", "22008"),
+            ("SELECT %t::float8", "1e400", "22003"),
+        ]:
+            try:
+                cur.execute(sql, (value,))
+                raise AssertionError(f"{value!r} read as {cur.fetchone()[0]!r}")
+            except psycopg.Error as e:
+                eq(e.sqlstate, code, f"SQLSTATE of {value!r}")
+        cur.execute("SELECT %t::float8, %t::timestamp", ("-Infinity", "2024-03-01 10:00:00"))
+        eq(cur.fetchone(), (float("-inf"), dt.datetime(2024, 3, 1, 10, 0)), "values in range")
+    other.close()
+
+
 for name, fn in [
     ("connect", connect),
     ("select_int4_literal", select_int4_literal),
@@ -372,6 +392,7 @@ for name, fn in [
     ("cancel_and_timeout", cancel_and_timeout),
     ("array_params", array_params),
     ("rollback_at_disconnect", rollback_at_disconnect),
+    ("text_param_ranges", text_param_ranges),
 ]:
     checks.run(name, fn)
 conn.close()
