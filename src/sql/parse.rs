@@ -290,6 +290,7 @@ pub fn expression_depth(sql: &str) -> usize {
 /// # Errors
 /// `54001` `stack depth limit exceeded`, as PostgreSQL words it.
 fn check_expression_depth(sql: &str) -> Result<()> {
+    check_subquery_depth(sql)?;
     // Most statements are far too short to reach the limit: each level takes a token of at
     // least one character.
     if sql.len() <= MAX_EXPRESSION_DEPTH {
@@ -303,6 +304,66 @@ fn check_expression_depth(sql: &str) -> Result<()> {
                 "stack depth limit exceeded: the statement's expressions nest {depth} deep; \
                  Weir takes at most {MAX_EXPRESSION_DEPTH} (split a long chain of AND, OR or \
                  + into parts, or use IN (...) or a join)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The deepest nesting of subqueries a statement may have. DataFusion's optimizer visits a
+/// subquery's plan again for every level above it, so planning time doubles with each level
+/// (`SELECT (SELECT (SELECT ...))` 20 deep took 3 s, 30 deep more than 15 minutes, holding a
+/// runtime thread); 16 levels plan in well under a second.
+pub const MAX_SUBQUERY_DEPTH: usize = 16;
+
+/// Refuses a statement whose subqueries nest deeper than [`MAX_SUBQUERY_DEPTH`]: a
+/// parenthesis whose first token is `SELECT`, `WITH`, `VALUES` or `TABLE` opens one.
+///
+/// # Errors
+/// `54001` `stack depth limit exceeded`.
+fn check_subquery_depth(sql: &str) -> Result<()> {
+    // A statement needs a `SELECT`-like word per level: most have far fewer.
+    let lower = sql.to_ascii_lowercase();
+    let words = ["select", "with", "values", "table"]
+        .iter()
+        .map(|w| lower.matches(w).count())
+        .sum::<usize>();
+    if words <= MAX_SUBQUERY_DEPTH {
+        return Ok(());
+    }
+    let Ok(tokens) = Tokenizer::new(&WeirDialect, sql).tokenize() else {
+        return Ok(());
+    };
+    let mut open: Vec<bool> = Vec::new();
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut after_paren = false;
+    for t in tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_))) {
+        if after_paren
+            && let Token::Word(w) = t
+            && matches!(
+                w.keyword,
+                Keyword::SELECT | Keyword::WITH | Keyword::VALUES | Keyword::TABLE
+            )
+            && let Some(last) = open.last_mut()
+        {
+            *last = true;
+            depth += 1;
+            deepest = deepest.max(depth);
+        }
+        after_paren = matches!(t, Token::LParen);
+        match t {
+            Token::LParen => open.push(false),
+            Token::RParen if open.pop() == Some(true) => depth -= 1,
+            _ => {}
+        }
+    }
+    if deepest > MAX_SUBQUERY_DEPTH {
+        return Err(Error::data(
+            "54001",
+            format!(
+                "stack depth limit exceeded: the statement's subqueries nest {deepest} deep; \
+                 Weir takes at most {MAX_SUBQUERY_DEPTH} (planning time doubles with each \
+                 level)"
             ),
         ));
     }
@@ -2989,6 +3050,17 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn subqueries_nest_at_most_the_limit() {
+        let nested = |n: usize| format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n));
+        assert!(check_subquery_depth(&nested(MAX_SUBQUERY_DEPTH)).is_ok());
+        let err = check_subquery_depth(&nested(MAX_SUBQUERY_DEPTH + 1)).unwrap_err();
+        assert_eq!(err.sqlstate(), "54001");
+        // Many subqueries side by side are not deep.
+        let wide = format!("SELECT {}", vec!["(SELECT 1)"; 40].join(" + "));
+        assert!(check_subquery_depth(&wide).is_ok());
+    }
 
     #[test]
     fn call_depth_counts_nested_calls_only() {

@@ -158,13 +158,72 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     // 20 decimals where DataFusion's has 14, `floor` of a `numeric` none): the expressions
     // around them were coerced for the old types (`a / 3 > 1` compared 20 decimals with 14,
     // an arrow error), so they are coerced again.
-    rules.push(Arc::new(
+    rules.push(Arc::new(Recoerce(
         datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new(),
-    ));
+    )));
     rules.push(Arc::new(super::equal_keys::EqualKeys));
     rules.push(Arc::new(super::decorrelate::ExistsAsValues));
     rules.push(Arc::new(super::decorrelate::DecorrelateScalarSubqueries));
     rules
+}
+
+/// DataFusion's type coercion, run again only on plans where [`PgSemantics`] gave an
+/// expression a type of its own (a `numeric` quotient or product, `floor`/`ceil` of a
+/// `numeric`): coercing a whole plan again costs more than linear time in a deep expression
+/// (a chain of 400 `+` took 18 s instead of 0.7 s), so other plans skip it.
+#[derive(Debug)]
+struct Recoerce(datafusion::optimizer::analyzer::type_coercion::TypeCoercion);
+
+impl AnalyzerRule for Recoerce {
+    fn name(&self) -> &str {
+        "weir_recoerce"
+    }
+
+    fn analyze(
+        &self,
+        plan: LogicalPlan,
+        config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        if retyped(&plan) {
+            self.0.analyze(plan, config)
+        } else {
+            Ok(plan)
+        }
+    }
+}
+
+/// True when an expression of `plan` (or of its subqueries) calls one of the functions
+/// whose result type differs from DataFusion's for the same operator.
+fn retyped(plan: &LogicalPlan) -> bool {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        let _ = node.apply_expressions(|e| {
+            let _ = e.apply(|e| {
+                if let Expr::ScalarFunction(f) = e
+                    && matches!(
+                        f.func.name(),
+                        "numeric_div" | "numeric_mul" | "floor" | "ceil"
+                    )
+                {
+                    found = true;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            });
+            Ok(if found {
+                TreeNodeRecursion::Stop
+            } else {
+                TreeNodeRecursion::Continue
+            })
+        });
+        Ok(if found {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    found
 }
 
 /// Wraps one of Weir's errors so it crosses DataFusion with its SQLSTATE.
