@@ -630,6 +630,14 @@ async fn relation_oids_agree_across_sessions() {
     assert_eq!(row.get::<_, u32>(3), 23);
 }
 
+/// The types of a prepared statement's result columns, as its RowDescription gives them.
+fn column_types(stmt: &tokio_postgres::Statement) -> Vec<tokio_postgres::types::Type> {
+    stmt.columns()
+        .iter()
+        .map(|col| col.type_().clone())
+        .collect()
+}
+
 async fn simple_query_names(c: &tokio_postgres::Client, sql: &str) -> Vec<String> {
     let msgs = c.simple_query(sql).await.unwrap();
     let row = msgs
@@ -704,14 +712,12 @@ async fn output_columns_have_postgres_names() {
         .prepare("SELECT 1 AS one, -2, 3000000000 ORDER BY 1 LIMIT 1")
         .await
         .unwrap();
-    let types: Vec<&tokio_postgres::types::Type> =
-        stmt.columns().iter().map(|col| col.type_()).collect();
     assert_eq!(
-        types,
+        column_types(&stmt),
         [
-            &tokio_postgres::types::Type::INT4,
-            &tokio_postgres::types::Type::INT4,
-            &tokio_postgres::types::Type::INT8
+            tokio_postgres::types::Type::INT4,
+            tokio_postgres::types::Type::INT4,
+            tokio_postgres::types::Type::INT8
         ]
     );
     let row = c.query_one(&stmt, &[]).await.unwrap();
@@ -723,15 +729,13 @@ async fn output_columns_have_postgres_names() {
         .prepare("SELECT a + 1, -a, a * 2 / 3, a::bigint + 1 FROM n ORDER BY 1 LIMIT 1")
         .await
         .unwrap();
-    let types: Vec<&tokio_postgres::types::Type> =
-        stmt.columns().iter().map(|col| col.type_()).collect();
     assert_eq!(
-        types,
+        column_types(&stmt),
         [
-            &tokio_postgres::types::Type::INT4,
-            &tokio_postgres::types::Type::INT4,
-            &tokio_postgres::types::Type::INT4,
-            &tokio_postgres::types::Type::INT8
+            tokio_postgres::types::Type::INT4,
+            tokio_postgres::types::Type::INT4,
+            tokio_postgres::types::Type::INT4,
+            tokio_postgres::types::Type::INT8
         ]
     );
     // A UNION is named after its first branch.
