@@ -225,6 +225,31 @@ fn classify_datafusion(e: DataFusionError) -> Error {
     if let Some(e) = invalid_regex(&message) {
         return e;
     }
+    // `make_date(2024, 13, 1)`: DataFusion's "Month value '13' is out of range" (and "Day
+    // value ...").
+    if (message.starts_with("Month value '") || message.starts_with("Day value '"))
+        && message.ends_with("' is out of range")
+    {
+        return Error::data("22008", format!("date field value out of range: {message}"));
+    }
+    // `make_date(2024, 2, 30)`: DataFusion's "Unable to parse date from 2024, 2, 30".
+    if let Some(fields) = message.strip_prefix("Unable to parse date from ") {
+        return Error::data(
+            "22008",
+            format!(
+                "date field value out of range: {}",
+                fields
+                    .split(", ")
+                    .enumerate()
+                    .map(|(i, f)| match f.parse::<i64>() {
+                        Ok(v) if i > 0 => format!("{v:02}"),
+                        _ => f.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("-")
+            ),
+        );
+    }
     if let Some(e) = query_shape_error(&message) {
         return e;
     }

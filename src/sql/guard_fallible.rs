@@ -202,8 +202,10 @@ fn can_fail(e: &Expr, schema: &DFSchema) -> bool {
                 matches!(b.op, Operator::Divide | Operator::Modulo) && !nonzero_literal(&b.right)
             }
             Expr::ScalarFunction(f) => {
-                matches!(f.func.name(), "numeric_div" | "float_div" | "mod")
-                    && !f.args.get(1).is_some_and(nonzero_literal)
+                matches!(
+                    f.func.name(),
+                    "numeric_div" | "float_div" | "mod" | "int_div" | "int_mod"
+                ) && !f.args.get(1).is_some_and(nonzero_literal)
             }
             Expr::Cast(c) => {
                 !is_text(c.field.data_type()) && c.expr.get_type(schema).is_ok_and(|t| is_text(&t))

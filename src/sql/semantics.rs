@@ -262,12 +262,28 @@ enum IntOp {
     Add,
     Sub,
     Mul,
+    Div,
+    Rem,
     Neg,
+    Shl,
+    Shr,
+    /// The `integer` range check of an `integer` result computed as a `bigint` (`gcd`).
+    Int4,
 }
 
-/// `int_add`, `int_sub`, `int_mul` (two integers of one type) and `int_neg` (one): integer
-/// arithmetic that raises 22003 `integer out of range` (`smallint`/`bigint`) on overflow, as
-/// PostgreSQL's `int4pl` and friends do, where DataFusion's operators wrap.
+/// `int_add`, `int_sub`, `int_mul`, `int_div`, `int_mod` (two integers of one type) and
+/// `int_neg` (one): integer arithmetic that raises 22003 `integer out of range`
+/// (`smallint`/`bigint`) on overflow and 22012 on a zero divisor, as PostgreSQL's `int4pl`
+/// and friends do, where DataFusion's operators wrap or widen.
+///
+/// `int_shl(a, n)` and `int_shr(a, n)`: `a << n` and `a >> n` in `a`'s type, the count taken
+/// modulo the type's width as PostgreSQL's `int4shl` does on x86-64 (`smallint` is shifted
+/// as an `integer` and truncated; DataFusion shifts in `bigint`, `2::int4 << 31` was
+/// 4294967296 where PostgreSQL gives 0).
+///
+/// `int4_check(x)`: `x` (a `bigint`) unchanged, or 22003 `integer out of range` past
+/// `integer`'s range, for functions DataFusion computes in `bigint` whose PostgreSQL result
+/// is an `integer` (`gcd(-2147483648, 0)`).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CheckedInt {
     op: IntOp,
@@ -276,7 +292,11 @@ struct CheckedInt {
 
 impl CheckedInt {
     fn new(op: IntOp) -> Self {
-        let arity = if op == IntOp::Neg { 1 } else { 2 };
+        let arity = if matches!(op, IntOp::Neg | IntOp::Int4) {
+            1
+        } else {
+            2
+        };
         CheckedInt {
             op,
             signature: Signature::any(arity, Volatility::Immutable),
@@ -290,7 +310,12 @@ impl ScalarUDFImpl for CheckedInt {
             IntOp::Add => "int_add",
             IntOp::Sub => "int_sub",
             IntOp::Mul => "int_mul",
+            IntOp::Div => "int_div",
+            IntOp::Rem => "int_mod",
             IntOp::Neg => "int_neg",
+            IntOp::Shl => "int_shl",
+            IntOp::Shr => "int_shr",
+            IntOp::Int4 => "int4_check",
         }
     }
 
@@ -312,14 +337,80 @@ impl ScalarUDFImpl for CheckedInt {
             IntOp::Add => arrow::compute::kernels::numeric::add(&arrays[0], &arrays[1]),
             IntOp::Sub => arrow::compute::kernels::numeric::sub(&arrays[0], &arrays[1]),
             IntOp::Mul => arrow::compute::kernels::numeric::mul(&arrays[0], &arrays[1]),
+            IntOp::Div => arrow::compute::kernels::numeric::div(&arrays[0], &arrays[1]),
+            IntOp::Rem => arrow::compute::kernels::numeric::rem(&arrays[0], &arrays[1]),
             IntOp::Neg => arrow::compute::kernels::numeric::neg(&arrays[0]),
+            IntOp::Shl | IntOp::Shr => shift(&arrays[0], &arrays[1], self.op == IntOp::Shl),
+            IntOp::Int4 => {
+                let v = arrays[0].as_primitive::<arrow::datatypes::Int64Type>();
+                if v.iter().flatten().any(|x| i32::try_from(x).is_err()) {
+                    return Err(out_of_range(&DataType::Int32));
+                }
+                Ok(Arc::clone(&arrays[0]))
+            }
         };
         let out = result.map_err(|e| match e {
             ArrowError::ArithmeticOverflow(_) => out_of_range(&t),
+            ArrowError::DivideByZero => ours(Error::data("22012", "division by zero")),
             other => DataFusionError::ArrowError(Box::new(other), None),
         })?;
         shape_result(&args.args, out)
     }
+}
+
+/// `a << n` (`left`) or `a >> n` over an integer array `a` and a count array `n` (any integer
+/// type), in `a`'s type; see [`CheckedInt`].
+fn shift(a: &ArrayRef, n: &ArrayRef, left: bool) -> Result<ArrayRef, ArrowError> {
+    use arrow::array::PrimitiveArray;
+    use arrow::datatypes::{Int16Type, Int32Type, Int64Type};
+    let n = arrow::compute::cast(n, &DataType::Int64)?;
+    let n = n.as_primitive::<Int64Type>();
+    // The count as the machine takes it: its low bits (x86-64 masks it by the width).
+    let count = |i: usize| n.value(i) as u32;
+    let nulls = arrow::buffer::NullBuffer::union(a.nulls(), n.nulls());
+    let out: ArrayRef = match a.data_type() {
+        DataType::Int16 => {
+            let a = a.as_primitive::<Int16Type>();
+            let v = (0..a.len()).map(|i| {
+                let x = i32::from(a.value(i));
+                let r = if left {
+                    x.wrapping_shl(count(i))
+                } else {
+                    x.wrapping_shr(count(i))
+                };
+                r as i16
+            });
+            Arc::new(PrimitiveArray::<Int16Type>::new(v.collect(), nulls))
+        }
+        DataType::Int32 => {
+            let a = a.as_primitive::<Int32Type>();
+            let v = (0..a.len()).map(|i| {
+                if left {
+                    a.value(i).wrapping_shl(count(i))
+                } else {
+                    a.value(i).wrapping_shr(count(i))
+                }
+            });
+            Arc::new(PrimitiveArray::<Int32Type>::new(v.collect(), nulls))
+        }
+        DataType::Int64 => {
+            let a = a.as_primitive::<Int64Type>();
+            let v = (0..a.len()).map(|i| {
+                if left {
+                    a.value(i).wrapping_shl(count(i))
+                } else {
+                    a.value(i).wrapping_shr(count(i))
+                }
+            });
+            Arc::new(PrimitiveArray::<Int64Type>::new(v.collect(), nulls))
+        }
+        other => {
+            return Err(ArrowError::ComputeError(format!(
+                "shift of a {other} is not an integer shift"
+            )));
+        }
+    };
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2251,6 +2342,11 @@ fn call(name: &str, args: Vec<Expr>) -> Expr {
         "int_sub" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Sub))),
         "int_mul" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Mul))),
         "int_neg" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Neg))),
+        "int_div" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Div))),
+        "int_mod" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Rem))),
+        "int_shl" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Shl))),
+        "int_shr" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Shr))),
+        "int4_check" => Arc::new(ScalarUDF::new_from_impl(CheckedInt::new(IntOp::Int4))),
         "numeric_mul" => Arc::new(ScalarUDF::new_from_impl(NumericArith::new(NumOp::Mul))),
         "float_add" => Arc::new(ScalarUDF::new_from_impl(FloatArith::new(FloatOp::Add))),
         "float_sub" => Arc::new(ScalarUDF::new_from_impl(FloatArith::new(FloatOp::Sub))),
@@ -2275,8 +2371,33 @@ fn rewrite_tree(
     schema: &DFSchema,
     zone: Option<&str>,
 ) -> datafusion::common::Result<(Expr, bool)> {
-    let t = e.transform_up(|e| rewrite_expr(e, schema, zone))?;
-    Ok((t.data, t.transformed))
+    let wide = e.transform_down(|e| Ok(duration_product(e)))?;
+    let t = wide.data.transform_up(|e| rewrite_expr(e, schema, zone))?;
+    Ok((t.data, wide.transformed || t.transformed))
+}
+
+/// `date + n` as DataFusion plans it, `date + CAST(CAST(n * 86400 AS Duration(s)) AS
+/// interval)`: the product of seconds is DataFusion's, in `bigint`, and stays one (checked)
+/// rather than being read as a product of two `integer`s (`date '2000-01-01' + 24856`
+/// overflowed `integer`).
+fn duration_product(e: Expr) -> Transformed<Expr> {
+    match e {
+        Expr::Cast(c) if matches!(c.field.data_type(), DataType::Duration(_)) => match *c.expr {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Multiply,
+                right,
+            }) => Transformed::yes(Expr::Cast(datafusion::logical_expr::Cast {
+                expr: Box::new(call("int_mul", vec![*left, *right])),
+                field: c.field,
+            })),
+            inner => Transformed::no(Expr::Cast(datafusion::logical_expr::Cast {
+                expr: Box::new(inner),
+                field: c.field,
+            })),
+        },
+        other => Transformed::no(other),
+    }
 }
 
 /// PostgreSQL's error for a call whose constant argument it refuses, where DataFusion
@@ -2322,6 +2443,10 @@ fn operand_type(e: &Expr, schema: &DFSchema) -> datafusion::common::Result<DataT
                         "int_add"
                             | "int_sub"
                             | "int_mul"
+                            | "int_div"
+                            | "int_mod"
+                            | "int_shl"
+                            | "int_shr"
                             | "int_neg"
                             | "float_add"
                             | "float_sub"
@@ -2363,6 +2488,23 @@ fn as_int32(e: &Expr, schema: &DFSchema) -> Option<Expr> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// `e` in the integer type PostgreSQL gives it when DataFusion widened it to `bigint`: the
+/// `smallint` or `integer` expression under a widening cast, an integer literal within
+/// `integer`'s range as an `integer`. `None` when `e` is not such.
+fn narrowest_int(e: &Expr, schema: &DFSchema) -> Option<Expr> {
+    match e {
+        Expr::Cast(c)
+            if matches!(
+                operand_type(&c.expr, schema).ok()?,
+                DataType::Int16 | DataType::Int32
+            ) =>
+        {
+            Some(c.expr.as_ref().clone())
+        }
+        other => as_int32(other, schema),
     }
 }
 
@@ -2469,7 +2611,33 @@ fn rewrite_expr(
                     ),
                 )));
             }
+            // `a << n`: in `a`'s own type (a `smallint` or `integer` column, an integer
+            // literal), where DataFusion widened `a` to the count's `bigint`.
+            if matches!(op, Operator::BitwiseShiftLeft | Operator::BitwiseShiftRight)
+                && is_int(&lt)
+                && is_int(&rt)
+            {
+                let a = narrowest_int(&left, schema).unwrap_or_else(|| left.as_ref().clone());
+                let name = if op == Operator::BitwiseShiftLeft {
+                    "int_shl"
+                } else {
+                    "int_shr"
+                };
+                let shifted = call(name, vec![a.clone(), *right]);
+                return Ok(Transformed::yes(if operand_type(&a, schema)? == lt {
+                    shifted
+                } else {
+                    Expr::Cast(datafusion::logical_expr::Cast::new(Box::new(shifted), lt))
+                }));
+            }
             let name = match op {
+                Operator::Divide | Operator::Modulo if is_int(&lt) && lt == rt => {
+                    Some(if op == Operator::Divide {
+                        "int_div"
+                    } else {
+                        "int_mod"
+                    })
+                }
                 Operator::Plus | Operator::Minus | Operator::Multiply
                     if is_int(&lt) && lt == rt =>
                 {
@@ -2707,6 +2875,18 @@ fn rewrite_expr(
                 }
             }
             Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
+        // `gcd` and `lcm` of `integer`s are `integer`s (22003 past its range); DataFusion
+        // computes them in `bigint`.
+        Expr::ScalarFunction(f)
+            if matches!(f.func.name(), "gcd" | "lcm")
+                && f.args.len() == 2
+                && f.args.iter().all(|a| as_int32(a, schema).is_some()) =>
+        {
+            Ok(Transformed::yes(call(
+                "int4_check",
+                vec![Expr::ScalarFunction(f)],
+            )))
         }
         Expr::SimilarTo(like) => similar_to(like),
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.

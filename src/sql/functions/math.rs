@@ -11,6 +11,7 @@
 //!  round(x, n)     numeric only: to n decimals (n < 0: to 10^-n), scale max(n, 0)
 //!  trunc(x)        towards zero; trunc(x, n) as round(x, n)
 //!  div(y, x)       numeric integer quotient, truncated towards zero
+//!  factorial(n)    n! as numeric
 //!  width_bucket(operand, low, high, count)   the bucket number, exact for numeric
 //!  scale(x), min_scale(x), trim_scale(x)     a numeric's shown and least decimals
 //! ```
@@ -40,6 +41,8 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(PgRound::new(false)));
     ctx.register_udf(ScalarUDF::new_from_impl(PgRound::new(true)));
     ctx.register_udf(ScalarUDF::new_from_impl(PgDiv::new()));
+    ctx.deregister_udf("factorial");
+    ctx.register_udf(ScalarUDF::new_from_impl(Factorial::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(WidthBucket::new()));
     for kind in [
         NumericInfoKind::Scale,
@@ -721,5 +724,86 @@ impl ScalarUDFImpl for WidthBucket {
         }
         let out: ArrayRef = Arc::new(arrow::array::Int32Array::from(out));
         crate::sql::semantics::shape_result(&args.args, out)
+    }
+}
+
+/// `factorial(n)`: `n!` as a `numeric` (PostgreSQL's `numeric_fac`; DataFusion's is a
+/// `bigint`, 22003 from 21!). Column: `numeric(38, 0)`; 33! is the largest that fits in 38
+/// digits.
+///
+/// # Errors
+/// `22003` "factorial of a negative number is undefined" for `n < 0` (PostgreSQL 15's
+/// code); `22003` "value overflows numeric format" for `n > 33`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Factorial {
+    signature: Signature,
+}
+
+impl Factorial {
+    /// The function (stateless).
+    pub fn new() -> Self {
+        Factorial {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl Default for Factorial {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `n!` in 128 bits; `None` past 33!.
+fn factorial_of(n: i64) -> Option<i128> {
+    (2..=n)
+        .try_fold(1i128, |acc, k| acc.checked_mul(i128::from(k)))
+        .filter(|v| *v < 10i128.pow(38))
+}
+
+impl ScalarUDFImpl for Factorial {
+    fn name(&self) -> &str {
+        "factorial"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        match arg_types {
+            [t] if t.is_integer() || t.is_null() => Ok(vec![DataType::Int64]),
+            _ => Err(no_function("factorial", arg_types)),
+        }
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Decimal128(NUMERIC_MAX_PRECISION, 0))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let n = arrays[0].as_primitive::<Int64Type>();
+        let mut out = Vec::with_capacity(n.len());
+        for v in n.iter() {
+            out.push(match v {
+                None => None,
+                Some(v) if v < 0 => {
+                    return Err(ours(Error::data(
+                        "22003",
+                        "factorial of a negative number is undefined",
+                    )));
+                }
+                Some(v) => {
+                    Some(factorial_of(v).ok_or_else(|| {
+                        ours(Error::data("22003", "value overflows numeric format"))
+                    })?)
+                }
+            });
+        }
+        let array: ArrayRef = Arc::new(
+            Decimal128Array::from(out).with_precision_and_scale(NUMERIC_MAX_PRECISION, 0)?,
+        );
+        crate::sql::semantics::shape_result(&args.args, array)
     }
 }

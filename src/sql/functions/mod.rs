@@ -16,12 +16,14 @@
 pub mod at_time_zone;
 pub mod bpchar;
 pub mod checked;
+pub mod date_bin;
 pub mod datetime_input;
 pub mod extract;
 pub mod float_sum;
 pub mod int_avg;
 pub mod json;
 pub mod justify;
+pub mod make_date;
 pub mod make_interval;
 pub mod math;
 pub mod number_input;
@@ -46,6 +48,10 @@ pub fn register(ctx: &SessionContext) {
     ctx.deregister_udf("to_char");
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
+    ctx.deregister_udf("date_bin");
+    ctx.register_udf(ScalarUDF::new_from_impl(date_bin::DateBin::new()));
+    ctx.deregister_udf("make_date");
+    ctx.register_udf(ScalarUDF::new_from_impl(make_date::MakeDate::new()));
     math::register(ctx);
     checked::register(ctx);
     ctx.deregister_udf("regexp_match");

@@ -1,0 +1,157 @@
+//! `date_bin(stride, source [, origin])` (PostgreSQL docs 9.9.3 "date_bin"): the start of
+//! the bin of width `stride`, counted from `origin` (default 1970-01-01 00:00), that holds
+//! `source`. Rounds down for sources before the origin, as PostgreSQL 15 and DataFusion do.
+//!
+//! DataFusion's function subtracts the origin from the source in 64-bit nanoseconds and gives
+//! NULL when the two lie more than 292 years apart (a TUMBLE or HOP window with an offset of
+//! `INTERVAL '-90000' DAY` had a NULL `window_start`). Here the distance is taken in 128 bits
+//! for the strides and types Weir's timestamps have (a stride of days and smaller units, a
+//! nanosecond source); other calls go to DataFusion's. As in PostgreSQL, a stride with months
+//! is `0A000`, one not greater than zero `22008`, and a NULL argument gives NULL.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, TimestampNanosecondArray};
+use arrow::datatypes::{DataType, FieldRef, TimeUnit, TimestampNanosecondType};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+};
+
+use crate::error::Error;
+use crate::sql::semantics::{ours, shape_result};
+
+/// The function (see the module docs); wraps DataFusion's `date_bin`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DateBin {
+    inner: Arc<ScalarUDF>,
+}
+
+impl DateBin {
+    /// The function, over DataFusion's.
+    pub fn new() -> Self {
+        DateBin {
+            inner: datafusion::functions::datetime::date_bin(),
+        }
+    }
+}
+
+impl Default for DateBin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A constant stride in nanoseconds; `None` for other strides (a column).
+///
+/// # Errors
+/// PostgreSQL's: `0A000` for a stride with months or years, `22008` for one not greater
+/// than zero.
+fn stride_nanos(v: &ColumnarValue) -> Result<Option<i128>> {
+    let ns = match v {
+        ColumnarValue::Scalar(ScalarValue::IntervalMonthDayNano(Some(i))) => {
+            if i.months != 0 {
+                return Err(ours(Error::not_supported(
+                    "timestamps cannot be binned into intervals containing months or years",
+                )));
+            }
+            i128::from(i.days) * 86_400_000_000_000 + i128::from(i.nanoseconds)
+        }
+        ColumnarValue::Scalar(ScalarValue::IntervalDayTime(Some(i))) => {
+            i128::from(i.days) * 86_400_000_000_000 + i128::from(i.milliseconds) * 1_000_000
+        }
+        _ => return Ok(None),
+    };
+    if ns <= 0 {
+        return Err(ours(Error::data(
+            "22008",
+            "stride must be greater than zero",
+        )));
+    }
+    Ok(Some(ns))
+}
+
+/// An origin in nanoseconds since 1970.
+fn origin_nanos(v: &ColumnarValue) -> Option<i128> {
+    let (v, per) = match v {
+        ColumnarValue::Scalar(ScalarValue::TimestampNanosecond(Some(v), _)) => (*v, 1),
+        ColumnarValue::Scalar(ScalarValue::TimestampMicrosecond(Some(v), _)) => (*v, 1_000),
+        ColumnarValue::Scalar(ScalarValue::TimestampMillisecond(Some(v), _)) => (*v, 1_000_000),
+        ColumnarValue::Scalar(ScalarValue::TimestampSecond(Some(v), _)) => (*v, 1_000_000_000),
+        _ => return None,
+    };
+    Some(i128::from(v) * per)
+}
+
+impl ScalarUDFImpl for DateBin {
+    fn name(&self) -> &str {
+        "date_bin"
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let stride = match args.args.first() {
+            Some(v) => stride_nanos(v)?,
+            None => None,
+        };
+        // A NULL origin (or stride) makes every bin NULL, as in PostgreSQL (a strict
+        // function).
+        if args
+            .args
+            .iter()
+            .any(|a| matches!(a, ColumnarValue::Scalar(v) if v.is_null()))
+        {
+            let t = self.return_type(
+                &args
+                    .args
+                    .iter()
+                    .map(ColumnarValue::data_type)
+                    .collect::<Vec<_>>(),
+            )?;
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from(&t)?));
+        }
+        let origin = match args.args.get(2) {
+            None => Some(0),
+            Some(o) => origin_nanos(o),
+        };
+        let source_type = args.args.get(1).map(ColumnarValue::data_type);
+        let (Some(stride), Some(origin), Some(DataType::Timestamp(TimeUnit::Nanosecond, zone))) =
+            (stride, origin, source_type)
+        else {
+            return self.inner.invoke_with_args(args);
+        };
+        let source = args.args[1].to_array(args.number_rows)?;
+        let source = source.as_primitive::<TimestampNanosecondType>();
+        let mut out = Vec::with_capacity(source.len());
+        for v in source.iter() {
+            out.push(match v {
+                None => None,
+                Some(v) => {
+                    let v = i128::from(v);
+                    let bin = v - (v - origin).rem_euclid(stride);
+                    Some(
+                        i64::try_from(bin)
+                            .map_err(|_| ours(Error::data("22008", "timestamp out of range")))?,
+                    )
+                }
+            });
+        }
+        let array: ArrayRef = Arc::new(TimestampNanosecondArray::from(out).with_timezone_opt(zone));
+        shape_result(&args.args, array)
+    }
+}
