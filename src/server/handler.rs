@@ -35,6 +35,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::session::interrupt::Interrupt;
+use crate::session::memory::batch_bytes;
 use crate::session::{Output, split_statements};
 use arrow::array::timezone::Tz;
 
@@ -353,7 +354,12 @@ fn command_tag(tag: &str) -> Tag {
 
 /// The wire response of `out`; `zone` is the session's `TimeZone`, that `timestamptz`
 /// text is shown in.
-fn to_response(out: Output, format: &Format, zone: &Tz) -> PgWireResult<Response> {
+fn to_response(
+    out: Output,
+    format: &Format,
+    zone: &Tz,
+    reservation: ResultReservation,
+) -> PgWireResult<Response> {
     // A Bind with a result format code per column must have as many as the rows have
     // columns (pgwire indexed past the list and panicked, dropping the connection).
     if let (
@@ -373,14 +379,14 @@ fn to_response(out: Output, format: &Format, zone: &Tz) -> PgWireResult<Response
     }
     Ok(match out {
         Output::Rows { schema, batches } => {
-            Response::Query(query_response(&schema, batches, format, zone)?)
+            Response::Query(query_response(&schema, batches, format, zone, reservation)?)
         }
         Output::Returning {
             schema,
             batches,
             tag,
         } => {
-            let mut response = query_response(&schema, batches, format, zone)?;
+            let mut response = query_response(&schema, batches, format, zone, reservation)?;
             response.set_command_tag(&tag);
             Response::Query(response)
         }
@@ -396,7 +402,13 @@ fn to_response(out: Output, format: &Format, zone: &Tz) -> PgWireResult<Response
             schema,
             batches,
             format,
-        } => Response::CopyOut(copy_out_response(&schema, batches, &format, zone)?),
+        } => Response::CopyOut(copy_out_response(
+            &schema,
+            batches,
+            &format,
+            zone,
+            reservation,
+        )?),
         Output::Empty => Response::EmptyQuery,
     })
 }
@@ -410,14 +422,11 @@ fn copy_out_response(
     batches: Vec<arrow::array::RecordBatch>,
     format: &crate::sql::copy::CopyFormat,
     zone: &Tz,
+    mut reservation: ResultReservation,
 ) -> PgWireResult<CopyResponse> {
+    use futures::StreamExt;
     let fields = Arc::new(pg_fields(schema, &Format::UnifiedText)?);
-    let mut rows = Vec::new();
-    for b in batches {
-        let b = pg_text_columns(b, &Format::UnifiedText, zone).map_err(|e| pg_error(&e))?;
-        encode_rows(&fields, &b, &mut rows)?;
-    }
-    let mut header = format.header.then(|| {
+    let header = format.header.then(|| {
         let names: Vec<Option<&[u8]>> = schema
             .fields()
             .iter()
@@ -425,21 +434,39 @@ fn copy_out_response(
             .collect();
         crate::sql::copy::copy_out_line(&names, format)
     });
-    let mut messages = Vec::with_capacity(rows.len() + 1);
-    for row in rows {
-        let row = row?;
-        let values = data_row_fields(&row)?;
-        let mut line = header.take().unwrap_or_default();
-        line.extend(crate::sql::copy::copy_out_line(&values, format));
-        messages.push(Ok(CopyData::new(bytes::Bytes::from(line))));
-    }
-    if let Some(line) = header {
-        messages.push(Ok(CopyData::new(bytes::Bytes::from(line))));
-    }
+    let has_rows = batches.iter().any(|b| b.num_rows() > 0);
+    let format = format.clone();
+    let zone = *zone;
+    let mut header_left = header.clone().filter(|_| has_rows);
+    // Encoded a batch at a time, as the client reads (see `query_response`).
+    let lines = futures::stream::iter(batches).flat_map(move |b| {
+        reservation.release(&b);
+        let mut rows = Vec::with_capacity(b.num_rows());
+        let encoded = pg_text_columns(b, &Format::UnifiedText, &zone)
+            .map_err(|e| pg_error(&e))
+            .and_then(|b| encode_rows(&fields, &b, &mut rows));
+        let mut messages = Vec::with_capacity(rows.len() + 1);
+        if let Err(e) = encoded {
+            messages.push(Err(e));
+        }
+        for row in rows {
+            messages.push(row.and_then(|row| {
+                let values = data_row_fields(&row)?;
+                let mut line = header_left.take().unwrap_or_default();
+                line.extend(crate::sql::copy::copy_out_line(&values, &format));
+                Ok(CopyData::new(bytes::Bytes::from(line)))
+            }));
+        }
+        futures::stream::iter(messages)
+    });
+    // With no rows the header is a message of its own.
+    let lone_header = header
+        .filter(|_| !has_rows)
+        .map(|line| Ok(CopyData::new(bytes::Bytes::from(line))));
     Ok(CopyResponse::new(
         0,
         schema.fields().len(),
-        futures::stream::iter(messages),
+        lines.chain(futures::stream::iter(lone_header)),
     ))
 }
 
@@ -551,21 +578,80 @@ fn is_oid_array(f: &arrow::datatypes::Field) -> bool {
 }
 
 /// Rows of `schema` as a query response (command tag `SELECT`).
+/// The rows of a result as data rows, encoded a batch at a time as pgwire sends them: the
+/// connection's writer waits for the client when its socket buffer is full, so an encoded
+/// copy of the whole result never builds up. The batches not yet sent stay reserved in the
+/// session's memory pool.
 fn query_response(
     schema: &SchemaRef,
     batches: Vec<arrow::array::RecordBatch>,
     format: &Format,
     zone: &Tz,
+    mut reservation: ResultReservation,
 ) -> PgWireResult<QueryResponse> {
+    use futures::StreamExt;
     let fields = Arc::new(pg_fields(schema, format)?);
-    let mut rows = Vec::new();
-    let count: usize = batches.iter().map(|b| b.num_rows()).sum();
-    rows.reserve(count);
-    for b in batches {
-        let b = pg_text_columns(b, format, zone).map_err(|e| pg_error(&e))?;
-        encode_rows(&fields, &b, &mut rows)?;
+    let encoding = Arc::clone(&fields);
+    let format = format.clone();
+    let zone = *zone;
+    let rows = futures::stream::iter(batches).flat_map(move |b| {
+        reservation.release(&b);
+        let mut rows = Vec::with_capacity(b.num_rows());
+        let encoded = pg_text_columns(b, &format, &zone)
+            .map_err(|e| pg_error(&e))
+            .and_then(|b| encode_rows(&encoding, &b, &mut rows));
+        if let Err(e) = encoded {
+            rows.push(Err(e));
+        }
+        futures::stream::iter(rows)
+    });
+    Ok(QueryResponse::new(fields, rows))
+}
+
+/// The memory of a result's batches not yet sent, reserved in the session's query memory
+/// pool (`query.memory_limit_mb`); released batch by batch as they are encoded, and wholly
+/// when the response is dropped (sent, or the connection gone).
+struct ResultReservation(datafusion::execution::memory_pool::MemoryReservation);
+
+impl ResultReservation {
+    fn empty(pool: &Arc<crate::session::memory::QueryMemoryPool>) -> Self {
+        let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> = pool.clone();
+        ResultReservation(
+            datafusion::execution::memory_pool::MemoryConsumer::new("query result").register(&pool),
+        )
     }
-    Ok(QueryResponse::new(fields, futures::stream::iter(rows)))
+
+    /// Reserves the memory of `out`'s rows, which wait here for the client to read them (a
+    /// client that stops reading held them without bound). The rows of a write's
+    /// `RETURNING` are reserved whatever the pool holds: the write is done, and an error
+    /// here would report a write that stays as failed.
+    ///
+    /// # Errors
+    /// `53200` when the pool cannot hold the rows of a query or a `COPY ... TO`: a
+    /// statement error, so the statements after it do not run and an implicit transaction
+    /// is undone.
+    fn for_output(
+        out: &Output,
+        pool: &Arc<crate::session::memory::QueryMemoryPool>,
+    ) -> Result<Self> {
+        let r = Self::empty(pool);
+        match out {
+            Output::Rows { batches, .. } | Output::CopyOut { batches, .. } => {
+                let bytes: usize = batches.iter().map(batch_bytes).sum();
+                crate::session::memory::reserve_result(&r.0, bytes, pool.limit())?;
+            }
+            Output::Returning { batches, .. } => {
+                r.0.grow(batches.iter().map(batch_bytes).sum());
+            }
+            _ => {}
+        }
+        Ok(r)
+    }
+
+    /// `batch` is being sent: its memory is no longer held here.
+    fn release(&mut self, batch: &arrow::array::RecordBatch) {
+        self.0.shrink(batch_bytes(batch).min(self.0.size()));
+    }
 }
 
 /// Encodes `batch` as data rows of `fields`, stopping at the first value that cannot be
@@ -902,13 +988,18 @@ impl SimpleQueryHandler for Conn {
             if interrupted(&result) {
                 session.after_panic();
             }
+            let result = result.and_then(|out| {
+                let reservation = ResultReservation::for_output(&out, &session.memory)?;
+                Ok((out, reservation))
+            });
             match result {
-                Ok(out) => {
+                Ok((out, reservation)) => {
                     let copy = matches!(out, Output::CopyIn { .. });
                     responses.push(to_response(
                         out,
                         &Format::UnifiedText,
                         &session.display_zone,
+                        reservation,
                     )?);
                     if copy {
                         break;
@@ -1079,8 +1170,12 @@ impl QueryParser for Parser {
             .collect();
         let sql = crate::sql::parse::declare_parameter_types(sql, &declared);
         let mut session = conn.session.lock().await;
-        let described = guarded(session.describe(&sql)).await;
-        if matches!(&described, Err(Error::Internal(m)) if m.starts_with(PANIC_PREFIX)) {
+        // Planning a Parse can take as long as running a query: a cancel request or the
+        // `statement_timeout` ends it too (only plans are made, nothing is written).
+        let interrupt = Arc::clone(&session.interrupt);
+        let timeout = session.statement_timeout();
+        let described = interruptible(&interrupt, true, timeout, session.describe(&sql)).await;
+        if interrupted(&described) {
             session.after_panic();
         }
         let (params, schema) = described.map_err(|e| pg_error(&e))?;
@@ -1261,9 +1356,19 @@ impl ExtendedQueryHandler for Conn {
         if interrupted(&result) {
             session.after_panic();
         }
-        let result = result.and_then(|out| same_result_type(stmt.schema.as_deref(), out));
+        let result = result
+            .and_then(|out| same_result_type(stmt.schema.as_deref(), out))
+            .and_then(|out| {
+                let reservation = ResultReservation::for_output(&out, &session.memory)?;
+                Ok((out, reservation))
+            });
         match result {
-            Ok(out) => to_response(out, &portal.result_column_format, &session.display_zone),
+            Ok((out, reservation)) => to_response(
+                out,
+                &portal.result_column_format,
+                &session.display_zone,
+                reservation,
+            ),
             // An error, not an error response: pgwire then discards the messages up to the
             // next Sync, as PostgreSQL does, and the statements run since the last Sync are
             // undone (their implicit transaction fails).

@@ -1105,11 +1105,14 @@ impl Session {
         if !probes.is_empty() {
             let mut columns = Vec::with_capacity(probes.len());
             for probe in probes {
-                let planned = state
-                    .statement_to_plan(DfStatement::Statement(Box::new(Statement::Query(
-                        Box::new(probe),
+                let state = state.clone();
+                let planned = off_runtime(move |rt| {
+                    rt.block_on(state.statement_to_plan(DfStatement::Statement(Box::new(
+                        Statement::Query(Box::new(probe)),
                     ))))
-                    .await;
+                    .map_err(Error::from)
+                })
+                .await;
                 columns.push(planned.ok().map(|p| {
                     p.schema()
                         .fields()
@@ -1120,10 +1123,12 @@ impl Session {
             }
             crate::sql::using_joins::rewrite(&mut stmt, columns);
         }
-        let plan = state
-            .statement_to_plan(DfStatement::Statement(Box::new(stmt)))
-            .await?;
-        Ok(crate::sql::semantics::int4_output_literals(plan)?)
+        off_runtime(move |rt| {
+            let plan =
+                rt.block_on(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))))?;
+            Ok(crate::sql::semantics::int4_output_literals(plan)?)
+        })
+        .await
     }
 
     /// Plans and optimizes a view's query.
@@ -1171,7 +1176,7 @@ impl Session {
             .options_mut()
             .optimizer
             .enable_physical_uncorrelated_scalar_subquery = false;
-        let plan = state.optimize(&plan)?;
+        let plan = off_runtime(move |_| Ok(state.optimize(&plan)?)).await?;
         self.materialize_table_functions(plan).await
     }
 
@@ -1335,7 +1340,9 @@ impl Session {
                 }
                 let df = self.ctx.execute_logical_plan(plan.clone()).await?;
                 let task = Arc::new(df.task_ctx());
-                let e = match df.create_physical_plan().await {
+                let e = match off_runtime(move |rt| Ok(rt.block_on(df.create_physical_plan())))
+                    .await?
+                {
                     Ok(physical) => return Ok((physical, task)),
                     Err(e) => e,
                 };
@@ -1425,7 +1432,22 @@ impl Session {
 
     async fn run_query(&self, plan: LogicalPlan, names: Option<Vec<String>>) -> Result<Output> {
         let (physical, task, schema) = self.physical_query(plan, names).await?;
-        let batches = datafusion::physical_plan::collect(physical, task).await?;
+        // The rows gathered count against `query.memory_limit_mb` as they come (with the
+        // operators' own reservations), so a result too big fails before it is all held.
+        let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> = self.memory.clone();
+        let reservation =
+            datafusion::execution::memory_pool::MemoryConsumer::new("query result").register(&pool);
+        let mut stream = datafusion::physical_plan::execute_stream(physical, task)?;
+        let mut batches = Vec::new();
+        while let Some(batch) = futures::StreamExt::next(&mut stream).await {
+            let batch = batch?;
+            super::memory::reserve_result(
+                &reservation,
+                super::memory::batch_bytes(&batch),
+                self.memory.limit(),
+            )?;
+            batches.push(batch);
+        }
         let batches = batches
             .into_iter()
             .map(|b| {
@@ -1454,12 +1476,17 @@ impl Session {
             return self.plan_statement(stmt).await;
         }
         match self.plan_statement(stmt).await {
-            Ok(plan) => match self.ctx.state().optimize(&plan).map_err(Error::from) {
-                Err(e) if is_duplicate_name_error(&e) => {}
-                // Other optimizer failures are the caller's to meet (a correlated subquery
-                // DataFusion cannot decorrelate is evaluated when the plan runs).
-                _ => return Ok(plan),
-            },
+            Ok(plan) => {
+                let state = self.ctx.state();
+                let probe = plan.clone();
+                let optimized = off_runtime(move |_| Ok(state.optimize(&probe)?)).await;
+                match optimized {
+                    Err(e) if is_duplicate_name_error(&e) => {}
+                    // Other optimizer failures are the caller's to meet (a correlated subquery
+                    // DataFusion cannot decorrelate is evaluated when the plan runs).
+                    _ => return Ok(plan),
+                }
+            }
             Err(e) if is_duplicate_name_error(&e) => {}
             Err(e) => return Err(e),
         }
@@ -2081,7 +2108,9 @@ impl Session {
 
     async fn collect(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
         let df = self.ctx.execute_logical_plan(plan).await?;
-        Ok(df.collect().await?)
+        let task = Arc::new(df.task_ctx());
+        let physical = off_runtime(move |rt| Ok(rt.block_on(df.create_physical_plan())?)).await?;
+        Ok(datafusion::physical_plan::collect(physical, task).await?)
     }
 
     /// Receives data of a COPY FROM STDIN.
@@ -2433,10 +2462,13 @@ impl Session {
             // is numeric); the rows executed later have these types.
             let kinds = oid_columns::oid_columns(&plan);
             let state = self.ctx.state();
-            let analyzed = state
-                .analyzer()
-                .execute_and_check(plan.clone(), state.config_options(), |_, _| {})
-                .unwrap_or(plan);
+            let analyzed = off_runtime(move |_| {
+                Ok(state
+                    .analyzer()
+                    .execute_and_check(plan.clone(), state.config_options(), |_, _| {})
+                    .unwrap_or(plan))
+            })
+            .await?;
             Some(oid_columns::mark(
                 output_schema(analyzed.schema().as_arrow(), names.as_deref()),
                 &kinds,
@@ -2453,6 +2485,29 @@ impl Session {
 ///
 /// # Errors
 /// Planning errors of a stored query.
+/// Runs `work` (planning: DataFusion's SQL-to-plan, optimizer and physical planner, all CPU
+/// work with no await point) on the runtime's blocking threads, given the runtime's handle for
+/// the async parts. On a worker thread a slow plan held every session queued there, and the
+/// statement's cancel and `statement_timeout` could not fire until it ended; here the waiting
+/// future is dropped on `57014` (the work finishes in the background, bounded by the parser's
+/// depth limits) and other sessions run meanwhile. A panic in `work` is raised again here, for
+/// the connection's panic guard.
+///
+/// # Errors
+/// `work`'s error; `57P01` when the runtime shuts down before `work` starts.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce(&tokio::runtime::Handle) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let rt = tokio::runtime::Handle::current();
+    match tokio::task::spawn_blocking(move || work(&rt)).await {
+        Ok(result) => result,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(Error::data("57P01", "the server is shutting down")),
+        },
+    }
+}
+
 pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
     for def in engine.views_to_recover() {
         let crate::catalog::RelationKind::MaterializedView { query, .. } = &def.kind else {

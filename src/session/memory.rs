@@ -4,6 +4,10 @@
 //! DataFusion's operators that hold data (sorts, hash aggregates, hash joins, ...) reserve
 //! memory from the pool before they grow; a reservation past the limit fails the query with
 //! SQLSTATE 53200 (`out_of_memory`) instead of letting one query exhaust the server.
+//!
+//! A query's result counts too: its rows as they are gathered, and those not yet sent while
+//! they wait for the client to read them (a client that stops reading would otherwise hold
+//! the whole result in the server), see [`reserve_result`].
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,6 +38,11 @@ impl QueryMemoryPool {
     /// Sets the limit in bytes (applies to reservations made from now on).
     pub fn set_limit(&self, limit: usize) {
         self.limit.store(limit, Ordering::Relaxed);
+    }
+
+    /// The limit in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
     }
 }
 
@@ -88,4 +97,40 @@ impl MemoryPool for QueryMemoryPool {
     fn memory_limit(&self) -> MemoryLimit {
         MemoryLimit::Finite(self.limit.load(Ordering::Relaxed))
     }
+}
+
+/// The bytes the rows of `batch` use (a slice counts its part of a shared buffer, not the
+/// whole buffer).
+pub fn batch_bytes(batch: &arrow::array::RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
+}
+
+/// Reserves `bytes` more of a query's result in `reservation` (a consumer of the session's
+/// pool).
+///
+/// # Errors
+/// `53200` when the pool cannot hold them: the result is bigger than the
+/// `query.memory_limit_mb` left.
+pub fn reserve_result(
+    reservation: &MemoryReservation,
+    bytes: usize,
+    limit: usize,
+) -> crate::error::Result<()> {
+    reservation.try_grow(bytes).map_err(|_| {
+        crate::error::Error::data(
+            "53200",
+            format!(
+                "out of memory: the query's result needs more than query.memory_limit_mb = {} MB until the client reads it",
+                limit / (1024 * 1024)
+            ),
+        )
+    })
 }
