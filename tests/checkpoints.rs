@@ -649,6 +649,86 @@ async fn a_view_over_a_view_recovers_when_the_upstream_checkpoint_is_gone() {
     server.stop().await;
 }
 
+/// Stops a server whose one view `v` (`SELECT k, count(*), sum(v) FROM t GROUP BY k` over rows
+/// (k, v) = (g % 10, g) for g in 1..=1000, then (1, 5)) has a completed checkpoint, damages
+/// that checkpoint with `damage`, and checks that a restart serves the right answer: the view
+/// rebuilt from its table, not the server refusing to start or the view left restarting.
+async fn recovers_from_a_damaged_checkpoint(damage: impl Fn(&Path)) {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::TestServer::start(dir.path()).await;
+        let c = server.client().await;
+        c.batch_execute(
+            "CREATE TABLE t (k INT, v BIGINT);
+             INSERT INTO t SELECT g % 10, g FROM generate_series(1, 1000) g;
+             SET checkpoint.interval = '100ms';
+             CREATE MATERIALIZED VIEW v AS SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k;
+             INSERT INTO t VALUES (1, 5);
+             FLUSH;",
+        )
+        .await
+        .unwrap();
+        next_completed(&c, "v").await;
+        c.batch_execute("ALTER MATERIALIZED VIEW v SET (checkpoint.interval = 'off')")
+            .await
+            .unwrap();
+        drop(c);
+        server.stop().await;
+    }
+    damage(&job_checkpoint_dir(dir.path()));
+    wait_for_release(dir.path()).await;
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    let mut status = String::new();
+    for _ in 0..100 {
+        status = job_field(&c, "v", "status").await;
+        if status == "RUNNING" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "RUNNING");
+    // k = 1: g = 1, 11, ..., 991 (100 rows, sum 49600) and the row (1, 5).
+    // k = 0: g = 10, 20, ..., 1000 (100 rows, sum 50500).
+    assert_eq!(
+        common::query_text(&c, "SELECT k, n, s FROM v WHERE k IN (0, 1) ORDER BY k").await,
+        vec![vec!["0", "100", "50500"], vec!["1", "101", "49605"]]
+    );
+    assert_eq!(
+        common::query_text(&c, "SELECT sum(n), sum(s) FROM v").await,
+        vec![vec!["1001", "500505"]]
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_with_a_damaged_manifest_is_discarded() {
+    let _serial = serial().await;
+    recovers_from_a_damaged_checkpoint(|job| {
+        for e in std::fs::read_dir(job).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().unwrap().to_string_lossy().starts_with("chk-") {
+                std::fs::write(p.join("_metadata.json"), b"{not json").unwrap();
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_missing_its_state_files_is_discarded() {
+    let _serial = serial().await;
+    recovers_from_a_damaged_checkpoint(|job| {
+        let mut removed = 0;
+        for e in std::fs::read_dir(job.join("shared")).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+            removed += 1;
+        }
+        assert!(removed > 0, "the checkpoint has no shared files");
+    })
+    .await;
+}
+
 /// The views' answers computed here from the rows of `a` (k, v) and `b` (k).
 fn expected_views(a: &[(i64, i64)], b: &[Option<i64>]) -> [Vec<Vec<String>>; 3] {
     let mut groups: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();

@@ -546,6 +546,12 @@ impl CheckpointCoordinator {
         lock(&self.storage).restore(id, root)
     }
 
+    /// Deletes checkpoint `id`, which could not be restored (see
+    /// [`super::storage::CheckpointStorage::discard_damaged`]).
+    pub fn discard_damaged(&self, id: u64) {
+        lock(&self.storage).discard_damaged(id);
+    }
+
     /// Deletes the job's checkpoints and working state (the view was dropped).
     pub fn destroy(&self) {
         lock(&self.storage).destroy();

@@ -216,9 +216,20 @@ impl CheckpointStorage {
             match (parsed, meta.exists()) {
                 (Some(id), true) => {
                     let bytes = fs::read(&meta).map_err(|e| io("cannot read", &meta, e))?;
-                    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
-                        Error::State(format!("corrupt checkpoint {}: {e}", meta.display()))
-                    })?;
+                    // A damaged manifest costs this checkpoint, not the view (nor the
+                    // server): recovery takes an older one, or rebuilds from the tables.
+                    let m: Manifest = match serde_json::from_slice(&bytes) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            warn!(
+                                path = %meta.display(),
+                                error = %e,
+                                "discarding a checkpoint whose manifest is damaged"
+                            );
+                            let _ = fs::remove_dir_all(entry.path());
+                            continue;
+                        }
+                    };
                     if m.state_format == STATE_FORMAT {
                         completed.insert(id, m);
                     } else {
@@ -599,6 +610,16 @@ impl CheckpointStorage {
             }
         }
         doomed
+    }
+
+    /// Deletes completed checkpoint `id`, which could not be restored (a file of it is
+    /// missing or damaged): the next recovery takes an older checkpoint or rebuilds the view
+    /// from its inputs. Shared files other checkpoints reference stay.
+    pub fn discard_damaged(&mut self, id: u64) {
+        if let Some(m) = self.completed.remove(&id) {
+            let _ = fs::remove_file(self.chk_dir(id).join("_metadata.json"));
+            self.discard(&m);
+        }
     }
 
     /// Keeps the completed checkpoints in `keep` and deletes the others, with every shared

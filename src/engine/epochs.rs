@@ -456,6 +456,18 @@ impl Dataflow {
         };
         let name = job.name.clone();
         let message = error.to_string();
+        // State files damaged on disk (RocksDB: "Corruption: block checksum mismatch"): the
+        // checkpoints share files with each other and with the live state (hard links), so
+        // none is trusted again; the restart rebuilds the view from its inputs.
+        if message.contains("Corruption:")
+            && let Some(c) = &job.coordinator
+        {
+            let damaged: Vec<u64> = c.completed().into_iter().map(|(id, _)| id).collect();
+            warn!(view = %name, checkpoints = ?damaged, "state damaged on disk; discarding the view's checkpoints");
+            for checkpoint in damaged {
+                c.discard_damaged(checkpoint);
+            }
+        }
         match job.restart.on_failure(now) {
             Some(pause) => {
                 warn!(view = %name, error = %message, pause_ms = pause.as_millis() as u64, "view failed; restarting");

@@ -204,8 +204,6 @@ impl EngineConfig {
 
 /// The database engine shared by all sessions.
 pub struct Engine {
-    /// The catalog's durable copy (the same store holds the tables' changelogs).
-    store: Arc<Store>,
     /// The state backend (RocksDB, memory bounded).
     state: Arc<StateBackend>,
     /// The state backend's root, whose siblings hold the jobs' state; `None` keeps rows on
@@ -228,6 +226,11 @@ pub struct Engine {
     /// The `pg_catalog` schema all sessions share, so that a relation has one OID in every
     /// session (built by the first session; see [`crate::sql::system::shared_pg_catalog`]).
     pg_catalog: std::sync::OnceLock<Arc<dyn datafusion::catalog::SchemaProvider>>,
+    /// The catalog's durable copy (the same store holds the tables' changelogs), holding the
+    /// data directory's lock. Declared last, so that it is dropped after every other field:
+    /// the lock is released only once the jobs' and the state backend's databases are
+    /// closed (a server started on the directory meanwhile would reset them under us).
+    store: Arc<Store>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -297,6 +300,8 @@ impl Drop for Engine {
             .collect();
         // Errors are logged by join_writers; a destructor cannot report them otherwise.
         let _ = join_writers(writers);
+        // The jobs' databases close now, while the store holds the directory's lock.
+        df.jobs.clear();
     }
 }
 

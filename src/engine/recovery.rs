@@ -302,8 +302,24 @@ impl Engine {
                     .coordinator
                     .as_ref()
                     .ok_or_else(|| Error::Internal("job without coordinator".into()))?;
-                let restored = coordinator.restore(checkpoint, self.rows_in.as_deref())?;
-                job.load(restored)?;
+                let restored = coordinator
+                    .restore(checkpoint, self.rows_in.as_deref())
+                    .and_then(|r| job.load(r));
+                if let Err(e) = restored {
+                    // A checkpoint that cannot be restored (a state file missing or damaged)
+                    // would fail every restart alike: it is dropped, and the restart the
+                    // failure leads to takes an older checkpoint or rebuilds from the inputs.
+                    warn!(
+                        view = %job.name,
+                        checkpoint,
+                        error = %e,
+                        "discarding a checkpoint that cannot be restored"
+                    );
+                    if let Some(c) = &job.coordinator {
+                        c.discard_damaged(checkpoint);
+                    }
+                    return Err(e);
+                }
             }
             (None, input) => {
                 job.reset()?;
