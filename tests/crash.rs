@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{connect_child as connect, free_port};
+use common::{connect_child_logging, free_port};
 use futures::SinkExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -288,8 +288,11 @@ async fn crash_run(mode: &str, seed: u64, parallelism: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::default();
-    let port = free_port();
+    let mut port = free_port();
     let mut child = start(dir.path(), port, mode);
+    let log = dir.path().join("server.log");
+    let connect =
+        async |port: u16, child: &mut Child| connect_child_logging(port, child, Some(&log)).await;
     {
         let c = connect(port, &mut child).await;
         let dims: Vec<String> = (0..KEYS).map(|k| format!("({k}, 'n{k}_0')")).collect();
@@ -343,6 +346,9 @@ async fn crash_run(mode: &str, seed: u64, parallelism: usize) {
         child.kill().expect("kill -9");
         child.wait().unwrap();
         drop(c);
+        // A fresh port: while the server was down, another test's server or a client's
+        // ephemeral port may have taken the old one (the restart then fails to listen).
+        port = free_port();
         child = start(dir.path(), port, mode);
         if let Some(op) = pending {
             let c = connect(port, &mut child).await;

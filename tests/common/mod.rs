@@ -129,6 +129,16 @@ pub fn free_port() -> u16 {
 /// Connects to a `weir` binary starting on `port`, retrying until it accepts; panics if the
 /// process exits meanwhile or does not come up within 60 s.
 pub async fn connect_child(port: u16, child: &mut Child) -> tokio_postgres::Client {
+    connect_child_logging(port, child, None).await
+}
+
+/// [`connect_child`], naming in its panic the last lines of `log`, the server's log, when the
+/// process exits during start.
+pub async fn connect_child_logging(
+    port: u16,
+    child: &mut Child,
+    log: Option<&std::path::Path>,
+) -> tokio_postgres::Client {
     let start = Instant::now();
     loop {
         let mut config = tokio_postgres::Config::new();
@@ -144,7 +154,14 @@ pub async fn connect_child(port: u16, child: &mut Child) -> tokio_postgres::Clie
             return client;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("server exited during start: {status}");
+            let tail = log
+                .and_then(|l| std::fs::read_to_string(l).ok())
+                .map(|text| {
+                    let lines: Vec<&str> = text.lines().collect();
+                    lines[lines.len().saturating_sub(20)..].join("\n")
+                })
+                .unwrap_or_default();
+            panic!("server exited during start: {status}\n{tail}");
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
