@@ -577,7 +577,6 @@ fn is_oid_array(f: &arrow::datatypes::Field) -> bool {
             == Some("oid")
 }
 
-/// Rows of `schema` as a query response (command tag `SELECT`).
 /// The rows of a result as data rows, encoded a batch at a time as pgwire sends them: the
 /// connection's writer waits for the client when its socket buffer is full, so an encoded
 /// copy of the whole result never builds up. The batches not yet sent stay reserved in the
@@ -615,10 +614,7 @@ struct ResultReservation(datafusion::execution::memory_pool::MemoryReservation);
 
 impl ResultReservation {
     fn empty(pool: &Arc<crate::session::memory::QueryMemoryPool>) -> Self {
-        let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> = pool.clone();
-        ResultReservation(
-            datafusion::execution::memory_pool::MemoryConsumer::new("query result").register(&pool),
-        )
+        ResultReservation(crate::session::memory::result_reservation(pool))
     }
 
     /// Reserves the memory of `out`'s rows, which wait here for the client to read them (a

@@ -1434,9 +1434,7 @@ impl Session {
         let (physical, task, schema) = self.physical_query(plan, names).await?;
         // The rows gathered count against `query.memory_limit_mb` as they come (with the
         // operators' own reservations), so a result too big fails before it is all held.
-        let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> = self.memory.clone();
-        let reservation =
-            datafusion::execution::memory_pool::MemoryConsumer::new("query result").register(&pool);
+        let reservation = super::memory::result_reservation(&self.memory);
         let mut stream = datafusion::physical_plan::execute_stream(physical, task)?;
         let mut batches = Vec::new();
         while let Some(batch) = futures::StreamExt::next(&mut stream).await {

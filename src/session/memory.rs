@@ -113,6 +113,12 @@ pub fn batch_bytes(batch: &arrow::array::RecordBatch) -> usize {
         .sum()
 }
 
+/// An empty reservation of a query's result in `pool`, the session's pool.
+pub fn result_reservation(pool: &std::sync::Arc<QueryMemoryPool>) -> MemoryReservation {
+    let pool: std::sync::Arc<dyn MemoryPool> = pool.clone();
+    datafusion::execution::memory_pool::MemoryConsumer::new("query result").register(&pool)
+}
+
 /// Reserves `bytes` more of a query's result in `reservation` (a consumer of the session's
 /// pool).
 ///
