@@ -1504,3 +1504,62 @@ async fn numeric_parameters_keep_every_digit() {
     );
     server.stop().await;
 }
+
+/// A `character(n)` value is sent padded to `n` characters and described as `bpchar`, a
+/// `varchar` column as `varchar` (PostgreSQL 15 on the same rows: `'ab  '`, `'x   '`,
+/// `'    '` and types 1042 and 1043), in the simple and the extended protocol, from a table
+/// and from a view over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn character_values_are_padded_on_output() {
+    use tokio_postgres::SimpleQueryMessage;
+    use tokio_postgres::types::Type;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute(
+        "CREATE TABLE ch (id INT, a CHAR(4), v VARCHAR(3));
+         INSERT INTO ch VALUES (1, 'ab', 'ab'), (2, 'x  ', 'x'), (3, '', ''), (4, NULL, NULL);
+         CREATE MATERIALIZED VIEW chv AS SELECT id, a FROM ch;
+         FLUSH",
+    )
+    .await
+    .unwrap();
+    let want = vec![
+        Some("ab  ".to_string()),
+        Some("x   ".to_string()),
+        Some("    ".to_string()),
+        None,
+    ];
+    for rel in ["ch", "chv"] {
+        let sql = format!("SELECT a FROM {rel} ORDER BY id");
+        let simple: Vec<Option<String>> = c
+            .simple_query(&sql)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(r) => Some(r.get(0).map(str::to_string)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(simple, want, "{rel}, simple protocol");
+        let stmt = c.prepare(&sql).await.unwrap();
+        assert_eq!(column_types(&stmt), vec![Type::BPCHAR], "{rel}");
+        let extended: Vec<Option<String>> = c
+            .query(&stmt, &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(extended, want, "{rel}, extended protocol");
+    }
+    let stmt = c
+        .prepare("SELECT v, 'ab'::char(3) FROM ch WHERE id = 1")
+        .await
+        .unwrap();
+    assert_eq!(column_types(&stmt), vec![Type::VARCHAR, Type::BPCHAR]);
+    let row = c.query_one(&stmt, &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "ab");
+    assert_eq!(row.get::<_, String>(1), "ab ");
+}

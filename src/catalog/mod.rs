@@ -191,6 +191,41 @@ impl RelationDef {
         std::sync::Arc::new(self.schema.clone())
     }
 
+    /// The schema as the planner sees it: a table's `character(n)` and `character varying`
+    /// columns carry their PostgreSQL type in field metadata
+    /// ([`crate::common::schema::PgTextType`]), which comparisons follow (`character(n)`
+    /// ignores trailing spaces) and clients are told; a view's columns have it from its plan.
+    pub fn typed_schema(&self) -> SchemaRef {
+        use crate::common::schema::PgTextType;
+        if self
+            .type_modifiers
+            .iter()
+            .all(|m| !matches!(m, TypeModifier::Char(_) | TypeModifier::Varchar(_)))
+        {
+            return self.schema_ref();
+        }
+        let fields: Vec<arrow::datatypes::Field> = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let t = match self.type_modifier(i) {
+                    TypeModifier::Char(n) => PgTextType::Bpchar(usize::try_from(n).ok()),
+                    TypeModifier::Varchar(_) => PgTextType::Varchar,
+                    _ => return f.as_ref().clone(),
+                };
+                let mut metadata = f.metadata().clone();
+                metadata.extend(t.metadata());
+                f.as_ref().clone().with_metadata(metadata)
+            })
+            .collect();
+        std::sync::Arc::new(Schema::new_with_metadata(
+            fields,
+            self.schema.metadata().clone(),
+        ))
+    }
+
     /// The declared type modifier of column `column`.
     pub fn type_modifier(&self, column: usize) -> TypeModifier {
         self.type_modifiers.get(column).copied().unwrap_or_default()

@@ -31,6 +31,7 @@ use tokio::sync::Mutex;
 use tracing::Instrument;
 
 use super::auth;
+use crate::common::schema::PgTextType;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -540,6 +541,14 @@ fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult
         .map(|(info, f)| {
             if f.data_type() == &DataType::Null {
                 FieldInfo::new(info.name().into(), None, None, Type::TEXT, info.format())
+            } else if f.data_type() == &DataType::Utf8
+                && PgTextType::of(f.metadata()) != PgTextType::Text
+            {
+                let t = match PgTextType::of(f.metadata()) {
+                    PgTextType::Varchar => Type::VARCHAR,
+                    _ => Type::BPCHAR,
+                };
+                FieldInfo::new(info.name().into(), None, None, t, info.format())
             } else if is_oid_array(f) {
                 // Its 4-byte elements are written as `oid`s: an array's binary form names
                 // the element type of its description.
@@ -742,6 +751,15 @@ fn pg_text_columns(
     let mut columns = batch.columns().to_vec();
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     for (i, col) in batch.columns().iter().enumerate() {
+        // A `character(n)` value is sent padded to `n` characters, in either format (Weir
+        // keeps it without the trailing spaces).
+        if let (DataType::Utf8, PgTextType::Bpchar(Some(n))) =
+            (col.data_type(), PgTextType::of(schema.field(i).metadata()))
+        {
+            columns[i] = Arc::new(blank_padded(col.as_ref(), n));
+            changed = true;
+            continue;
+        }
         if format.format_for(i) != pgwire::api::results::FieldFormat::Text {
             continue;
         }
@@ -781,6 +799,24 @@ fn pg_text_columns(
         columns,
         &options,
     )?)
+}
+
+/// The values of a `character(n)` column (`Utf8`) padded with spaces to `n` characters.
+fn blank_padded(col: &dyn arrow::array::Array, n: usize) -> arrow::array::StringArray {
+    use arrow::array::{Array, AsArray};
+    let values = col.as_string::<i32>();
+    (0..values.len())
+        .map(|r| {
+            (!values.is_null(r)).then(|| {
+                let v = values.value(r);
+                let short = n.saturating_sub(v.chars().count());
+                let mut s = String::with_capacity(v.len() + short);
+                s.push_str(v);
+                s.extend(std::iter::repeat_n(' ', short));
+                s
+            })
+        })
+        .collect()
 }
 
 /// The text of a `numeric` value `v`·10^-`scale`. An unconstrained `numeric` (38 digits)

@@ -252,8 +252,8 @@ fn is_float_key(e: &Expr) -> bool {
     matches!(e, Expr::ScalarFunction(f) if f.func.name() == "weir_float_key")
 }
 
-/// True for a comparison operator.
-fn is_comparison(op: Operator) -> bool {
+/// True for a comparison operator (`=`, `<>`, `<`, `<=`, `>`, `>=`, `IS [NOT] DISTINCT FROM`).
+pub(crate) fn is_comparison(op: Operator) -> bool {
     matches!(
         op,
         Operator::Eq

@@ -63,7 +63,7 @@ impl SchemaProvider for PublicSchema {
         Ok(Some(Arc::new(RelationProvider {
             id: def.id,
             name: def.name.clone(),
-            schema: def.schema_ref(),
+            schema: def.typed_schema(),
             layouts,
             is_table: def.is_table(),
             append_only: def.time.append_only || def.connector.is_some(),

@@ -1611,7 +1611,9 @@ impl ScalarUDFImpl for AnyOp {
 ///   the float to a decimal (failing on `1e20` and on `'Infinity'`). Decimal literals are
 ///   numeric, so `float_col = 2.5` is the common case;
 /// - a `real` meeting an integer in arithmetic or a comparison is computed in `double
-///   precision` (see [`real_meets_integer`]).
+///   precision` (see [`real_meets_integer`]);
+/// - a `character(n)` operand compared with an untyped literal, a parameter or a `varchar`
+///   ignores trailing spaces on both sides ([`super::char_compare`]).
 #[derive(Debug)]
 pub struct PgOperandTypes;
 
@@ -1636,7 +1638,8 @@ impl AnalyzerRule for PgOperandTypes {
                         date_interval_arith(e, &schema)?
                             .transform_data(|e| unknown_literals(e, &schema))?
                             .transform_data(|e| float_meets_numeric(e, &schema))?
-                            .transform_data(|e| super::equal_keys::window_order_keys(e, &schema))
+                            .transform_data(|e| super::equal_keys::window_order_keys(e, &schema))?
+                            .transform_data(|e| super::char_compare::char_operands(e, &schema))
                     })?;
                     Ok(t.update_data(|e| saved.restore(e)))
                 })

@@ -7,11 +7,14 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, StringArray};
-use arrow::datatypes::DataType;
-use datafusion::common::{Result, cast::as_int64_array};
+use arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{Result, ScalarValue, cast::as_int64_array};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
 };
+
+use crate::common::schema::PgTextType;
 
 use crate::sql::semantics::shape_result;
 
@@ -53,6 +56,19 @@ impl ScalarUDFImpl for Bpchar {
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
         Ok(DataType::Utf8)
+    }
+
+    /// `text` marked `character(n)` ([`PgTextType::Bpchar`], with `n` when it is a
+    /// constant), so a comparison with the result ignores trailing spaces.
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
+        let n = match args.scalar_arguments.get(1) {
+            Some(Some(ScalarValue::Int64(Some(n)))) => usize::try_from(*n).ok(),
+            _ => None,
+        };
+        Ok(Arc::new(
+            Field::new(self.name(), DataType::Utf8, true)
+                .with_metadata(PgTextType::Bpchar(n).metadata()),
+        ))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
