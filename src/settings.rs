@@ -326,12 +326,6 @@ const SPECS: &[Spec] = &[
         description: "The user is a superuser.",
     },
     Spec {
-        name: "jit",
-        kind: Kind::Text,
-        default: "off",
-        description: "Accepted for compatibility.",
-    },
-    Spec {
         name: "row_security",
         kind: Kind::Text,
         default: "off",

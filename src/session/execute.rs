@@ -1027,9 +1027,12 @@ impl Session {
                 self.settings_changed();
                 Output::Command("SET".into())
             }
-            "reset" if w.len() == 2 => {
+            // `RESET TIME ZONE` is `RESET timezone` (as `SET TIME ZONE` is `SET timezone`).
+            "reset" if w.len() == 2 || (w.len() == 3 && w[1] == "time" && w[2] == "zone") => {
                 if w[1] == "all" {
                     self.vars.reset_all();
+                } else if w.len() == 3 {
+                    self.vars.reset("timezone")?;
                 } else {
                     self.vars.reset(&w[1])?;
                 }

@@ -2583,6 +2583,27 @@ fn rewrite_expr(
                 datafusion::logical_expr::Cast::new(Box::new(truncated), original),
             )))
         }
+        // `to_timestamp(text, format)` reads a time without an offset in the session's zone.
+        Expr::ScalarFunction(f)
+            if zone.is_some()
+                && f.args.len() == 2
+                && f.func
+                    .inner()
+                    .downcast_ref::<super::functions::to_timestamp::PgToDateTime>()
+                    .is_some() =>
+        {
+            let zoned = f
+                .func
+                .inner()
+                .downcast_ref::<super::functions::to_timestamp::PgToDateTime>()
+                .map(|t| t.in_zone(zone.map(str::to_string)));
+            match zoned {
+                Some(udf) => Ok(Transformed::yes(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(Arc::new(ScalarUDF::new_from_impl(udf)), f.args),
+                ))),
+                None => Ok(Transformed::no(Expr::ScalarFunction(f))),
+            }
+        }
         // `to_char` of a `timestamptz` shows it in the session's zone.
         Expr::ScalarFunction(f)
             if zone.is_some()

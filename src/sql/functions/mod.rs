@@ -33,6 +33,7 @@ pub mod regex;
 pub mod session;
 pub mod text_output;
 pub mod to_char;
+pub mod to_timestamp;
 
 use arrow::datatypes::DataType;
 
@@ -48,6 +49,19 @@ pub fn register(ctx: &SessionContext) {
     ctx.deregister_udf("to_char");
     ctx.register_udf(ScalarUDF::new_from_impl(to_char::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(at_time_zone::AtTimeZone::default()));
+    // PostgreSQL's template patterns for `(text, format)`; other calls go to DataFusion's.
+    for (name, wrap) in [
+        (
+            "to_date",
+            to_timestamp::PgToDateTime::to_date as fn(ScalarUDF) -> _,
+        ),
+        ("to_timestamp", to_timestamp::PgToDateTime::to_timestamp),
+    ] {
+        if let Ok(inner) = datafusion::execution::FunctionRegistry::udf(ctx, name) {
+            ctx.deregister_udf(name);
+            ctx.register_udf(ScalarUDF::new_from_impl(wrap(inner.as_ref().clone())));
+        }
+    }
     ctx.deregister_udf("date_bin");
     ctx.register_udf(ScalarUDF::new_from_impl(date_bin::DateBin::new()));
     ctx.deregister_udf("make_date");

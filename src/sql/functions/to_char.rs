@@ -686,7 +686,7 @@ fn span_iso_year(y: i64, m: i64, d: i64) -> i64 {
 
 /// Letter case of a name pattern: `MONTH`, `Month`, `month`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Case {
+pub(super) enum Case {
     Upper,
     Capital,
     Lower,
@@ -704,7 +704,7 @@ impl Case {
 
 /// How a meridiem or era indicator is spelled: `AM`, `am`, `A.M.` or `a.m.`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Marker {
+pub(super) enum Marker {
     Upper,
     Lower,
     UpperDots,
@@ -727,7 +727,7 @@ impl Marker {
 
 /// A date/time template pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DtKey {
+pub(super) enum DtKey {
     /// `HH`, `HH12`: hour of day (01–12).
     Hour12,
     /// `HH24`: hour of day (00–23).
@@ -818,7 +818,7 @@ impl DtKey {
 }
 
 /// The date/time patterns; matching is case-sensitive and takes the longest pattern.
-const DT_KEYWORDS: &[(&str, DtKey)] = {
+pub(super) const DT_KEYWORDS: &[(&str, DtKey)] = {
     use DtKey::*;
     &[
         ("A.D.", Era(Marker::UpperDots)),
@@ -938,7 +938,7 @@ const DT_KEYWORDS: &[(&str, DtKey)] = {
 
 /// One piece of a parsed date/time format.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum DtNode {
+pub(super) enum DtNode {
     /// Text copied to the output.
     Text(String),
     /// A pattern with its modifiers.
@@ -997,7 +997,7 @@ fn read_text(s: &str, out: &mut String) -> usize {
 }
 
 /// Parses a date/time format (PostgreSQL docs, Tables 9.26 and 9.27).
-fn parse_datetime_format(fmt: &str) -> Vec<DtNode> {
+pub(super) fn parse_datetime_format(fmt: &str) -> Vec<DtNode> {
     let mut nodes = Vec::new();
     let mut text = String::new();
     let mut rest = fmt;
@@ -1046,7 +1046,7 @@ fn parse_datetime_format(fmt: &str) -> Vec<DtNode> {
     nodes
 }
 
-const MONTHS: [&str; 12] = [
+pub(super) const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -1061,7 +1061,7 @@ const MONTHS: [&str; 12] = [
     "December",
 ];
 
-const DAYS: [&str; 7] = [
+pub(super) const DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
     "Tuesday",
@@ -1072,7 +1072,7 @@ const DAYS: [&str; 7] = [
 ];
 
 /// Roman numerals of the months, December first.
-const ROMAN_MONTHS: [&str; 12] = [
+pub(super) const ROMAN_MONTHS: [&str; 12] = [
     "XII", "XI", "X", "IX", "VIII", "VII", "VI", "V", "IV", "III", "II", "I",
 ];
 
