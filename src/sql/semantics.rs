@@ -3074,30 +3074,132 @@ fn number_text_cast(
 }
 
 /// PostgreSQL types an integer literal that fits in 32 bits as `integer` (`SELECT 1` is
-/// `int4`: docs, 4.1.2.6 "Numeric Constants"); DataFusion as `bigint`. A query's output
-/// columns that are such literals (`SELECT 1`, `SELECT -5 AS n`, also under `ORDER BY` and
-/// `LIMIT`), or integer arithmetic over `integer` columns and such literals (`SELECT a + 1`),
-/// are made `integer` here, so that drivers see PostgreSQL's type (node-postgres returned a
-/// `bigint` as a string); literals inside expressions keep DataFusion's typing (the integer
-/// operators of this module already compute them as PostgreSQL does).
+/// `int4`: docs, 4.1.2.6 "Numeric Constants"); DataFusion as `bigint`. Select-list items
+/// that are such literals (`SELECT 1`, `SELECT -5 AS n`), or integer arithmetic over `integer`
+/// columns and such literals (`SELECT a + 1`), and the columns of a `VALUES` list whose rows
+/// are all such literals (or NULL), are made `integer` here, in the query's output and in its
+/// derived tables, `UNION` branches and subqueries: drivers see PostgreSQL's type
+/// (node-postgres returned a `bigint` as a string), and the values compute as PostgreSQL's
+/// do (`sum(x) / 2` over `VALUES (1), (2)` sums `integer`s to a `bigint` and divides as
+/// integers, where a `bigint`'s sum was a `numeric`). Literals inside other expressions keep
+/// DataFusion's typing (the integer operators of this module already compute them as
+/// PostgreSQL does). Runs on a statement's plan before analysis, whose type coercion then
+/// retypes the nodes above (a `UNION` of `1` and `3000000000` is a `bigint`). A recursive
+/// query keeps DataFusion's types.
 ///
 /// # Errors
-/// DataFusion's, when the projection cannot be rebuilt.
+/// DataFusion's, when a node cannot be rebuilt.
 pub fn int4_output_literals(plan: LogicalPlan) -> datafusion::common::Result<LogicalPlan> {
-    use datafusion::logical_expr::{Limit, Projection};
-    fn literal(e: &Expr) -> Option<Expr> {
-        let v = match e {
-            Expr::Literal(ScalarValue::Int64(Some(v)), _) => *v,
-            Expr::Negative(inner) => match inner.as_ref() {
-                Expr::Literal(ScalarValue::Int64(Some(v)), _) => v.checked_neg()?,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        i32::try_from(v)
-            .ok()
-            .map(|v| Expr::Literal(ScalarValue::Int32(Some(v)), None))
+    // A recursive query's work table was typed by its first term when planned: it keeps
+    // DataFusion's types.
+    let mut recursive = false;
+    plan.apply_with_subqueries(|p| {
+        use datafusion::common::tree_node::TreeNodeRecursion;
+        recursive = matches!(p, LogicalPlan::RecursiveQuery(_));
+        Ok(if recursive {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    })?;
+    if recursive {
+        return Ok(plan);
     }
+    Ok(plan
+        .transform_up_with_subqueries(|p| {
+            Ok(match p {
+                LogicalPlan::Projection(p) => Transformed::yes(int4_projection(p)?),
+                LogicalPlan::Values(v) => Transformed::yes(int4_values(v)?),
+                // Typed again from its branches (by the first; type coercion then finds
+                // the type common to all), not kept from when they were `bigint`s.
+                LogicalPlan::Union(u) => Transformed::yes(LogicalPlan::Union(
+                    datafusion::logical_expr::Union::try_new_with_loose_types(u.inputs)?,
+                )),
+                other => Transformed::yes(other.recompute_schema()?),
+            })
+        })?
+        .data)
+}
+
+/// An integer literal within `integer`'s range (`5`, `-5`) as an `integer` literal.
+fn int4_literal(e: &Expr) -> Option<Expr> {
+    let v = match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => *v,
+        Expr::Negative(inner) => match inner.as_ref() {
+            Expr::Literal(ScalarValue::Int64(Some(v)), _) => v.checked_neg()?,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    i32::try_from(v)
+        .ok()
+        .map(|v| Expr::Literal(ScalarValue::Int32(Some(v)), None))
+}
+
+/// The columns of `v` whose rows are all integer literals within `integer`'s range (or
+/// NULL, at least one a number) as `integer`s.
+fn int4_values(v: datafusion::logical_expr::Values) -> datafusion::common::Result<LogicalPlan> {
+    let width = v.schema.fields().len();
+    let narrow: Vec<bool> = (0..width)
+        .map(|c| {
+            v.schema.field(c).data_type() == &DataType::Int64
+                && v.values.iter().all(|row| {
+                    row.get(c).is_some_and(|e| {
+                        int4_literal(e).is_some()
+                            || matches!(e.clone().unalias_nested().data, Expr::Literal(v, _)
+                                if v.is_null())
+                            || matches!(e, Expr::Cast(c) if matches!(c.expr.as_ref(),
+                                Expr::Literal(v, _) if v.is_null()))
+                    })
+                })
+                && v.values
+                    .iter()
+                    .any(|row| row.get(c).and_then(int4_literal).is_some())
+        })
+        .collect();
+    if !narrow.contains(&true) {
+        return Ok(LogicalPlan::Values(v));
+    }
+    let values = v
+        .values
+        .into_iter()
+        .map(|row| {
+            row.into_iter()
+                .enumerate()
+                .map(|(c, e)| match (narrow.get(c), int4_literal(&e)) {
+                    (Some(true), Some(int4)) => int4,
+                    (Some(true), None) => Expr::Literal(ScalarValue::Int32(None), None),
+                    _ => e,
+                })
+                .collect()
+        })
+        .collect();
+    let fields: Vec<_> = v
+        .schema
+        .iter()
+        .enumerate()
+        .map(|(c, (q, f))| {
+            let f = if narrow.get(c) == Some(&true) {
+                Arc::new(f.as_ref().clone().with_data_type(DataType::Int32))
+            } else {
+                Arc::clone(f)
+            };
+            (q.cloned(), f)
+        })
+        .collect();
+    let schema = DFSchema::new_with_metadata(fields, v.schema.metadata().clone())?;
+    Ok(LogicalPlan::Values(datafusion::logical_expr::Values {
+        schema: Arc::new(schema),
+        values,
+    }))
+}
+
+/// A projection's items that are integer literals or `integer` arithmetic as `integer`s (see
+/// [`int4_output_literals`]); its schema recomputed either way (its input may have changed).
+fn int4_projection(
+    p: datafusion::logical_expr::Projection,
+) -> datafusion::common::Result<LogicalPlan> {
+    use datafusion::logical_expr::Projection;
     /// True when `e` is integer arithmetic PostgreSQL types `integer`: `+ - * / %` and
     /// negation over `integer` columns and integer literals within `integer`'s range (at
     /// least one operator; DataFusion types it `bigint`, the literals being `bigint`).
@@ -3128,57 +3230,33 @@ pub fn int4_output_literals(plan: LogicalPlan) -> datafusion::common::Result<Log
             _ => false,
         }
     }
-    Ok(match plan {
-        LogicalPlan::Projection(p) => {
-            let mut changed = false;
-            let input_schema = Arc::clone(p.input.schema());
-            let exprs: Vec<Expr> = p
-                .expr
-                .iter()
-                .map(|e| {
-                    let (inner, name) = match e {
-                        Expr::Alias(a) => (a.expr.as_ref(), a.name.clone()),
-                        other => (other, other.schema_name().to_string()),
-                    };
-                    if let Some(int4) = literal(inner) {
-                        changed = true;
-                        return int4.alias(name);
-                    }
-                    if int4_arithmetic(inner, &input_schema) {
-                        // Computed as PostgreSQL computes it (32-bit, 22003 past it), then
-                        // shown as `integer`: the cast back cannot fail.
-                        changed = true;
-                        return Expr::Cast(datafusion::logical_expr::Cast::new(
-                            Box::new(inner.clone()),
-                            DataType::Int32,
-                        ))
-                        .alias(name);
-                    }
-                    e.clone()
-                })
-                .collect();
-            if changed {
-                LogicalPlan::Projection(Projection::try_new(exprs, p.input)?)
-            } else {
-                LogicalPlan::Projection(p)
+    let input_schema = Arc::clone(p.input.schema());
+    let exprs: Vec<Expr> = p
+        .expr
+        .iter()
+        .map(|e| {
+            let (inner, name) = match e {
+                Expr::Alias(a) => (a.expr.as_ref(), a.name.clone()),
+                other => (other, other.schema_name().to_string()),
+            };
+            if let Some(int4) = int4_literal(inner) {
+                return int4.alias(name);
             }
-        }
-        LogicalPlan::Sort(sort) => {
-            let input = int4_output_literals(Arc::unwrap_or_clone(sort.input))?;
-            LogicalPlan::Sort(datafusion::logical_expr::Sort {
-                input: Arc::new(input),
-                ..sort
-            })
-        }
-        LogicalPlan::Limit(limit) => {
-            let input = int4_output_literals(Arc::unwrap_or_clone(limit.input))?;
-            LogicalPlan::Limit(Limit {
-                input: Arc::new(input),
-                ..limit
-            })
-        }
-        other => other,
-    })
+            if int4_arithmetic(inner, &input_schema) {
+                // Computed as PostgreSQL computes it (32-bit, 22003 past it), then shown
+                // as `integer`: the cast back cannot fail.
+                return Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(inner.clone()),
+                    DataType::Int32,
+                ))
+                .alias(name);
+            }
+            e.clone()
+        })
+        .collect();
+    Ok(LogicalPlan::Projection(Projection::try_new(
+        exprs, p.input,
+    )?))
 }
 
 #[cfg(test)]
