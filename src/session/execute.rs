@@ -200,6 +200,86 @@ fn name_insert_select_columns(stmt: &mut Statement) {
     }
 }
 
+/// DataFusion types every `VALUES` list in an `INSERT`'s source by the table's columns, by
+/// position, as it types `INSERT ... VALUES` (its `PlannerContext` keeps the table's schema
+/// for the whole source): `INSERT INTO t (a, b) SELECT y, x FROM (VALUES (1.5, 61)) v(x, y)`
+/// read `1.5` as `a`'s `integer` (2), and a `VALUES` list of another width failed. Such a
+/// source (one that is not itself a `VALUES` list but holds one) is planned alone: this
+/// returns it. The insert is then planned over [`placeholder_source`] and given the source
+/// by [`with_insert_source`].
+fn standalone_source(stmt: &Statement) -> Option<datafusion::sql::sqlparser::ast::Query> {
+    use datafusion::sql::sqlparser::ast::SetExpr;
+    let Statement::Insert(i) = stmt else {
+        return None;
+    };
+    let source = i.source.as_ref()?;
+    if matches!(source.body.as_ref(), SetExpr::Values(_))
+        || !source.to_string().to_ascii_uppercase().contains("VALUES")
+    {
+        return None;
+    }
+    Some(source.as_ref().clone())
+}
+
+/// The name of the `i`-th column of [`placeholder_source`].
+fn placeholder_column(i: usize) -> String {
+    format!("__weir_source_{i}")
+}
+
+/// `SELECT NULL AS __weir_source_0, ...`: `width` untyped columns, which an insert's
+/// planning casts to the table's columns.
+fn placeholder_source(width: usize) -> Result<datafusion::sql::sqlparser::ast::Query> {
+    let items: Vec<String> = (0..width)
+        .map(|i| format!("NULL AS {}", placeholder_column(i)))
+        .collect();
+    match parse_one(&format!("SELECT {}", items.join(", ")))? {
+        Statement::Query(q) => Ok(*q),
+        _ => Err(Error::Internal("a SELECT did not parse as a query".into())),
+    }
+}
+
+/// `plan` (an insert planned over [`placeholder_source`]) reading `source` instead: the
+/// insert's projection takes the placeholder's `i`-th column from `source`'s `i`-th.
+///
+/// # Errors
+/// `XX000` when the insert did not plan as a projection over its source.
+fn with_insert_source(plan: LogicalPlan, source: LogicalPlan) -> Result<LogicalPlan> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    let LogicalPlan::Dml(mut dml) = plan else {
+        return Err(Error::Internal("INSERT did not plan as DML".into()));
+    };
+    let LogicalPlan::Projection(p) = dml.input.as_ref() else {
+        return Err(Error::Internal(
+            "INSERT did not plan as a projection of its source".into(),
+        ));
+    };
+    let source_schema = Arc::clone(source.schema());
+    let exprs = p
+        .expr
+        .iter()
+        .map(|e| {
+            e.clone()
+                .transform_up(|e| {
+                    let at = match &e {
+                        Expr::Column(c) => (0..source_schema.fields().len())
+                            .find(|i| c.name == placeholder_column(*i)),
+                        _ => None,
+                    };
+                    Ok(match at {
+                        Some(i) => Transformed::yes(Expr::Column(
+                            datafusion::common::Column::from(source_schema.qualified_field(i)),
+                        )),
+                        None => Transformed::no(e),
+                    })
+                })
+                .map(|t| t.data)
+        })
+        .collect::<datafusion::common::Result<Vec<_>>>()?;
+    let projection = Projection::try_new(exprs, Arc::new(source))?;
+    dml.input = Arc::new(LogicalPlan::Projection(projection));
+    Ok(LogicalPlan::Dml(dml))
+}
+
 /// DataFusion checks `NOT NULL` on an `INSERT ... VALUES` at the `VALUES` columns, whose
 /// names are `column1`, `column2`, ...: the error names the table's column instead, the one
 /// the insert's projection fills from that `VALUES` column, as PostgreSQL does.
@@ -1863,10 +1943,29 @@ impl Session {
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
+    /// Plans a data-changing statement (after [`Self::prepare_dml`]); an `INSERT` whose
+    /// source holds a `VALUES` list plans the source on its own (see [`standalone_source`]).
+    async fn plan_dml(&self, mut stmt: Statement) -> Result<LogicalPlan> {
+        match standalone_source(&stmt) {
+            Some(source) => {
+                let source = self
+                    .plan_statement(Statement::Query(Box::new(source)))
+                    .await?;
+                let placeholder = placeholder_source(source.schema().fields().len())?;
+                if let Statement::Insert(i) = &mut stmt {
+                    i.source = Some(Box::new(placeholder));
+                }
+                let plan = self.plan_statement(stmt).await?;
+                with_insert_source(plan, source)
+            }
+            None => self.plan_statement(stmt).await,
+        }
+    }
+
     async fn dml(&mut self, mut stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
         let returning = take_returning(&mut stmt);
         self.prepare_dml(&mut stmt)?;
-        let plan = self.plan_statement(stmt).await?;
+        let plan = self.plan_dml(stmt).await?;
         let plan = bind(plan, params)?;
         let LogicalPlan::Dml(DmlStatement {
             table_name,
@@ -2436,7 +2535,7 @@ impl Session {
         let plan = if is_query {
             self.plan_select(trimmed, stmt).await
         } else {
-            self.plan_statement(stmt).await.map(|p| (p, None))
+            self.plan_dml(stmt).await.map(|p| (p, None))
         };
         self.schema.pin(None);
         let (plan, names) = plan?;
