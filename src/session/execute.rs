@@ -665,6 +665,7 @@ impl Session {
             Statement::Insert(_) | Statement::Update { .. } | Statement::Delete(_) => {
                 self.dml(stmt, params).await
             }
+            Statement::Truncate(t) => self.truncate(t).await,
             Statement::Query(_) => {
                 let catalog = parse::mentions_catalog(&stmt);
                 let result = match self.plan_select(trimmed, stmt).await {
@@ -1941,6 +1942,31 @@ impl Session {
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
         Ok(Output::Command("CREATE TABLE".into()))
+    }
+
+    /// `TRUNCATE [TABLE] name [, ...] [RESTART IDENTITY | CONTINUE IDENTITY] [CASCADE |
+    /// RESTRICT]` (PostgreSQL's reference page "TRUNCATE"): every row of each table is
+    /// deleted, as `DELETE FROM name` would (so a view over the table retracts them, an
+    /// append-only table refuses it with `0A000`, and in a transaction block `ROLLBACK`
+    /// undoes it); its cost grows with the rows deleted, not constant as PostgreSQL's. The
+    /// names are checked before any row goes: `42P01` for a missing relation, `42809` for a
+    /// materialized view. Weir has no sequences or foreign keys, so the options change
+    /// nothing.
+    async fn truncate(&mut self, t: datafusion::sql::sqlparser::ast::Truncate) -> Result<Output> {
+        for target in &t.table_names {
+            let name = object_name(&target.name)?;
+            let def = self.engine.relation(&name).ok_or_else(|| {
+                Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
+            })?;
+            if !def.is_table() {
+                return Err(Error::plan("42809", format!("\"{name}\" is not a table")));
+            }
+        }
+        for target in &t.table_names {
+            let delete = parse_one(&format!("DELETE FROM {}", target.name))?;
+            self.dml(delete, None).await?;
+        }
+        Ok(Output::Command("TRUNCATE TABLE".into()))
     }
 
     /// Plans a data-changing statement (after [`Self::prepare_dml`]); an `INSERT` whose
