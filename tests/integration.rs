@@ -15,6 +15,36 @@ async fn copy_in(
     sink.finish().await
 }
 
+/// A COPY with a column list gives the columns it leaves out their DEFAULTs, as INSERT does
+/// (PostgreSQL 15 on the same statements: `1 | 7 | dflt | x`, `2 | 7 | dflt | y`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_fills_left_out_columns_with_their_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute(
+        "CREATE TABLE d (id INT PRIMARY KEY, n INT DEFAULT 7, s TEXT DEFAULT 'dflt', \
+         k TEXT NOT NULL DEFAULT 'x')",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        copy_in(&c, "COPY d (id) FROM STDIN", "1\n").await.unwrap(),
+        1
+    );
+    assert_eq!(
+        copy_in(&c, "COPY d (k, id) FROM STDIN CSV", "y,2\n")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        common::query_text(&c, "SELECT id, n, s, k FROM d ORDER BY id").await,
+        vec![vec!["1", "7", "dflt", "x"], vec!["2", "7", "dflt", "y"]]
+    );
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_csv_text_and_bad_rows() {
     let dir = tempfile::tempdir().unwrap();

@@ -20,3 +20,4 @@ mod nexmark_source;
 mod pg_differential;
 mod sqllogictests;
 mod table_snapshots;
+mod transactions;

@@ -422,6 +422,23 @@ impl Engine {
         Ok(true)
     }
 
+    /// Checks a `DROP TABLE` (`table`) or `DROP MATERIALIZED VIEW` of `name` without making
+    /// it: `None` when there is nothing to drop (`IF EXISTS`), else the names of the views
+    /// that depend on it (a drop without `CASCADE` is refused while there are any).
+    ///
+    /// # Errors
+    /// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other
+    /// kind or an index.
+    pub fn check_drop(
+        &self,
+        name: &str,
+        table: bool,
+        if_exists: bool,
+    ) -> Result<Option<Vec<String>>> {
+        let catalog = lock(&self.catalog);
+        Ok(drop_target(&catalog, name, table, if_exists)?.map(|(_, d)| d))
+    }
+
     /// Drops a table or view (and, with `cascade`, the views that read it), with the views'
     /// checkpoints and state.
     ///
@@ -439,50 +456,11 @@ impl Engine {
         let mut df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
-        let Some(def) = catalog.by_name(name).cloned() else {
-            if catalog.index_by_name(name).is_some() {
-                let what = if table { "table" } else { "materialized view" };
-                return Err(Error::catalog(
-                    "42809",
-                    format!("\"{name}\" is an index, not a {what}; use DROP INDEX"),
-                ));
-            }
-            if if_exists {
-                return Ok(false);
-            }
-            let what = if table { "table" } else { "materialized view" };
-            return Err(Error::catalog(
-                "42P01",
-                format!("{what} \"{name}\" does not exist"),
-            ));
+        let Some((def, dependents)) = drop_target(&catalog, name, table, if_exists)? else {
+            return Ok(false);
         };
-        if def.is_table() != table {
-            return Err(Error::catalog(
-                "42809",
-                format!(
-                    "\"{}\" is a {}, not a {}",
-                    name,
-                    def.kind_name(),
-                    if table { "table" } else { "materialized view" }
-                ),
-            ));
-        }
-        let dependents = catalog.dependents(def.id);
         if !dependents.is_empty() && !cascade {
-            let names: Vec<String> = dependents
-                .iter()
-                .filter_map(|d| catalog.get(*d))
-                .map(|d| d.name.clone())
-                .collect();
-            return Err(Error::catalog(
-                "2BP01",
-                format!(
-                    "cannot drop {} {} because other objects depend on it (materialized view {}); use DROP ... CASCADE",
-                    def.kind_name(),
-                    name,
-                    names.join(", ")
-                ),
-            ));
+            return Err(dependents_error(&def, name, &dependents));
         }
         let doomed = catalog.dependents_closure(def.id);
         for id in &doomed {
@@ -510,4 +488,67 @@ impl Engine {
         info!(relation = name, dropped = doomed.len(), "dropped");
         Ok(true)
     }
+}
+
+/// The relation a `DROP TABLE` (`table`) or `DROP MATERIALIZED VIEW` of `name` drops and the
+/// names of the views that depend on it; `None` when it does not exist and `if_exists`.
+///
+/// # Errors
+/// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other kind
+/// or an index.
+fn drop_target(
+    catalog: &Catalog,
+    name: &str,
+    table: bool,
+    if_exists: bool,
+) -> Result<Option<(RelationDef, Vec<String>)>> {
+    let Some(def) = catalog.by_name(name).cloned() else {
+        if catalog.index_by_name(name).is_some() {
+            let what = if table { "table" } else { "materialized view" };
+            return Err(Error::catalog(
+                "42809",
+                format!("\"{name}\" is an index, not a {what}; use DROP INDEX"),
+            ));
+        }
+        if if_exists {
+            return Ok(None);
+        }
+        let what = if table { "table" } else { "materialized view" };
+        return Err(Error::catalog(
+            "42P01",
+            format!("{what} \"{name}\" does not exist"),
+        ));
+    };
+    if def.is_table() != table {
+        return Err(Error::catalog(
+            "42809",
+            format!(
+                "\"{}\" is a {}, not a {}",
+                name,
+                def.kind_name(),
+                if table { "table" } else { "materialized view" }
+            ),
+        ));
+    }
+    let dependents = catalog
+        .dependents(def.id)
+        .iter()
+        .filter_map(|d| catalog.get(*d))
+        .map(|d| d.name.clone())
+        .collect();
+    Ok(Some((def, dependents)))
+}
+
+/// `2BP01` for a drop of `def` (named `name`) without `CASCADE` while the views `dependents`
+/// depend on it.
+pub(crate) fn dependents_error(def: &RelationDef, name: &str, dependents: &[String]) -> Error {
+    Error::catalog(
+        "2BP01",
+        format!(
+            "cannot drop {} {} because other objects depend on it (materialized view {}); use DROP ... CASCADE",
+            def.kind_name(),
+            name,
+            dependents.join(", ")
+        ),
+    )
 }

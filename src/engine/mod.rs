@@ -50,6 +50,7 @@ mod sources;
 mod tables;
 
 pub use ddl::TableSpec;
+pub(crate) use ddl::dependents_error;
 pub use sources::{CONNECTOR_OPTIONS, MAX_CHUNK_EVENTS, SourceInfo, connector_def, nexmark_table};
 pub use tables::WatermarkInfo;
 

@@ -68,6 +68,30 @@ pub(super) struct TableData {
     pub(super) char_limits: Vec<(usize, TypeModifier)>,
 }
 
+/// A write validated and cut into changelog entries, not yet logged or applied (see
+/// [`TableData::stage`]).
+pub(super) struct Staged {
+    /// The change as it will be applied (late rows dropped).
+    change: ChangeBatch,
+    /// Its changelog entries, at most [`CHANGELOG_CHUNK_ROWS`] rows each.
+    parts: Vec<ChangeBatch>,
+    /// The sequence number of the first entry.
+    first: u64,
+    /// The newest event time written (tables with a watermark).
+    max_time: Option<i64>,
+}
+
+impl Staged {
+    /// The changelog entries (sequence number, epoch, rows).
+    fn entries(&self, epoch: Epoch) -> Vec<(u64, Epoch, &ChangeBatch)> {
+        self.parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (self.first + i as u64, epoch, p))
+            .collect()
+    }
+}
+
 /// One row of `weir_catalog.watermarks`: a relation's column that carries a watermark.
 #[derive(Debug, Clone)]
 pub struct WatermarkInfo {
@@ -352,6 +376,29 @@ impl TableData {
             index.check_unique(change)?;
         }
         Ok(())
+    }
+
+    /// Prepares a write of `change` in `epoch`: lengths fitted, validated, late rows of a
+    /// table with a watermark dropped, cut into changelog entries numbered from the next
+    /// sequence number. Changes nothing.
+    ///
+    /// # Errors
+    /// Constraint violations (`23502`, `23505`, `40001`, `22001`).
+    pub(super) fn stage(&mut self, change: ChangeBatch) -> Result<Staged> {
+        let change = self.fit_lengths(change)?;
+        self.validate(&change)?;
+        let mut change = change.with_schema(self.schema.clone())?;
+        let mut max_time = None;
+        if let Some(t) = &mut self.event_time {
+            (change, max_time) = t.drop_late(change)?;
+        }
+        let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
+        Ok(Staged {
+            change,
+            parts,
+            first: self.next_seq,
+            max_time,
+        })
     }
 
     /// Applies a validated change to the contents and the indexes, at most
@@ -697,21 +744,89 @@ impl Tables {
     ) -> Result<usize> {
         let data = self.get(table)?;
         let mut data = lock(&data);
-        let change = data.fit_lengths(change)?;
-        data.validate(&change)?;
-        let mut change = change.with_schema(data.schema.clone())?;
-        let mut max_time = None;
-        if let Some(t) = &mut data.event_time {
-            (change, max_time) = t.drop_late(change)?;
-        }
-        let parts: Vec<ChangeBatch> = change.pieces(CHANGELOG_CHUNK_ROWS).collect();
-        let first = data.next_seq;
-        let entries: Vec<(u64, Epoch, &ChangeBatch)> = parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (first + i as u64, epoch, p))
-            .collect();
+        let staged = data.stage(change)?;
+        let entries = staged.entries(epoch);
         self.store.append_changelog_at(table, &entries, offset)?;
+        self.land(&mut data, staged, epoch)
+    }
+
+    /// Checks `change` as a transaction block's next write to `table`: its lengths fitted
+    /// (as a write fits them), then the block's earlier writes to the table (`pending`, their
+    /// net change) and it together validated against the table's contents, so a key taken by
+    /// an earlier statement of the block is `23505` at once. Writes nothing. Returns the
+    /// fitted change and the block's new net change to the table. O((rows of `pending` +
+    /// rows of `change`) × log n).
+    ///
+    /// # Errors
+    /// As [`Tables::write`]'s checks.
+    pub(super) fn check(
+        &self,
+        table: RelationId,
+        pending: Option<&ChangeBatch>,
+        change: ChangeBatch,
+    ) -> Result<(ChangeBatch, ChangeBatch)> {
+        let data = self.get(table)?;
+        let data = lock(&data);
+        let change = data.fit_lengths(change)?.with_schema(data.schema.clone())?;
+        let net = match pending {
+            Some(p) => consolidate(&data.schema, &[p.clone(), change.clone()])?,
+            None => consolidate(&data.schema, std::slice::from_ref(&change))?,
+        };
+        data.validate(&net)?;
+        Ok((change, net))
+    }
+
+    /// Writes the changes of a committed transaction block, each a table's net change, as
+    /// one: every table locked (in id order), every change validated, then all changelog
+    /// entries in one synced RocksDB write batch, so a crash keeps all of them or none, and
+    /// all in `epoch`, so views see them at one barrier. Returns the rows written.
+    ///
+    /// # Errors
+    /// As [`Tables::write`] (`40001` when another session changed a row the block changes
+    /// since the block read it, `23505` when it took a key the block inserts); nothing is
+    /// written then.
+    pub(super) fn write_many(
+        &self,
+        mut writes: Vec<(RelationId, ChangeBatch)>,
+        epoch: Epoch,
+    ) -> Result<usize> {
+        writes.sort_by_key(|(id, _)| *id);
+        let ids: Vec<RelationId> = writes.iter().map(|(id, _)| *id).collect();
+        let datas = writes
+            .iter()
+            .map(|(id, _)| self.get(*id))
+            .collect::<Result<Vec<_>>>()?;
+        let mut guards: Vec<MutexGuard<'_, TableData>> = datas.iter().map(|d| lock(d)).collect();
+        let mut staged = Vec::with_capacity(writes.len());
+        for ((_, change), data) in writes.into_iter().zip(guards.iter_mut()) {
+            staged.push(data.stage(change)?);
+        }
+        let entries: Vec<(RelationId, Vec<crate::state::store::ChangelogEntryRef<'_>>)> = ids
+            .iter()
+            .zip(&staged)
+            .map(|(id, s)| (*id, s.entries(epoch)))
+            .collect();
+        self.store.append_changelogs(&entries)?;
+        drop(entries);
+        let mut written = 0;
+        for (s, data) in staged.into_iter().zip(guards.iter_mut()) {
+            written += self.land(data, s, epoch)?;
+        }
+        Ok(written)
+    }
+
+    /// Applies a staged write whose changelog entries are durable: contents, indexes,
+    /// sequence numbers, watermark and the epoch's pending changes. Returns the rows written.
+    ///
+    /// # Errors
+    /// State backend errors (the changelog holds the write; a restart replays it).
+    fn land(&self, data: &mut TableData, staged: Staged, epoch: Epoch) -> Result<usize> {
+        let Staged {
+            change,
+            parts,
+            first,
+            max_time,
+        } = staged;
         if change.is_empty() {
             return Ok(0);
         }
@@ -1022,6 +1137,55 @@ impl Engine {
             .wait_for_backlog(|| self.clock.request_tick(), || self.is_stopping());
         let open = self.clock.open();
         self.tables.write(table, change, *open)
+    }
+
+    /// Checks a transaction block's write before the block commits (see [`Tables::check`]):
+    /// the table writable, a retraction allowed, the change valid on top of the block's
+    /// earlier writes to the table (`pending`, their net change). Writes nothing; returns
+    /// the change with its lengths fitted, as it is to be written at `COMMIT`, and the
+    /// block's new net change to the table.
+    ///
+    /// # Errors
+    /// As [`Engine::write`].
+    pub fn check_write(
+        &self,
+        table: RelationId,
+        pending: Option<&ChangeBatch>,
+        change: ChangeBatch,
+    ) -> Result<(ChangeBatch, ChangeBatch)> {
+        self.check_running()?;
+        self.check_writable(table)?;
+        if change.weights.iter().any(|w| w.is_some_and(|w| w < 0)) {
+            self.check_retractable(table)?;
+        }
+        self.tables.check(table, pending, change)
+    }
+
+    /// Writes a committed transaction block's changes, one net change per table, as one
+    /// (see [`Tables::write_many`]): durable together, seen by views at one epoch. Tables
+    /// dropped meanwhile are skipped. Returns the rows written.
+    ///
+    /// # Errors
+    /// As [`Engine::write`]; nothing is written then.
+    pub fn write_many(&self, writes: Vec<(RelationId, ChangeBatch)>) -> Result<usize> {
+        self.check_running()?;
+        let writes: Vec<(RelationId, ChangeBatch)> = {
+            let catalog = lock(&self.catalog);
+            writes
+                .into_iter()
+                .filter(|(id, c)| !c.is_empty() && catalog.get(*id).is_some())
+                .collect()
+        };
+        if writes.is_empty() {
+            return Ok(0);
+        }
+        for (id, _) in &writes {
+            self.check_writable(*id)?;
+        }
+        self.tables
+            .wait_for_backlog(|| self.clock.request_tick(), || self.is_stopping());
+        let open = self.clock.open();
+        self.tables.write_many(writes, *open)
     }
 
     /// `0A000` when table `id` is append-only (`DELETE` and `UPDATE` retract rows).

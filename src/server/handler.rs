@@ -1001,9 +1001,10 @@ impl SimpleQueryHandler for Conn {
     {
         let mut session = self.session.lock().await;
         let mut responses = Vec::new();
-        // The statements of one Query are one implicit transaction (see `Session::implicit`).
-        session.begin_implicit();
+        // The statements of one Query are one implicit transaction (see `Session::implicit`);
+        // after a COMMIT or ROLLBACK among them, those that follow are a new one.
         for stmt in split_statements(query) {
+            session.begin_implicit();
             // The span goes with the future (`instrument`), not a guard held across the
             // await: a guard entered on one worker thread and dropped on another corrupts
             // the subscriber's span stack.

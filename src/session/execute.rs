@@ -9,6 +9,7 @@
 //!                        └─ SELECT/EXPLAIN ─► DataFusion over the catalog's providers
 //! ```
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::sql::parse::parse_one;
@@ -22,10 +23,11 @@ use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, SelectItem, Statement};
 
-use super::{PendingCopy, Session, UndoLog, cursors};
-use crate::common::ChangeBatch;
+use super::{DeferredDrop, DropKind, PendingCopy, Session, TransactionBlock, cursors};
+use crate::common::{ChangeBatch, RelationId};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::state::table::consolidate;
 
 /// A query's physical plan and the task context to run it in.
 type PhysicalQuery = (
@@ -511,8 +513,8 @@ impl Session {
     }
 
     /// A statement in a transaction block a failed statement aborted (PostgreSQL's rules):
-    /// `ROLLBACK` undoes the block; `ROLLBACK TO SAVEPOINT` undoes the writes after the
-    /// savepoint and resumes the block; `COMMIT` undoes the block too and says `ROLLBACK`;
+    /// `ROLLBACK` drops the block; `ROLLBACK TO SAVEPOINT` drops the writes after the
+    /// savepoint and resumes the block; `COMMIT` drops the block too and says `ROLLBACK`;
     /// anything else is `25P02`.
     ///
     /// # Errors
@@ -531,8 +533,8 @@ impl Session {
             }
             "rollback" | "abort" | "commit" | "end" => {
                 self.cursors.rollback();
-                if let Some(log) = self.transaction.take() {
-                    self.undo(log.writes).await?;
+                if let Some(block) = self.transaction.take() {
+                    self.rollback_block(block).await?;
                 }
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
@@ -580,8 +582,26 @@ impl Session {
                 "EMIT ON WINDOW CLOSE applies to CREATE MATERIALIZED VIEW only".into(),
             ));
         }
+        let ddl = match &stmt {
+            Statement::CreateTable(_) => Some("CREATE TABLE".to_string()),
+            Statement::CreateIndex(_) => Some("CREATE INDEX".to_string()),
+            Statement::CreateView(_) => Some("CREATE MATERIALIZED VIEW".to_string()),
+            Statement::Drop { object_type, .. } => Some(format!("DROP {object_type}")),
+            Statement::Truncate(_) => Some("TRUNCATE TABLE".to_string()),
+            _ => None,
+        };
+        if let Some(command) = ddl {
+            self.check_read_write(&command)?;
+        }
         match stmt {
-            Statement::CreateTable(_) => self.create_table(stmt, with_options, time).await,
+            Statement::CreateTable(ref ct) => {
+                let name = object_name(&ct.name)?;
+                self.drop_now(&name).await?;
+                let existed = self.engine.relation(&name).is_some();
+                let out = self.create_table(stmt, with_options, time).await?;
+                self.note_created(name, true, existed);
+                Ok(out)
+            }
             Statement::CreateIndex(ci) => self.create_index(ci).await,
             Statement::CreateView(cv) => {
                 if !cv.materialized {
@@ -595,6 +615,10 @@ impl Session {
                     ));
                 }
                 let name = object_name(&cv.name)?;
+                self.drop_now(&name).await?;
+                if self.transaction.is_some() && self.engine.relation(&name).is_none() {
+                    self.note_created(name.clone(), false, false);
+                }
                 let columns: Vec<String> = cv.columns.iter().map(|c| ident(&c.name)).collect();
                 // The query as written: printing the parsed tree back is not always SQL that
                 // parses to the same tree.
@@ -632,6 +656,9 @@ impl Session {
                 cascade,
                 ..
             } => {
+                if self.transaction.is_some() {
+                    return self.defer_drop(object_type, if_exists, cascade, &names);
+                }
                 if object_type == ObjectType::Index {
                     for n in &names {
                         let name = object_name(n)?;
@@ -762,6 +789,7 @@ impl Session {
                 else {
                     return Err(Error::not_supported("COPY (query) FROM is not supported"));
                 };
+                self.check_read_write("COPY FROM")?;
                 let name = object_name(&table_name)?;
                 let def = self.engine.relation(&name).ok_or_else(|| {
                     Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
@@ -789,9 +817,6 @@ impl Session {
                         .collect::<Result<Vec<_>>>()?
                 };
                 self.engine.check_writable(def.id)?;
-                if def.time.append_only {
-                    self.check_append_only_outside_block(&def.name)?;
-                }
                 let mut format = copy::CopyFormat::from_options(&options, &legacy_options)?;
                 let zone = self.vars.time_zone();
                 if zone.setting != "UTC" {
@@ -1001,20 +1026,24 @@ impl Session {
                 if self.transaction.is_none() {
                     // The implicit transaction's writes so far become the block's, as in
                     // PostgreSQL.
-                    self.transaction = Some(UndoLog {
-                        writes: self.implicit.take().unwrap_or_default(),
-                        ..UndoLog::default()
+                    let read_only = w.windows(2).any(|p| p[0] == "read" && p[1] == "only");
+                    self.transaction = Some(TransactionBlock {
+                        applied: self.implicit.take().unwrap_or_default(),
+                        read_only,
+                        ..TransactionBlock::default()
                     });
                 }
                 Output::TransactionStart("BEGIN".into())
             }
             "commit" | "end" => {
-                self.transaction = None;
                 self.implicit = None;
                 self.cursors.commit();
+                if let Some(block) = self.transaction.take() {
+                    self.commit_block(block).await?;
+                }
                 Output::TransactionEnd("COMMIT".into())
             }
-            // Savepoints mark a place in the block's undo log; prepared statements and
+            // Savepoints mark a place in the block's writes; prepared statements and
             // portals are the connection's (the protocol layer replaces one of the same
             // name); Weir has no notification channels.
             "rollback" | "abort" if w.iter().any(|x| x == "to") => {
@@ -1024,8 +1053,8 @@ impl Session {
             }
             "rollback" | "abort" => {
                 self.cursors.rollback();
-                if let Some(log) = self.transaction.take() {
-                    self.undo(log.writes).await?;
+                if let Some(block) = self.transaction.take() {
+                    self.rollback_block(block).await?;
                 }
                 Output::TransactionEnd("ROLLBACK".into())
             }
@@ -1989,6 +2018,12 @@ impl Session {
     }
 
     async fn dml(&mut self, mut stmt: Statement, params: Option<ParamValues>) -> Result<Output> {
+        let command = match &stmt {
+            Statement::Insert(_) => "INSERT",
+            Statement::Update { .. } => "UPDATE",
+            _ => "DELETE",
+        };
+        self.check_read_write(command)?;
         let returning = take_returning(&mut stmt);
         self.prepare_dml(&mut stmt)?;
         let plan = self.plan_dml(stmt).await?;
@@ -2013,11 +2048,8 @@ impl Session {
             ));
         }
         self.engine.check_writable(def.id)?;
-        if def.time.append_only {
-            if !matches!(op, WriteOp::Insert(_)) {
-                self.engine.check_retractable(def.id)?;
-            }
-            self.check_append_only_outside_block(&def.name)?;
+        if def.time.append_only && !matches!(op, WriteOp::Insert(_)) {
+            self.engine.check_retractable(def.id)?;
         }
         let schema = def.schema_ref();
         // The change, its command tag (before the row count) and the rows RETURNING sees.
@@ -2080,21 +2112,26 @@ impl Session {
         };
         let engine = Arc::clone(&self.engine);
         let id = def.id;
-        let written = self
-            .logs_writes(def.time.append_only)
-            .then(|| change.clone());
-        // The write lands in `landed` from the blocking thread, so a write whose statement
-        // was dropped meanwhile (its connection closed) is still undone with the rest.
-        let mut landed = Arc::clone(&self.landed).lock_owned().await;
-        let inserted = tokio::task::spawn_blocking(move || {
-            let n = engine.write(id, change)?;
-            if let Some(change) = written {
-                landed.push((id, change));
-            }
-            Ok::<usize, Error>(n)
-        })
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+        let inserted = if self.transaction.is_some() {
+            self.write_in_block(id, change).await?
+        } else {
+            let written = self
+                .logs_writes(def.time.append_only)
+                .then(|| change.clone());
+            // The write lands in `landed` from the blocking thread, so a write whose
+            // statement was dropped meanwhile (its connection closed) is still undone with
+            // the rest.
+            let mut landed = Arc::clone(&self.landed).lock_owned().await;
+            tokio::task::spawn_blocking(move || {
+                let n = engine.write(id, change)?;
+                if let Some(change) = written {
+                    landed.push((id, change));
+                }
+                Ok::<usize, Error>(n)
+            })
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??
+        };
         // An insert counts the rows written: a table with a watermark drops late rows.
         let n = if tag == "INSERT 0" {
             inserted
@@ -2194,6 +2231,7 @@ impl Session {
     /// statement is planned (to run it or to describe it).
     fn prepare_dml(&self, stmt: &mut Statement) -> Result<()> {
         name_insert_select_columns(stmt);
+        check_assignments(stmt)?;
         if let Some(def) = self.dml_target(stmt)? {
             super::defaults::fill(stmt, &def)?;
         }
@@ -2280,10 +2318,9 @@ impl Session {
             })?;
         let engine = Arc::clone(&self.engine);
         let table = copy.table;
-        let logged = self.logs_writes(def.time.append_only);
-        // As for INSERT: the write lands in `landed` from the blocking thread.
-        let mut landed = Arc::clone(&self.landed).lock_owned().await;
-        let n = tokio::task::spawn_blocking(move || {
+        let defaults = self.copy_defaults(&def, &copy.columns).await?;
+        let append_only = def.time.append_only;
+        let parse = move || {
             let schema = def.schema_ref();
             let batch = copy::parse(
                 &copy.data,
@@ -2292,7 +2329,19 @@ impl Session {
                 &schema,
                 &copy.columns,
             )?;
-            let change = ChangeBatch::inserts(batch);
+            fill_defaults(batch, defaults).map(ChangeBatch::inserts)
+        };
+        if self.transaction.is_some() {
+            let change = tokio::task::spawn_blocking(parse)
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??;
+            return self.write_in_block(table, change).await;
+        }
+        let logged = self.logs_writes(append_only);
+        // As for INSERT: the write lands in `landed` from the blocking thread.
+        let mut landed = Arc::clone(&self.landed).lock_owned().await;
+        let n = tokio::task::spawn_blocking(move || {
+            let change = parse()?;
             let n = engine.write(table, change.clone())?;
             if logged {
                 landed.push((table, change));
@@ -2303,6 +2352,38 @@ impl Session {
         .map_err(|e| Error::Internal(e.to_string()))??;
         self.log_landed().await;
         Ok(n)
+    }
+
+    /// The values of the `DEFAULT`s of the columns a `COPY` leaves out (column index, value
+    /// of the column's type), each evaluated once for the statement, as `INSERT` evaluates
+    /// them (`now()` is the statement's time); columns without one stay NULL.
+    ///
+    /// # Errors
+    /// Errors of evaluating a default or casting it to its column's type.
+    async fn copy_defaults(
+        &self,
+        def: &crate::catalog::RelationDef,
+        columns: &[usize],
+    ) -> Result<Vec<(usize, datafusion::common::ScalarValue)>> {
+        let mut out = Vec::new();
+        for (i, text) in def.column_defaults.iter().enumerate() {
+            let Some(text) = text else { continue };
+            if columns.contains(&i) {
+                continue;
+            }
+            let batches = self
+                .ctx
+                .sql(&format!("SELECT {text}"))
+                .await?
+                .collect()
+                .await?;
+            let value = match batches.iter().find(|b| b.num_rows() > 0) {
+                Some(b) => datafusion::common::ScalarValue::try_from_array(b.column(0), 0)?,
+                None => datafusion::common::ScalarValue::Null,
+            };
+            out.push((i, value.cast_to(def.schema.field(i).data_type())?));
+        }
+        Ok(out)
     }
 
     /// True when a write is to be kept for undoing: inside a transaction block, or in an
@@ -2320,10 +2401,11 @@ impl Session {
         }
     }
 
-    /// Keeps a write for undoing, in the block's log or else the implicit transaction's.
-    fn log_write(&mut self, table: crate::common::RelationId, change: ChangeBatch) {
+    /// Keeps a write for undoing, in the block's (a write made before its `BEGIN`) or else
+    /// the implicit transaction's.
+    fn log_write(&mut self, table: RelationId, change: ChangeBatch) {
         if let Some(log) = &mut self.transaction {
-            log.writes.push((table, change));
+            log.applied.push((table, change));
         } else if let Some(writes) = &mut self.implicit {
             writes.push((table, change));
         }
@@ -2358,27 +2440,11 @@ impl Session {
         }
     }
 
-    /// `0A000` inside a transaction block: a write to an append-only table cannot be undone
-    /// (a ROLLBACK would retract its rows), so it is refused there.
-    ///
-    /// # Errors
-    /// As said.
-    fn check_append_only_outside_block(&self, table: &str) -> Result<()> {
-        if self.transaction.is_some() {
-            return Err(Error::not_supported(format!(
-                "writing to append-only table \"{table}\" inside a transaction block (a \
-                 ROLLBACK would have to delete its rows); write in autocommit mode"
-            )));
-        }
-        Ok(())
-    }
-
-    /// `ROLLBACK TO [SAVEPOINT] name`: undoes the block's writes after the savepoint, which
+    /// `ROLLBACK TO [SAVEPOINT] name`: drops the block's writes after the savepoint, which
     /// stays (PostgreSQL's rule).
     ///
     /// # Errors
-    /// `25P01` outside a transaction block; `3B001` when no savepoint has that name; errors of
-    /// the undoing writes.
+    /// `25P01` outside a transaction block; `3B001` when no savepoint has that name.
     async fn rollback_to(&mut self, name: &str) -> Result<()> {
         let Some(log) = &mut self.transaction else {
             return Err(Error::plan(
@@ -2394,8 +2460,250 @@ impl Session {
         };
         let at = log.savepoints[i].1;
         log.savepoints.truncate(i + 1);
-        let undone = log.writes.split_off(at);
-        self.undo(undone).await
+        log.writes.truncate(at);
+        // Each table's net change again, from the writes kept.
+        let mut by_table: HashMap<RelationId, Vec<ChangeBatch>> = HashMap::new();
+        for (table, change) in &log.writes {
+            by_table.entry(*table).or_default().push(change.clone());
+        }
+        let mut net = HashMap::new();
+        for (table, changes) in by_table {
+            let schema = changes[0].batch.schema();
+            net.insert(table, Arc::new(consolidate(&schema, &changes)?));
+        }
+        self.schema.set_pending(net.clone());
+        log.net = net;
+        Ok(())
+    }
+
+    /// `25006` inside a `BEGIN READ ONLY` block, naming `command` (`INSERT`, ...), as in
+    /// PostgreSQL.
+    ///
+    /// # Errors
+    /// As said.
+    fn check_read_write(&self, command: &str) -> Result<()> {
+        if self.transaction.as_ref().is_some_and(|b| b.read_only) {
+            return Err(Error::plan(
+                "25006",
+                format!("cannot execute {command} in a read-only transaction"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records that the open transaction block created a table (`table`) or materialized
+    /// view, for its `ROLLBACK` to drop (not when it `existed` before: `IF NOT EXISTS`).
+    fn note_created(&mut self, name: String, table: bool, existed: bool) {
+        if let Some(block) = &mut self.transaction
+            && !existed
+        {
+            block.created.push((name, table));
+        }
+    }
+
+    /// Makes the open block's deferred `DROP`s of `name` now: a block that drops a relation
+    /// and creates one of the same name (`DROP TABLE IF EXISTS t; CREATE TABLE t ...`) needs
+    /// the name free. A `ROLLBACK` cannot bring such a relation back.
+    ///
+    /// # Errors
+    /// Those of the drop (`2BP01`, ...).
+    async fn drop_now(&mut self, name: &str) -> Result<()> {
+        let Some(block) = &mut self.transaction else {
+            return Ok(());
+        };
+        let (now, later): (Vec<DeferredDrop>, Vec<DeferredDrop>) = std::mem::take(&mut block.drops)
+            .into_iter()
+            .partition(|d| d.name == name && d.kind != DropKind::Index);
+        block.drops = later;
+        for d in now {
+            let engine = Arc::clone(&self.engine);
+            tokio::task::spawn_blocking(move || {
+                engine.drop_relation(&d.name, d.kind == DropKind::Table, true, d.cascade)
+            })
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        }
+        Ok(())
+    }
+
+    /// `DROP` inside a transaction block: each name is checked now (`42P01` unless
+    /// `IF EXISTS`, `42809` for the other kind) and dropped at `COMMIT`, so a `ROLLBACK`
+    /// keeps it; the block's own reads still see it until then.
+    ///
+    /// # Errors
+    /// As said; `0A000` for other objects.
+    fn defer_drop(
+        &mut self,
+        object_type: ObjectType,
+        if_exists: bool,
+        cascade: bool,
+        names: &[datafusion::sql::sqlparser::ast::ObjectName],
+    ) -> Result<Output> {
+        let (kind, tag) = match object_type {
+            ObjectType::Table => (DropKind::Table, "DROP TABLE"),
+            ObjectType::MaterializedView => (DropKind::MaterializedView, "DROP MATERIALIZED VIEW"),
+            ObjectType::Index => (DropKind::Index, "DROP INDEX"),
+            other => {
+                return Err(Error::not_supported(format!(
+                    "DROP {other} is not supported"
+                )));
+            }
+        };
+        let mut drops: Vec<DeferredDrop> = Vec::new();
+        for n in names {
+            let name = object_name(n)?;
+            let earlier = |d: &str| {
+                let dropped = |x: &DeferredDrop| x.name == d && x.kind != DropKind::Index;
+                drops.iter().any(dropped)
+                    || self
+                        .transaction
+                        .as_ref()
+                        .is_some_and(|b| b.drops.iter().any(dropped))
+            };
+            if kind == DropKind::Index {
+                if self.engine.catalog().index_by_name(&name).is_none() {
+                    if if_exists {
+                        continue;
+                    }
+                    return Err(Error::catalog(
+                        "42P01",
+                        format!("index \"{name}\" does not exist"),
+                    ));
+                }
+            } else if let Some(dependents) =
+                self.engine
+                    .check_drop(&name, kind == DropKind::Table, if_exists)?
+            {
+                // Views the block drops first do not hold the drop back.
+                let left: Vec<String> = dependents.into_iter().filter(|d| !earlier(d)).collect();
+                if !left.is_empty() && !cascade {
+                    let def = self.engine.relation(&name).ok_or_else(|| {
+                        Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
+                    })?;
+                    return Err(crate::engine::dependents_error(&def, &name, &left));
+                }
+            } else {
+                // Nothing to drop (IF EXISTS): a relation the block creates later under the
+                // name is not dropped at COMMIT.
+                continue;
+            }
+            drops.push(DeferredDrop {
+                name,
+                kind,
+                cascade,
+            });
+        }
+        if let Some(block) = &mut self.transaction {
+            block.drops.extend(drops);
+        }
+        Ok(Output::Command(tag.into()))
+    }
+
+    /// Checks a write of the open transaction block (constraints against the table's
+    /// committed rows plus the block's earlier writes, see [`Engine::check_write`]) and
+    /// keeps it for `COMMIT`; the session's reads of the table see it from now on. Returns
+    /// the rows of the change. O(rows of the block's writes to the table).
+    ///
+    /// # Errors
+    /// Those of [`Engine::check_write`]: constraint violations, `0A000` for a table
+    /// statements cannot write.
+    async fn write_in_block(&mut self, table: RelationId, change: ChangeBatch) -> Result<usize> {
+        let pending = self
+            .transaction
+            .as_ref()
+            .and_then(|b| b.net.get(&table).cloned());
+        let engine = Arc::clone(&self.engine);
+        let (change, net) = tokio::task::spawn_blocking(move || {
+            engine.check_write(table, pending.as_deref(), change)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        let n = change.len();
+        if let Some(block) = &mut self.transaction {
+            block.writes.push((table, change));
+            block.net.insert(table, Arc::new(net));
+            self.schema.set_pending(block.net.clone());
+        }
+        Ok(n)
+    }
+
+    /// `COMMIT`: writes the block's net change of each table at once (durable together,
+    /// seen by views at one epoch, see [`Engine::write_many`]).
+    ///
+    /// # Errors
+    /// Those of the write (`40001` when another session changed a row the block changes
+    /// since the block read it, `23505` when it took a key the block inserts): the block is
+    /// rolled back then, as PostgreSQL rolls back a transaction whose commit fails.
+    async fn commit_block(&mut self, block: TransactionBlock) -> Result<()> {
+        self.schema.set_pending(HashMap::new());
+        let TransactionBlock {
+            net,
+            applied,
+            created,
+            drops,
+            ..
+        } = block;
+        let writes: Vec<(RelationId, ChangeBatch)> = net
+            .into_iter()
+            .map(|(table, change)| (table, Arc::unwrap_or_clone(change)))
+            .collect();
+        let engine = Arc::clone(&self.engine);
+        // The drops first: one refused (views depend on the relation, `2BP01`) fails the
+        // commit before anything is written; the writes then skip dropped tables.
+        let written = tokio::task::spawn_blocking(move || {
+            for d in drops {
+                match d.kind {
+                    DropKind::Index => engine.drop_index(&d.name, true).map(|_| ())?,
+                    // Checked when the DROP ran; gone meanwhile is as good.
+                    kind => engine
+                        .drop_relation(&d.name, kind == DropKind::Table, true, d.cascade)
+                        .map(|_| ())?,
+                }
+            }
+            engine.write_many(writes)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))
+        .and_then(|r| r);
+        if let Err(e) = written {
+            self.drop_created(created).await;
+            if let Err(undo) = self.undo(applied).await {
+                tracing::warn!(error = %undo, "undoing a transaction whose commit failed");
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Drops the tables and views a rolled-back block created, newest first (with the
+    /// views on them). Failures are logged.
+    async fn drop_created(&mut self, created: Vec<(String, bool)>) {
+        if created.is_empty() {
+            return;
+        }
+        let engine = Arc::clone(&self.engine);
+        let dropped = tokio::task::spawn_blocking(move || {
+            for (name, table) in created.into_iter().rev() {
+                if let Err(e) = engine.drop_relation(&name, table, true, true) {
+                    tracing::warn!(relation = %name, error = %e, "dropping what a rolled-back block created");
+                }
+            }
+        })
+        .await;
+        if let Err(e) = dropped {
+            tracing::warn!(error = %e, "dropping what a rolled-back block created");
+        }
+    }
+
+    /// `ROLLBACK` of a block: its writes are dropped (never written) and the implicit
+    /// transaction's writes it took over undone.
+    ///
+    /// # Errors
+    /// Those of [`Self::undo`].
+    async fn rollback_block(&mut self, block: TransactionBlock) -> Result<()> {
+        self.schema.set_pending(HashMap::new());
+        self.drop_created(block.created).await;
+        self.undo(block.applied).await
     }
 
     /// Writes the inverse of `writes`, newest first: what ROLLBACK does to the block's
@@ -2405,7 +2713,7 @@ impl Session {
     /// `40001` when a write cannot be undone because another session changed its rows since
     /// (a row no longer there to delete, a key taken again); the other writes are undone
     /// all the same.
-    async fn undo(&mut self, writes: Vec<(crate::common::RelationId, ChangeBatch)>) -> Result<()> {
+    async fn undo(&mut self, writes: Vec<(RelationId, ChangeBatch)>) -> Result<()> {
         let engine = Arc::clone(&self.engine);
         tokio::task::spawn_blocking(move || {
             let mut failed: Option<Error> = None;
@@ -2433,7 +2741,7 @@ impl Session {
     }
 
     /// Ends the session when its connection closes: an open transaction block is rolled
-    /// back (its writes undone, newest first, as by ROLLBACK) and its cursors closed.
+    /// back (as by ROLLBACK) and its cursors closed.
     ///
     /// # Errors
     /// Those of [`Self::undo`] (`40001` when another session changed the rows since).
@@ -2445,7 +2753,7 @@ impl Session {
         // Statements sent without their Sync are not committed, as in PostgreSQL.
         self.abort_implicit().await;
         match self.transaction.take() {
-            Some(log) => self.undo(log.writes).await,
+            Some(block) => self.rollback_block(block).await,
             None => Ok(()),
         }
     }
@@ -2915,4 +3223,60 @@ fn is_table_function_scan(scan: &datafusion::logical_expr::TableScan) -> bool {
         && scan.table_name.schema().is_none()
         && (scan.table_name.table().starts_with("generate_series")
             || scan.table_name.table().starts_with("range"))
+}
+
+/// `42601` when an `UPDATE` sets a column twice (`SET x = 1, x = 2`), as in PostgreSQL.
+///
+/// # Errors
+/// As said.
+fn check_assignments(stmt: &Statement) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::AssignmentTarget;
+    let Statement::Update(u) = stmt else {
+        return Ok(());
+    };
+    let mut seen = std::collections::HashSet::new();
+    for a in &u.assignments {
+        let targets = match &a.target {
+            AssignmentTarget::ColumnName(n) => vec![n],
+            AssignmentTarget::Tuple(ns) => ns.iter().collect(),
+        };
+        for n in targets {
+            let name = match n.0.last() {
+                Some(datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(i)) => ident(i),
+                Some(other) => other.to_string(),
+                None => continue,
+            };
+            if !seen.insert(name.clone()) {
+                return Err(Error::plan(
+                    "42601",
+                    format!("multiple assignments to same column \"{name}\""),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `batch` with the columns of `defaults` (column index, value) set to their value on every
+/// row.
+///
+/// # Errors
+/// Arrow errors building the columns.
+fn fill_defaults(
+    batch: RecordBatch,
+    defaults: Vec<(usize, datafusion::common::ScalarValue)>,
+) -> Result<RecordBatch> {
+    if defaults.is_empty() {
+        return Ok(batch);
+    }
+    let mut columns = batch.columns().to_vec();
+    for (i, value) in defaults {
+        columns[i] = value.to_array_of_size(batch.num_rows())?;
+    }
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        batch.schema(),
+        columns,
+        &options,
+    )?)
 }

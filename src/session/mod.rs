@@ -7,6 +7,7 @@ pub mod interrupt;
 pub mod memory;
 mod roles;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::execution::context::SessionContext;
@@ -54,23 +55,22 @@ pub struct Session {
     pub memory: Arc<memory::QueryMemoryPool>,
     /// The session's user, as the connection's startup message named it.
     pub user: String,
-    /// Inside `BEGIN` ... `COMMIT`: the block's writes so far, to undo at `ROLLBACK`.
-    pub transaction: Option<UndoLog>,
+    /// Inside `BEGIN` ... `COMMIT`: the block's writes so far, written at `COMMIT`.
+    pub transaction: Option<TransactionBlock>,
     /// Outside a block, the writes of the statements run since the extended protocol's last
     /// Sync, or of the statements of one simple Query so far: PostgreSQL runs them as one
     /// implicit transaction (protocol docs 55.2.3 "Extended Query" and 55.2.2.1 "Multiple
     /// Statements in a Simple Query"), so they are undone when one of them fails.
     /// (table, change written), oldest first; writes to append-only tables are not kept (they
     /// cannot be undone).
-    pub implicit: Option<Vec<(crate::common::RelationId, crate::common::ChangeBatch)>>,
+    pub implicit: Option<Vec<(RelationId, crate::common::ChangeBatch)>>,
     /// Writes that reached their table but not yet the undo log: a statement writes on a
     /// blocking thread, which pushes its change here (holding the lock from before the
     /// write starts); the statement then moves it to the log. When the statement's future
     /// is dropped meanwhile (the connection closed at server shutdown), the write still
     /// lands here, and the connection's end waits for it and undoes it with its block or
     /// implicit transaction, so a client told `57P01` finds none of it stored.
-    pub landed:
-        Arc<tokio::sync::Mutex<Vec<(crate::common::RelationId, crate::common::ChangeBatch)>>>,
+    pub landed: Arc<tokio::sync::Mutex<Vec<(RelationId, crate::common::ChangeBatch)>>>,
     /// The zone `timestamptz` results are shown in (the `TimeZone` setting).
     pub display_zone: arrow::array::timezone::Tz,
     /// The running statement's cancel state (cancel requests, `statement_timeout`).
@@ -79,22 +79,61 @@ pub struct Session {
     pub cursors: cursors::Cursors,
 }
 
-/// The writes of a transaction block, in order: each table and the change written to it, and
-/// the savepoints (name, number of writes before it).
+/// A transaction block (`BEGIN` ... `COMMIT`): its writes, kept in the session until
+/// `COMMIT`, and its savepoints.
 ///
-/// Weir writes each statement when it runs (other sessions and views see it at the next
-/// epoch); `ROLLBACK` undoes the block by writing the inverse of its changes, newest first,
-/// and `ROLLBACK TO SAVEPOINT` the changes after the savepoint.
+/// Each write is checked when its statement runs (constraints against the table's committed
+/// rows plus the block's earlier writes) but not written: other sessions and views do not see
+/// it, and the session's own reads of the table see it merged in
+/// ([`crate::sql::provider::Pending`]). `COMMIT` writes every table's net change at once
+/// ([`crate::engine::Engine::write_many`]: durable together, seen by views at one epoch);
+/// `ROLLBACK` drops them, and `ROLLBACK TO SAVEPOINT` the ones after the savepoint. A
+/// crash before `COMMIT` loses the block, as in PostgreSQL.
 #[derive(Debug, Default)]
-pub struct UndoLog {
-    /// (table, change written), oldest first.
-    pub writes: Vec<(crate::common::RelationId, crate::common::ChangeBatch)>,
+pub struct TransactionBlock {
+    /// (table, change), oldest first: the block's writes, not yet written.
+    pub writes: Vec<(RelationId, crate::common::ChangeBatch)>,
+    /// Each table's net change of `writes` (rows with their summed weights).
+    pub net: HashMap<RelationId, Arc<crate::common::ChangeBatch>>,
+    /// Writes of the implicit transaction that `BEGIN` took over (already written: a simple
+    /// Query's statements before its `BEGIN`), undone at `ROLLBACK`.
+    pub applied: Vec<(RelationId, crate::common::ChangeBatch)>,
     /// (savepoint name, `writes.len()` when it was set), oldest first.
     pub savepoints: Vec<(String, usize)>,
+    /// Tables and materialized views the block created (created at once): `ROLLBACK` drops
+    /// them again, newest first.
+    pub created: Vec<(String, bool)>,
+    /// The block's `DROP`s, checked when they ran and made at `COMMIT`, before its writes.
+    pub drops: Vec<DeferredDrop>,
+    /// `BEGIN READ ONLY`: writes and DDL are `25006`.
+    pub read_only: bool,
     /// A statement of the block failed: until `ROLLBACK` (or `ROLLBACK TO` a savepoint set
     /// before the failure) every other statement is refused with `25P02`, and `COMMIT`
     /// rolls the block back, as in PostgreSQL.
     pub aborted: bool,
+}
+
+/// A `DROP` inside a transaction block, made at `COMMIT` (so a `ROLLBACK` keeps the
+/// relation and its rows, as in PostgreSQL).
+#[derive(Debug, Clone)]
+pub struct DeferredDrop {
+    /// The relation's or index's name.
+    pub name: String,
+    /// What is dropped.
+    pub kind: DropKind,
+    /// `CASCADE`.
+    pub cascade: bool,
+}
+
+/// What a [`DeferredDrop`] drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropKind {
+    /// A table.
+    Table,
+    /// A materialized view.
+    MaterializedView,
+    /// An index.
+    Index,
 }
 
 impl Session {

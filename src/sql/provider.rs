@@ -13,8 +13,14 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 
-use crate::common::RelationId;
+use std::collections::HashMap;
+
+use arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array};
+use futures::StreamExt;
+
+use crate::common::{ChangeBatch, RelationId};
 use crate::engine::{Engine, ViewState, Visible};
+use crate::state::table::row_converter;
 use crate::state::table::{KeyLayout, SCAN_BATCH_ROWS};
 use crate::state::{KeyRange, StateSnapshot};
 
@@ -25,7 +31,13 @@ use crate::state::{KeyRange, StateSnapshot};
 pub struct PublicSchema {
     engine: Arc<Engine>,
     pinned: Arc<Mutex<Option<Arc<Visible>>>>,
+    pending: Pending,
 }
+
+/// A session's open transaction block's writes not yet committed: each table's net change
+/// (rows with signed weights, in the table's columns), which the session's own reads of the
+/// table see on top of its committed rows.
+pub type Pending = Arc<Mutex<HashMap<RelationId, Arc<ChangeBatch>>>>;
 
 impl PublicSchema {
     /// A schema over the engine's catalog.
@@ -33,7 +45,13 @@ impl PublicSchema {
         PublicSchema {
             engine,
             pinned: Arc::new(Mutex::new(None)),
+            pending: Pending::default(),
         }
+    }
+
+    /// Sets the block's uncommitted writes the session's reads see (empty: none).
+    pub fn set_pending(&self, pending: HashMap<RelationId, Arc<ChangeBatch>>) {
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = pending;
     }
 
     /// Pins the views' snapshot for the next statement (`None` unpins).
@@ -70,6 +88,7 @@ impl SchemaProvider for PublicSchema {
             watermark_columns: def.time.watermarked(),
             engine: Arc::downgrade(&self.engine),
             pinned: Arc::clone(&self.pinned),
+            pending: Arc::clone(&self.pending),
         }) as Arc<dyn TableProvider>))
     }
 
@@ -97,6 +116,7 @@ pub struct RelationProvider {
     /// Weak: a job's plan keeps its providers, and the engine keeps the jobs.
     engine: Weak<Engine>,
     pinned: Arc<Mutex<Option<Arc<Visible>>>>,
+    pending: Pending,
 }
 
 #[async_trait]
@@ -133,7 +153,9 @@ impl TableProvider for RelationProvider {
     }
 
     /// Reads the relation's snapshot (a table's latest acknowledged rows, a view's rows at
-    /// the statement's pinned epoch): O(log n + rows in the filters' key range).
+    /// the statement's pinned epoch): O(log n + rows in the filters' key range). Inside a
+    /// transaction block that wrote to the table, its uncommitted net change is merged in
+    /// (its retracted rows left out, its inserted rows added): O(rows of the change) more.
     async fn scan(
         &self,
         _state: &dyn Session,
@@ -181,16 +203,31 @@ impl TableProvider for RelationProvider {
         let external = |e: crate::error::Error| DataFusionError::External(Box::new(e));
         // The relation's own rows or the index that the filters narrow most.
         let (chosen, range) = snapshot.choose(filters).map_err(external)?;
-        // A limit reaches the scan only when no filter remains above it.
-        let partition = SnapshotPartition {
+        let pending = if self.is_table {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&self.id)
+                .cloned()
+        } else {
+            None
+        };
+        // A limit reaches the scan only when no filter remains above it; with a block's
+        // changes merged in, rows are taken out after the scan, so none is cut short.
+        let limit = if pending.is_some() { None } else { limit };
+        let base = SnapshotPartition {
             schema: self.schema.clone(),
             rows: chosen.clone(),
             range,
             limit,
         };
+        let partition: Arc<dyn PartitionStream> = match pending {
+            Some(change) => Arc::new(PendingPartition::new(base, &change)?),
+            None => Arc::new(base),
+        };
         Ok(Arc::new(StreamingTableExec::try_new(
             self.schema.clone(),
-            vec![Arc::new(partition)],
+            vec![partition],
             projection,
             Vec::new(),
             false,
@@ -248,5 +285,91 @@ impl PartitionStream for SnapshotPartition {
             }
         });
         Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream))
+    }
+}
+
+/// A table's rows as a transaction block sees them: the committed rows of `base` without the
+/// rows the block's net change retracts (each once per unit of weight), then the rows it
+/// inserts (repeated by weight).
+#[derive(Debug)]
+struct PendingPartition {
+    base: SnapshotPartition,
+    /// Row encoding of a retracted row → how many of its copies are to be left out.
+    retracted: HashMap<Box<[u8]>, i64>,
+    /// The inserted rows, in the relation's schema.
+    inserted: RecordBatch,
+}
+
+impl PendingPartition {
+    /// Merges `change` (in the table's columns) into `base`.
+    ///
+    /// # Errors
+    /// Arrow errors when the change does not fit the relation's schema.
+    fn new(base: SnapshotPartition, change: &ChangeBatch) -> DfResult<Self> {
+        let schema = base.schema.clone();
+        let converter =
+            row_converter(&schema).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let rows = converter.convert_columns(change.batch.columns())?;
+        let mut retracted: HashMap<Box<[u8]>, i64> = HashMap::new();
+        let mut take: Vec<u32> = Vec::new();
+        for (i, w) in change.weights.values().iter().enumerate() {
+            if *w < 0 {
+                *retracted.entry(rows.row(i).data().into()).or_default() -= w;
+            } else {
+                take.extend(std::iter::repeat_n(i as u32, *w as usize));
+            }
+        }
+        let indices = UInt32Array::from(take);
+        let columns = change
+            .batch
+            .columns()
+            .iter()
+            .map(|c| arrow::compute::take(c, &indices, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let inserted = RecordBatch::try_new_with_options(
+            schema,
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(indices.len())),
+        )?;
+        Ok(PendingPartition {
+            base,
+            retracted,
+            inserted,
+        })
+    }
+}
+
+impl PartitionStream for PendingPartition {
+    fn schema(&self) -> &SchemaRef {
+        &self.base.schema
+    }
+
+    fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let schema = self.base.schema.clone();
+        let mut retracted = self.retracted.clone();
+        let converter = row_converter(&schema);
+        let committed = self.base.execute(ctx).map(move |batch| {
+            let batch = batch?;
+            if retracted.is_empty() {
+                return Ok(batch);
+            }
+            let converter = converter
+                .as_ref()
+                .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+            let rows = converter.convert_columns(batch.columns())?;
+            let keep: BooleanArray = (0..batch.num_rows())
+                .map(|i| match retracted.get_mut(rows.row(i).data()) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        Some(false)
+                    }
+                    _ => Some(true),
+                })
+                .collect();
+            Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+        });
+        let inserted = self.inserted.clone();
+        let stream = committed.chain(futures::stream::once(async move { Ok(inserted) }));
+        Box::pin(RecordBatchStreamAdapter::new(schema, stream))
     }
 }

@@ -182,10 +182,23 @@ impl Store {
         if let Some(o) = offset {
             wb.put(meta_key(&source_meta(table_id)), o.to_be_bytes());
         }
-        for (seq, epoch, change) in entries {
-            let mut value = epoch.0.to_be_bytes().to_vec();
-            encode_change(change, &mut value)?;
-            wb.put(changelog_key(table_id, *seq), value);
+        put_entries(&mut wb, table_id, entries)?;
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        self.db.write_opt(wb, &wo)?;
+        Ok(())
+    }
+
+    /// Appends changelog entries of several tables (table id, its entries) in one synced
+    /// write batch: a committed transaction block's writes are durable together or not at
+    /// all.
+    ///
+    /// # Errors
+    /// As [`Store::append_changelog`].
+    pub fn append_changelogs(&self, tables: &[(u64, Vec<ChangelogEntryRef<'_>>)]) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        for (table_id, entries) in tables {
+            put_entries(&mut wb, *table_id, entries)?;
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
@@ -434,6 +447,26 @@ fn decode_change(bytes: &[u8]) -> Result<ChangeBatch> {
         return Err(Error::State("changelog weight column has nulls".into()));
     }
     ChangeBatch::new(rows, weights)
+}
+
+/// A changelog entry to write: (sequence number, epoch, rows).
+pub type ChangelogEntryRef<'a> = (u64, Epoch, &'a ChangeBatch);
+
+/// Puts changelog entries (sequence number, epoch, rows) of table `table_id` in `wb`.
+///
+/// # Errors
+/// [`Error::State`] when a change cannot be encoded.
+fn put_entries(
+    wb: &mut WriteBatch,
+    table_id: u64,
+    entries: &[(u64, Epoch, &ChangeBatch)],
+) -> Result<()> {
+    for (seq, epoch, change) in entries {
+        let mut value = epoch.0.to_be_bytes().to_vec();
+        encode_change(change, &mut value)?;
+        wb.put(changelog_key(table_id, *seq), value);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -103,8 +103,16 @@ def materialized_view():
         cur.execute(INSERT, (4, "bob", 11, Decimal("3.00"), False, dt.datetime(2024, 3, 4, tzinfo=UTC), dt.date(2024, 3, 4)))
         cur.execute("FLUSH")
         cur.execute(f"SELECT customer, n, qty FROM {V} ORDER BY customer")
+        before = cur.fetchall()
+    conn.commit()
+    with conn.cursor() as cur:
+        cur.execute("FLUSH")
+        cur.execute(f"SELECT customer, n, qty FROM {V} ORDER BY customer")
         rows = cur.fetchall()
     conn.commit()
+    # The driver's transaction is the session's own until its commit: the view shows
+    # committed rows only (bob's second order after the commit).
+    eq(before, [("ada", 2, 10), ("bob", 1, 5)], "view rows before the commit")
     # ada: 3 + 7; bob: 5 + 11.
     eq(rows, [("ada", 2, 10), ("bob", 2, 16)], "view rows")
 
