@@ -233,3 +233,72 @@ async fn statements_after_a_commit_in_one_query_are_a_new_implicit_transaction()
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_reads_its_own_version_of_the_keys_it_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let a = server.client().await;
+    let b = server.client().await;
+    setup(&a).await;
+    a.batch_execute(
+        "BEGIN;
+         UPDATE acct SET balance = 10 WHERE id = 1;
+         INSERT INTO acct VALUES (3, 30);
+         DELETE FROM acct WHERE id = 2",
+    )
+    .await
+    .unwrap();
+    // Another session commits other versions of the same keys.
+    b.batch_execute(
+        "UPDATE acct SET balance = 11 WHERE id = 1;
+         INSERT INTO acct VALUES (3, 33);
+         UPDATE acct SET balance = 55 WHERE id = 2",
+    )
+    .await
+    .unwrap();
+    // The block still sees one row per key, its own (PostgreSQL would have made the other
+    // session wait).
+    assert_eq!(
+        common::query_text(&a, "SELECT id, balance FROM acct ORDER BY id").await,
+        rows(&[&["1", "10"], &["3", "30"]])
+    );
+    assert_eq!(
+        common::query_text(&a, "SELECT count(*), sum(balance) FROM acct").await,
+        rows(&[&["2", "40"]])
+    );
+    // A write to a key nobody else changed goes on; the COMMIT then fails whole.
+    a.batch_execute("INSERT INTO acct VALUES (4, 4)")
+        .await
+        .unwrap();
+    let err = a.batch_execute("COMMIT").await.unwrap_err();
+    assert_eq!(code(&err), Some("40001"), "{err}");
+    assert_eq!(
+        common::query_text(&a, "SELECT id, balance FROM acct ORDER BY id").await,
+        rows(&[&["1", "11"], &["2", "55"], &["3", "33"]])
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_dropped_by_another_session_fails_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let a = server.client().await;
+    let b = server.client().await;
+    setup(&a).await;
+    a.batch_execute("BEGIN; INSERT INTO acct VALUES (3, 3); INSERT INTO audit VALUES ('x')")
+        .await
+        .unwrap();
+    b.batch_execute("DROP MATERIALIZED VIEW total; DROP TABLE acct")
+        .await
+        .unwrap();
+    let err = a.batch_execute("COMMIT").await.unwrap_err();
+    assert_eq!(code(&err), Some("40001"), "{err}");
+    // Nothing of the block was written, not even to the table still there.
+    assert_eq!(
+        common::query_text(&b, "SELECT count(*) FROM audit").await,
+        rows(&[&["0"]])
+    );
+    server.stop().await;
+}

@@ -378,6 +378,59 @@ impl TableData {
         Ok(())
     }
 
+    /// The rows of `net` that share a row, a primary key or a unique index key with a row of
+    /// `change`. O(rows of `net` + rows of `change`), in memory.
+    ///
+    /// # Errors
+    /// Arrow errors encoding the rows.
+    fn related(&self, net: &ChangeBatch, change: &ChangeBatch) -> Result<ChangeBatch> {
+        if net.is_empty() || change.is_empty() || change.batch.num_columns() == 0 {
+            return Ok(net.clone());
+        }
+        let mut keep = vec![false; net.len()];
+        let mut mark = |net_keys: &arrow::row::Rows, change_keys: &arrow::row::Rows| {
+            let wanted: std::collections::HashSet<&[u8]> =
+                change_keys.iter().map(|r| r.data()).collect();
+            for (i, r) in net_keys.iter().enumerate() {
+                if wanted.contains(r.data()) {
+                    keep[i] = true;
+                }
+            }
+        };
+        let rows = crate::state::table::row_converter(&self.schema)?;
+        mark(
+            &rows.convert_columns(net.batch.columns())?,
+            &rows.convert_columns(change.batch.columns())?,
+        );
+        let columns_of = |b: &ChangeBatch, cols: &[usize]| -> Vec<arrow::array::ArrayRef> {
+            cols.iter().map(|c| b.batch.column(*c).clone()).collect()
+        };
+        if let Some(pk) = &self.primary_key {
+            mark(
+                &pk.converter
+                    .convert_columns(&columns_of(net, &pk.columns))?,
+                &pk.converter
+                    .convert_columns(&columns_of(change, &pk.columns))?,
+            );
+        }
+        for index in self.indexes.iter().filter(|i| i.def.unique) {
+            let layout = index.rows.layout();
+            mark(
+                &layout.encode_key(&net.batch)?,
+                &layout.encode_key(&change.batch)?,
+            );
+        }
+        let keep = BooleanArray::from(keep);
+        let batch = arrow::compute::filter_record_batch(&net.batch, &keep)?;
+        let weights = arrow::compute::filter(&net.weights, &keep)?;
+        ChangeBatch::new(
+            batch,
+            weights
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .clone(),
+        )
+    }
+
     /// Prepares a write of `change` in `epoch`: lengths fitted, validated, late rows of a
     /// table with a watermark dropped, cut into changelog entries numbered from the next
     /// sequence number. Changes nothing.
@@ -772,7 +825,11 @@ impl Tables {
             Some(p) => consolidate(&data.schema, &[p.clone(), change.clone()])?,
             None => consolidate(&data.schema, std::slice::from_ref(&change))?,
         };
-        data.validate(&net)?;
+        // Only the net rows the change can affect are validated against the stored rows
+        // (the same rows, or the same key of the primary key or a unique index): the others
+        // were validated by their own statements, so a long block does not look every
+        // earlier row up again at each statement.
+        data.validate(&data.related(&net, &change)?)?;
         Ok((change, net))
     }
 
@@ -1162,20 +1219,26 @@ impl Engine {
     }
 
     /// Writes a committed transaction block's changes, one net change per table, as one
-    /// (see [`Tables::write_many`]): durable together, seen by views at one epoch. Tables
-    /// dropped meanwhile are skipped. Returns the rows written.
+    /// (see [`Tables::write_many`]): durable together, seen by views at one epoch. Returns
+    /// the rows written.
     ///
     /// # Errors
-    /// As [`Engine::write`]; nothing is written then.
+    /// As [`Engine::write`]; `40001` when another session dropped one of the tables; nothing
+    /// is written then.
     pub fn write_many(&self, writes: Vec<(RelationId, ChangeBatch)>) -> Result<usize> {
         self.check_running()?;
-        let writes: Vec<(RelationId, ChangeBatch)> = {
+        let writes: Vec<(RelationId, ChangeBatch)> =
+            writes.into_iter().filter(|(_, c)| !c.is_empty()).collect();
+        {
             let catalog = lock(&self.catalog);
-            writes
-                .into_iter()
-                .filter(|(id, c)| !c.is_empty() && catalog.get(*id).is_some())
-                .collect()
-        };
+            if writes.iter().any(|(id, _)| catalog.get(*id).is_none()) {
+                return Err(Error::data(
+                    "40001",
+                    "could not serialize access: a table this transaction writes was dropped \
+                     by another session; the transaction is rolled back",
+                ));
+            }
+        }
         if writes.is_empty() {
             return Ok(0);
         }

@@ -1066,13 +1066,33 @@ impl Session {
                 Output::Command("SAVEPOINT".into())
             }
             "release" if (2..=3).contains(&w.len()) => {
-                if let Some(log) = &mut self.transaction {
-                    let name = &w[w.len() - 1];
-                    if let Some(i) = log.savepoints.iter().rposition(|(n, _)| n == name) {
-                        log.savepoints.truncate(i);
-                    }
-                }
+                let Some(log) = &mut self.transaction else {
+                    return Err(Error::plan(
+                        "25P01",
+                        "RELEASE SAVEPOINT can only be used in transaction blocks",
+                    ));
+                };
+                let name = &w[w.len() - 1];
+                let Some(i) = log.savepoints.iter().rposition(|(n, _)| n == name) else {
+                    return Err(Error::plan(
+                        "3B001",
+                        format!("savepoint \"{name}\" does not exist"),
+                    ));
+                };
+                log.savepoints.truncate(i);
                 Output::Command("RELEASE".into())
+            }
+            // The block's access mode (PostgreSQL's SET TRANSACTION READ ONLY | READ WRITE).
+            "set"
+                if w.len() >= 4
+                    && w[1] == "transaction"
+                    && w.windows(2)
+                        .any(|p| p[0] == "read" && (p[1] == "only" || p[1] == "write")) =>
+            {
+                if let Some(block) = &mut self.transaction {
+                    block.read_only = w.windows(2).any(|p| p[0] == "read" && p[1] == "only");
+                }
+                Output::Command("SET".into())
             }
             "discard" if w.len() == 2 => match w[1].as_str() {
                 "all" => {
@@ -2651,6 +2671,17 @@ impl Session {
         // The drops first: one refused (views depend on the relation, `2BP01`) fails the
         // commit before anything is written; the writes then skip dropped tables.
         let written = tokio::task::spawn_blocking(move || {
+            // Writes to a table the block drops go with it; a table another session dropped
+            // fails the commit (see `Engine::write_many`).
+            let dropped: Vec<RelationId> = drops
+                .iter()
+                .filter(|d| d.kind == DropKind::Table)
+                .filter_map(|d| engine.relation(&d.name).map(|r| r.id))
+                .collect();
+            let writes: Vec<(RelationId, ChangeBatch)> = writes
+                .into_iter()
+                .filter(|(id, _)| !dropped.contains(id))
+                .collect();
             for d in drops {
                 match d.kind {
                     DropKind::Index => engine.drop_index(&d.name, true).map(|_| ())?,

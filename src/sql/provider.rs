@@ -89,6 +89,10 @@ impl SchemaProvider for PublicSchema {
             engine: Arc::downgrade(&self.engine),
             pinned: Arc::clone(&self.pinned),
             pending: Arc::clone(&self.pending),
+            primary_key: match &def.kind {
+                crate::catalog::RelationKind::Table { primary_key } => primary_key.clone(),
+                _ => Vec::new(),
+            },
         }) as Arc<dyn TableProvider>))
     }
 
@@ -117,6 +121,8 @@ pub struct RelationProvider {
     engine: Weak<Engine>,
     pinned: Arc<Mutex<Option<Arc<Visible>>>>,
     pending: Pending,
+    /// A table's primary key columns (empty: none).
+    primary_key: Vec<usize>,
 }
 
 #[async_trait]
@@ -222,7 +228,7 @@ impl TableProvider for RelationProvider {
             limit,
         };
         let partition: Arc<dyn PartitionStream> = match pending {
-            Some(change) => Arc::new(PendingPartition::new(base, &change)?),
+            Some(change) => Arc::new(PendingPartition::new(base, &change, &self.primary_key)?),
             None => Arc::new(base),
         };
         Ok(Arc::new(StreamingTableExec::try_new(
@@ -288,14 +294,21 @@ impl PartitionStream for SnapshotPartition {
     }
 }
 
+/// A table's primary key columns and the encodings of the keys a block changed.
+type TouchedKeys = (Vec<usize>, std::collections::HashSet<Box<[u8]>>);
+
 /// A table's rows as a transaction block sees them: the committed rows of `base` without the
 /// rows the block's net change retracts (each once per unit of weight), then the rows it
-/// inserts (repeated by weight).
+/// inserts (repeated by weight). In a table with a primary key, every committed row with a
+/// key the block changed is left out instead, so the block sees its own version of each such
+/// key even when another session has committed another one since (its `COMMIT` then fails).
 #[derive(Debug)]
 struct PendingPartition {
     base: SnapshotPartition,
     /// Row encoding of a retracted row → how many of its copies are to be left out.
     retracted: HashMap<Box<[u8]>, i64>,
+    /// The primary key columns and the encodings of the keys the block changed.
+    touched: Option<TouchedKeys>,
     /// The inserted rows, in the relation's schema.
     inserted: RecordBatch,
 }
@@ -305,8 +318,22 @@ impl PendingPartition {
     ///
     /// # Errors
     /// Arrow errors when the change does not fit the relation's schema.
-    fn new(base: SnapshotPartition, change: &ChangeBatch) -> DfResult<Self> {
+    fn new(base: SnapshotPartition, change: &ChangeBatch, primary_key: &[usize]) -> DfResult<Self> {
         let schema = base.schema.clone();
+        let touched = if primary_key.is_empty() {
+            None
+        } else {
+            let keys = key_converter(&schema, primary_key)?.convert_columns(
+                &primary_key
+                    .iter()
+                    .map(|c| change.batch.column(*c).clone())
+                    .collect::<Vec<_>>(),
+            )?;
+            Some((
+                primary_key.to_vec(),
+                keys.iter().map(|k| k.data().into()).collect(),
+            ))
+        };
         let converter =
             row_converter(&schema).map_err(|e| DataFusionError::External(Box::new(e)))?;
         let rows = converter.convert_columns(change.batch.columns())?;
@@ -334,6 +361,7 @@ impl PendingPartition {
         Ok(PendingPartition {
             base,
             retracted,
+            touched,
             inserted,
         })
     }
@@ -348,6 +376,24 @@ impl PartitionStream for PendingPartition {
         let schema = self.base.schema.clone();
         let mut retracted = self.retracted.clone();
         let converter = row_converter(&schema);
+        if let Some((columns, keys)) = self.touched.clone() {
+            let converter = key_converter(&schema, &columns);
+            let committed = self.base.execute(ctx).map(move |batch| {
+                let batch = batch?;
+                let converter = converter
+                    .as_ref()
+                    .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                let cols: Vec<_> = columns.iter().map(|c| batch.column(*c).clone()).collect();
+                let rows = converter.convert_columns(&cols)?;
+                let keep: BooleanArray = (0..batch.num_rows())
+                    .map(|i| Some(!keys.contains(rows.row(i).data())))
+                    .collect();
+                Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+            });
+            let inserted = self.inserted.clone();
+            let stream = committed.chain(futures::stream::once(async move { Ok(inserted) }));
+            return Box::pin(RecordBatchStreamAdapter::new(schema, stream));
+        }
         let committed = self.base.execute(ctx).map(move |batch| {
             let batch = batch?;
             if retracted.is_empty() {
@@ -372,4 +418,17 @@ impl PartitionStream for PendingPartition {
         let stream = committed.chain(futures::stream::once(async move { Ok(inserted) }));
         Box::pin(RecordBatchStreamAdapter::new(schema, stream))
     }
+}
+
+/// A row converter over the `columns` of `schema` (a primary key).
+///
+/// # Errors
+/// Arrow errors when a type has no row encoding.
+fn key_converter(schema: &SchemaRef, columns: &[usize]) -> DfResult<arrow::row::RowConverter> {
+    Ok(arrow::row::RowConverter::new(
+        columns
+            .iter()
+            .map(|c| arrow::row::SortField::new(schema.field(*c).data_type().clone()))
+            .collect(),
+    )?)
 }
