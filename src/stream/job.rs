@@ -407,7 +407,10 @@ impl Job {
     /// # Errors
     /// Evaluation errors; state errors.
     pub fn backfill(&mut self, sources: &[BackfillSource]) -> Result<()> {
-        self.process(&EpochContext::default())?;
+        // Each piece at the wall-clock time (EpochContext::new), so a temporal filter's
+        // `now()` is now: with the default 0 (1970), `ts <= now()` showed no row until the
+        // first epoch after CREATE or a restart.
+        self.process(&EpochContext::new(Epoch(0)))?;
         // The tables that temporal joins look up first: the stream's stored rows join them
         // as they are now (see `StreamNode::lookup_relations`).
         let lookups = self.plan.root.lookup_relations();
@@ -417,7 +420,7 @@ impl Job {
             .chain(sources.iter().filter(|s| !lookups.contains(&s.id)));
         for s in ordered {
             let mut feed = |change: ChangeBatch| -> Result<()> {
-                let mut input = EpochContext::default();
+                let mut input = EpochContext::new(Epoch(0));
                 input.changes.insert(s.id, vec![change]);
                 self.process(&input).map(drop)
             };
@@ -430,7 +433,7 @@ impl Job {
             }
         }
         // The inputs' watermarks once all of their rows are in.
-        let mut last = EpochContext::default();
+        let mut last = EpochContext::new(Epoch(0));
         for s in sources.iter().filter(|s| !s.watermarks.is_empty()) {
             last.watermarks.insert(s.id, s.watermarks.clone());
         }
