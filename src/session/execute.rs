@@ -3055,11 +3055,26 @@ fn check_column_type(t: &DataType, name: &str) -> Result<()> {
 }
 
 fn cast_columns(schema: &SchemaRef, cols: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
+    use arrow::datatypes::TimeUnit;
     cols.iter()
         .zip(schema.fields())
         .map(|(c, f)| {
             if c.data_type() == f.data_type() {
                 Ok(c.clone())
+            } else if let (
+                DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _),
+                DataType::Timestamp(unit @ (TimeUnit::Second | TimeUnit::Millisecond), tz),
+            ) = (c.data_type(), f.data_type())
+            {
+                // Stored in a `timestamp(0)` / `timestamp(3)` column: rounded to its
+                // precision, as PostgreSQL stores it.
+                use crate::sql::functions::datetime_input::{round_timestamps, unit_step};
+                let micros = arrow::compute::cast(
+                    c,
+                    &DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+                )?;
+                let rounded = round_timestamps(&micros, unit_step(*unit))?;
+                Ok(arrow::compute::cast(&rounded, f.data_type())?)
             } else {
                 // Not `cast`: it makes a value that does not convert NULL. A statement
                 // prepared before its table was created again with other column types

@@ -434,7 +434,22 @@ fn convert(strings: &ArrayRef, to: &DataType, zone: Option<&str>) -> Result<Arra
                 })
             })
             .collect();
-        return convert_with_arrow(&(Arc::new(read) as ArrayRef), to);
+        let read: ArrayRef = Arc::new(read);
+        // `timestamp(0)` and `timestamp(3)` round to their precision, as a cast does.
+        if let DataType::Timestamp(
+            unit @ (arrow::datatypes::TimeUnit::Second | arrow::datatypes::TimeUnit::Millisecond),
+            tz,
+        ) = to
+        {
+            use crate::sql::functions::datetime_input::{round_timestamps, unit_step};
+            let micros = convert_with_arrow(
+                &read,
+                &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, tz.clone()),
+            )?;
+            let rounded = round_timestamps(&micros, unit_step(*unit))?;
+            return Ok(arrow::compute::cast(&rounded, to)?);
+        }
+        return convert_with_arrow(&read, to);
     }
     convert_with_arrow(strings, to)
 }

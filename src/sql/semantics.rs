@@ -148,6 +148,7 @@ impl ScalarUDFImpl for CastNamed {
 /// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules: Vec<Arc<dyn AnalyzerRule + Send + Sync>> = vec![
+        Arc::new(super::set_ops::PgSetOperationTypes),
         Arc::new(super::set_ops::SetOperationsAll),
         Arc::new(PgSumTypes),
         Arc::new(PgOperandTypes),
@@ -2086,7 +2087,7 @@ fn result_operands(
 /// DataFusion's); `sum(numeric)` is exact and fails with 22003 past its precision
 /// ([`PgNumericSum`]; DataFusion's wraps around). The same holds for `sum(...) OVER (...)`. `avg` of an integer argument is
 /// `numeric`, and of a `numeric` one rounded to 16 decimals or the argument's ([`PgIntAvg`];
-/// `avg(DISTINCT ...)` keeps DataFusion's: `double precision`, or 4 more decimals).
+/// `avg(DISTINCT ...)` is [`crate::sql::functions::int_avg::PgAvg`]'s).
 #[derive(Debug)]
 pub struct PgSumTypes;
 
@@ -2375,8 +2376,90 @@ fn rewrite_tree(
     zone: Option<&str>,
 ) -> datafusion::common::Result<(Expr, bool)> {
     let wide = e.transform_down(|e| Ok(duration_product(e)))?;
-    let t = wide.data.transform_up(|e| rewrite_expr(e, schema, zone))?;
-    Ok((t.data, wide.transformed || t.transformed))
+    let fine = wide
+        .data
+        .transform_down(|e| microsecond_interval_arith(e, schema))?;
+    let t = fine.data.transform_up(|e| rewrite_expr(e, schema, zone))?;
+    Ok((
+        t.data,
+        wide.transformed || fine.transformed || t.transformed,
+    ))
+}
+
+/// `date_trunc` of a `date` as of a `timestamptz` (below), and `timestamp(0)` or
+/// `timestamp(3)` (Arrow's second and millisecond units) plus or minus an interval, computed
+/// in microseconds as PostgreSQL computes every timestamp: Arrow's
+/// arithmetic kept the operand's unit and dropped the interval's finer part (`m + interval
+/// '0.4996 second'` of a `timestamp(3)` lost 0.0006 s). A cast back to the column's precision
+/// then rounds ([`super::functions::datetime_input::TimestampPrecision`]).
+fn microsecond_interval_arith(
+    e: Expr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    // `date_trunc(field, date)`: PostgreSQL has no `date` form and reads the date as a
+    // `timestamptz` (midnight in the session's zone), so the result is a `timestamptz`;
+    // DataFusion gave a `timestamp`. The cast made here is then read in the session's zone.
+    if let Expr::ScalarFunction(f) = &e
+        && f.func.name() == "date_trunc"
+        && f.args.len() == 2
+        && matches!(
+            f.args[1].get_type(schema)?,
+            DataType::Date32 | DataType::Date64
+        )
+    {
+        let Expr::ScalarFunction(mut f) = e else {
+            return Ok(Transformed::no(e));
+        };
+        let date = f
+            .args
+            .pop()
+            .unwrap_or(Expr::Literal(ScalarValue::Null, None));
+        f.args.push(Expr::Cast(datafusion::logical_expr::Cast::new(
+            Box::new(date),
+            DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+        )));
+        return Ok(Transformed::yes(Expr::ScalarFunction(f)));
+    }
+    let Expr::BinaryExpr(b) = e else {
+        return Ok(Transformed::no(e));
+    };
+    if !matches!(b.op, Operator::Plus | Operator::Minus) {
+        return Ok(Transformed::no(Expr::BinaryExpr(b)));
+    }
+    let coarse = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Timestamp(TimeUnit::Second | TimeUnit::Millisecond, _)
+        )
+    };
+    let lt = b.left.get_type(schema)?;
+    let rt = b.right.get_type(schema)?;
+    let widen = |side: Box<Expr>, t: &DataType| -> Box<Expr> {
+        let DataType::Timestamp(_, tz) = t else {
+            return side;
+        };
+        Box::new(Expr::Cast(datafusion::logical_expr::Cast::new(
+            side,
+            DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+        )))
+    };
+    if coarse(&lt) && is_interval(&rt) {
+        let BinaryExpr { left, op, right } = b;
+        return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+            left: widen(left, &lt),
+            op,
+            right,
+        })));
+    }
+    if b.op == Operator::Plus && is_interval(&lt) && coarse(&rt) {
+        let BinaryExpr { left, op, right } = b;
+        return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+            left,
+            op,
+            right: widen(right, &rt),
+        })));
+    }
+    Ok(Transformed::no(Expr::BinaryExpr(b)))
 }
 
 /// `date + n` as DataFusion plans it, `date + CAST(CAST(n * 86400 AS Duration(s)) AS
@@ -2913,6 +2996,34 @@ fn rewrite_expr(
             )))
         }
         Expr::SimilarTo(like) => similar_to(like),
+        // A timestamp or text cast to `timestamp(0)` / `timestamp(3)` (Arrow's second and
+        // millisecond units) is rounded to that precision, as PostgreSQL rounds
+        // (`'10:00:00.7'::timestamp(0)` is 10:00:01; Arrow's cast truncated), then cast.
+        Expr::Cast(c) if coarse_timestamp_cast(&c, schema)? => {
+            let target = c.field.data_type().clone();
+            let DataType::Timestamp(unit, tz) = target.clone() else {
+                return Ok(Transformed::no(Expr::Cast(c)));
+            };
+            let from = c.expr.get_type(schema)?;
+            let micros = datafusion::logical_expr::Cast::new(
+                c.expr,
+                DataType::Timestamp(TimeUnit::Microsecond, tz),
+            );
+            let micros = if matches!(from, DataType::Timestamp(..)) {
+                Expr::Cast(micros)
+            } else {
+                datetime_text_cast(micros, schema, zone)?.data
+            };
+            let rounded = Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::new(ScalarUDF::new_from_impl(
+                    super::functions::datetime_input::TimestampPrecision::new(unit),
+                )),
+                vec![micros],
+            ));
+            Ok(Transformed::yes(Expr::Cast(
+                datafusion::logical_expr::Cast::new(Box::new(rounded), target),
+            )))
+        }
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
         Expr::Cast(c) => match rounding_int_cast(&c, schema)? {
             Some(rounded) => Ok(Transformed::yes(rounded)),
@@ -2995,6 +3106,33 @@ fn in_zone(zone: &str, e: Expr) -> Expr {
     Expr::ScalarFunction(ScalarFunction::new_udf(
         udf,
         vec![Expr::Literal(session_zone_argument(zone), None), e],
+    ))
+}
+
+/// Whether `c` casts a finer timestamp (microseconds, nanoseconds) or text to a timestamp of
+/// seconds or milliseconds, not already rounded by [`super::functions::datetime_input::
+/// TimestampPrecision`].
+fn coarse_timestamp_cast(
+    c: &datafusion::logical_expr::Cast,
+    schema: &DFSchema,
+) -> datafusion::common::Result<bool> {
+    if !matches!(
+        c.field.data_type(),
+        DataType::Timestamp(TimeUnit::Second | TimeUnit::Millisecond, _)
+    ) {
+        return Ok(false);
+    }
+    if matches!(c.expr.as_ref(), Expr::ScalarFunction(f)
+        if f.name() == super::functions::datetime_input::TimestampPrecision::NAME)
+    {
+        return Ok(false);
+    }
+    Ok(matches!(
+        c.expr.get_type(schema)?,
+        DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _)
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
     ))
 }
 

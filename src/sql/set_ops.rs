@@ -17,9 +17,11 @@
 
 use std::sync::Arc;
 
+use arrow::datatypes::DataType;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Column, DFSchema, NullEquality};
 use datafusion::config::ConfigOptions;
+use datafusion::logical_expr::ExprSchemable;
 use datafusion::logical_expr::{
     Distinct, Expr, ExprFunctionExt, Join, JoinType, LogicalPlan, LogicalPlanBuilder,
 };
@@ -63,22 +65,14 @@ impl AnalyzerRule for SetOperationsAll {
 /// without a filter, NULLs equal, on each column of the left paired with the same position on
 /// the right, whose left input is not made distinct (and not numbered already).
 fn is_set_operation_all(join: &Join) -> bool {
-    let left = join.left.schema();
-    let right = join.right.schema();
-    matches!(join.join_type, JoinType::LeftSemi | JoinType::LeftAnti)
-        && join.filter.is_none()
-        && join.null_equality == NullEquality::NullEqualsNull
-        && join.on.len() == left.fields().len()
-        && join.on.len() == right.fields().len()
+    is_set_operation(join)
         && !matches!(join.left.as_ref(), LogicalPlan::Distinct(Distinct::All(_)))
-        && left
+        && join
+            .left
+            .schema()
             .fields()
             .last()
             .is_none_or(|f| !f.name().starts_with(COPY_NUMBER))
-        && join.on.iter().enumerate().all(|(i, (l, r))| {
-            matches!(l, Expr::Column(c) if c.name == *left.field(i).name())
-                && matches!(r, Expr::Column(c) if c.name == *right.field(i).name())
-        })
 }
 
 /// Every column of `schema`, qualified as it is there.
@@ -119,4 +113,254 @@ fn rewrite(join: Join, id: usize) -> datafusion::common::Result<LogicalPlan> {
         )?
         .project(kept.into_iter().map(Expr::Column))?
         .build()
+}
+
+/// Gives the columns of `UNION` / `INTERSECT` / `EXCEPT` branches and of `VALUES` lists that
+/// mix `real`/`double precision` with `numeric` PostgreSQL's type: the float (docs, 10.5
+/// "UNION, CASE, and Related Constructs": the preferred type of the numeric category,
+/// `double precision`, or `real` when no branch is `double precision`). DataFusion chose
+/// `numeric`, which merged floats that differ only past its decimals (`0.30000000000000004`
+/// and `0.3` became one row of a `UNION`) and failed on `NaN` and infinities (a view over such
+/// a union failed). Runs before DataFusion's type coercion, which then unifies the branches
+/// as their columns now say.
+#[derive(Debug, Default)]
+pub struct PgSetOperationTypes;
+
+/// The float type a column mixing floats and `numeric` takes, if it does (`types`: the
+/// column's type in each branch or row).
+fn float_over_numeric<'a>(types: impl Iterator<Item = &'a DataType> + Clone) -> Option<DataType> {
+    let numeric = types.clone().any(|t| matches!(t, DataType::Decimal128(..)));
+    let double = types
+        .clone()
+        .any(|t| matches!(t, DataType::Float64 | DataType::Float16));
+    let real = types.clone().any(|t| matches!(t, DataType::Float32));
+    match (numeric, double, real) {
+        (true, true, _) => Some(DataType::Float64),
+        (true, false, true) => Some(DataType::Float32),
+        _ => None,
+    }
+}
+
+impl AnalyzerRule for PgSetOperationTypes {
+    fn name(&self) -> &str {
+        "weir_pg_set_operation_types"
+    }
+
+    fn analyze(
+        &self,
+        plan: LogicalPlan,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        let rewritten = plan.transform_up_with_subqueries(|plan| match plan {
+            LogicalPlan::Union(union) => union_types(union),
+            LogicalPlan::Join(join) if is_set_operation(&join) => join_types(join),
+            LogicalPlan::Values(values) => values_types(values),
+            other => Ok(Transformed::no(other)),
+        })?;
+        if !rewritten.transformed {
+            return Ok(rewritten.data);
+        }
+        // The nodes above a changed branch derive their schemas from it.
+        Ok(rewritten
+            .data
+            .transform_up_with_subqueries(|plan| match plan {
+                LogicalPlan::TableScan(_)
+                | LogicalPlan::Values(_)
+                | LogicalPlan::EmptyRelation(_)
+                | LogicalPlan::Union(_) => Ok(Transformed::no(plan)),
+                other => Ok(Transformed::yes(other.recompute_schema()?)),
+            })?
+            .data)
+    }
+}
+
+/// Whether `join` is DataFusion's plan of `INTERSECT` or `EXCEPT` (either form): a semi or
+/// anti join without a filter, NULLs equal, of each column of the left with the column in
+/// the same position on the right.
+fn is_set_operation(join: &Join) -> bool {
+    let left = join.left.schema();
+    let right = join.right.schema();
+    matches!(join.join_type, JoinType::LeftSemi | JoinType::LeftAnti)
+        && join.filter.is_none()
+        && join.null_equality == NullEquality::NullEqualsNull
+        && join.on.len() == left.fields().len()
+        && join.on.len() == right.fields().len()
+        && join.on.iter().enumerate().all(|(i, (l, r))| {
+            matches!(l, Expr::Column(c) if c.name == *left.field(i).name())
+                && matches!(r, Expr::Column(c) if c.name == *right.field(i).name())
+        })
+}
+
+/// `input` with the columns that have a target type cast to it, names and qualifiers kept.
+fn cast_columns(
+    input: Arc<LogicalPlan>,
+    targets: &[Option<DataType>],
+) -> datafusion::common::Result<Arc<LogicalPlan>> {
+    let schema = input.schema().clone();
+    let needs = schema
+        .fields()
+        .iter()
+        .zip(targets)
+        .any(|(f, t)| t.as_ref().is_some_and(|t| f.data_type() != t));
+    if !needs {
+        return Ok(input);
+    }
+    let exprs: Vec<Expr> = schema
+        .iter()
+        .zip(targets)
+        .map(|((q, f), t)| {
+            let col = Expr::Column(Column::new(q.cloned(), f.name()));
+            match t {
+                Some(t) if f.data_type() != t => Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(col),
+                    t.clone(),
+                ))
+                .alias_qualified(q.cloned(), f.name()),
+                _ => col,
+            }
+        })
+        .collect();
+    Ok(Arc::new(
+        LogicalPlanBuilder::from(input).project(exprs)?.build()?,
+    ))
+}
+
+/// An `INTERSECT` / `EXCEPT` join with the `numeric` columns of either side cast to the
+/// float the other side has in that position.
+fn join_types(join: Join) -> datafusion::common::Result<Transformed<LogicalPlan>> {
+    let left = join.left.schema().clone();
+    let right = join.right.schema().clone();
+    let targets: Vec<Option<DataType>> = left
+        .fields()
+        .iter()
+        .zip(right.fields())
+        .map(|(l, r)| float_over_numeric([l.data_type(), r.data_type()].into_iter()))
+        .collect();
+    if targets.iter().all(Option::is_none) {
+        return Ok(Transformed::no(LogicalPlan::Join(join)));
+    }
+    let rebuilt = Join {
+        left: cast_columns(join.left.clone(), &targets)?,
+        right: cast_columns(join.right.clone(), &targets)?,
+        ..join
+    };
+    Ok(Transformed::yes(
+        LogicalPlan::Join(rebuilt).recompute_schema()?,
+    ))
+}
+
+/// A `UNION`'s branches with their `numeric` columns cast to the float another branch has in
+/// that position.
+fn union_types(
+    union: datafusion::logical_expr::Union,
+) -> datafusion::common::Result<Transformed<LogicalPlan>> {
+    let width = union.schema.fields().len();
+    let targets: Vec<Option<DataType>> = (0..width)
+        .map(|j| {
+            let types: Vec<DataType> = union
+                .inputs
+                .iter()
+                .filter_map(|i| i.schema().fields().get(j).map(|f| f.data_type().clone()))
+                .collect();
+            float_over_numeric(types.iter())
+        })
+        .collect();
+    if targets.iter().all(Option::is_none) {
+        return Ok(Transformed::no(LogicalPlan::Union(union)));
+    }
+    let inputs = union
+        .inputs
+        .into_iter()
+        .map(|input| cast_columns(input, &targets))
+        .collect::<datafusion::common::Result<Vec<_>>>()?;
+    Ok(Transformed::yes(LogicalPlan::Union(
+        datafusion::logical_expr::Union::try_new_with_loose_types(inputs)?,
+    )))
+}
+
+/// A `VALUES` list's `numeric` values cast to the float another row has in that column (its
+/// planner cast the floats to `numeric`: those casts are dropped).
+fn values_types(
+    values: datafusion::logical_expr::Values,
+) -> datafusion::common::Result<Transformed<LogicalPlan>> {
+    let empty = DFSchema::empty();
+    // A value's own type: a float the planner cast to `numeric` is a float.
+    let own = |e: &Expr| -> datafusion::common::Result<DataType> {
+        if let Expr::Cast(c) = e
+            && matches!(c.field.data_type(), DataType::Decimal128(..))
+        {
+            let inner = c.expr.get_type(&empty)?;
+            if matches!(
+                inner,
+                DataType::Float16 | DataType::Float32 | DataType::Float64
+            ) {
+                return Ok(inner);
+            }
+        }
+        e.get_type(&empty)
+    };
+    let width = values.schema.fields().len();
+    let mut targets = Vec::with_capacity(width);
+    for j in 0..width {
+        let types = values
+            .values
+            .iter()
+            .map(|row| own(&row[j]))
+            .collect::<datafusion::common::Result<Vec<_>>>()?;
+        targets.push(float_over_numeric(types.iter()));
+    }
+    if targets.iter().all(Option::is_none) {
+        return Ok(Transformed::no(LogicalPlan::Values(values)));
+    }
+    let rows = values
+        .values
+        .into_iter()
+        .map(|row| {
+            row.into_iter()
+                .zip(&targets)
+                .map(|(e, t)| {
+                    let Some(t) = t else { return Ok(e) };
+                    let e = match e {
+                        Expr::Cast(c)
+                            if matches!(c.field.data_type(), DataType::Decimal128(..))
+                                && matches!(
+                                    c.expr.get_type(&empty)?,
+                                    DataType::Float16 | DataType::Float32 | DataType::Float64
+                                ) =>
+                        {
+                            *c.expr
+                        }
+                        other => other,
+                    };
+                    Ok(if e.get_type(&empty)? == *t {
+                        e
+                    } else {
+                        Expr::Cast(datafusion::logical_expr::Cast::new(Box::new(e), t.clone()))
+                    })
+                })
+                .collect::<datafusion::common::Result<Vec<_>>>()
+        })
+        .collect::<datafusion::common::Result<Vec<_>>>()?;
+    let fields: Vec<(
+        Option<datafusion::common::TableReference>,
+        Arc<arrow::datatypes::Field>,
+    )> = values
+        .schema
+        .iter()
+        .zip(&targets)
+        .map(|((q, f), t)| {
+            let f = match t {
+                Some(t) => Arc::new(f.as_ref().clone().with_data_type(t.clone())),
+                None => f.clone(),
+            };
+            (q.cloned(), f)
+        })
+        .collect();
+    let schema = DFSchema::new_with_metadata(fields, values.schema.metadata().clone())?;
+    Ok(Transformed::yes(LogicalPlan::Values(
+        datafusion::logical_expr::Values {
+            schema: Arc::new(schema),
+            values: rows,
+        },
+    )))
 }

@@ -799,3 +799,134 @@ mod tests {
         );
     }
 }
+
+/// `pg_timestamp_precision(ts)`: a `timestamp[tz]` of microseconds (`Timestamp(µs, tz)`,
+/// same type out) rounded to the seconds or milliseconds of `timestamp(0)` / `timestamp(3)`
+/// (Arrow's second and millisecond units), half away from zero, as PostgreSQL's
+/// `AdjustTimestampForTypmod` rounds (`'10:00:00.5'::timestamp(0)` is 10:00:01; before 1970
+/// `'1969-12-31 23:59:59.5'`, -0.5 s, is 23:59:59, -1 s). A cast to the
+/// coarser unit after it is then exact; Arrow's cast alone truncates.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TimestampPrecision {
+    /// Microseconds per unit kept: 1,000,000 (seconds) or 1,000 (milliseconds).
+    step: i64,
+    signature: Signature,
+}
+
+impl TimestampPrecision {
+    /// The name the rewrite of casts uses.
+    pub const NAME: &'static str = "pg_timestamp_precision";
+
+    /// Rounding to `unit` (`Second` or `Millisecond`; finer units keep every microsecond).
+    pub fn new(unit: arrow::datatypes::TimeUnit) -> Self {
+        TimestampPrecision {
+            step: unit_step(unit),
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+/// The microseconds per unit of `unit` for [`round_timestamps`]: 1,000,000 for seconds,
+/// 1,000 for milliseconds, 1 for finer units.
+pub fn unit_step(unit: arrow::datatypes::TimeUnit) -> i64 {
+    use arrow::datatypes::TimeUnit;
+    match unit {
+        TimeUnit::Second => 1_000_000,
+        TimeUnit::Millisecond => 1_000,
+        _ => 1,
+    }
+}
+
+/// A `Timestamp(µs, tz)` array rounded to multiples of `step` µs half away from zero (see
+/// [`TimestampPrecision`]); COPY FROM rounds what it stores in `timestamp(0)` and
+/// `timestamp(3)` columns with it too.
+///
+/// # Errors
+/// `22008` `timestamp out of range` past `i64` microseconds; an internal error for an array
+/// of another type.
+pub fn round_timestamps(array: &ArrayRef, step: i64) -> crate::error::Result<ArrayRef> {
+    use arrow::datatypes::TimestampMicrosecondType;
+    let Some(values) = array.as_primitive_opt::<TimestampMicrosecondType>() else {
+        return Err(Error::Internal(format!(
+            "rounding timestamps of {}",
+            array.data_type()
+        )));
+    };
+    let rounded: arrow::array::PrimitiveArray<TimestampMicrosecondType> = values
+        .iter()
+        .map(|v| {
+            v.map(|v| {
+                round_micros(v, step).ok_or_else(|| Error::data("22008", "timestamp out of range"))
+            })
+            .transpose()
+        })
+        .collect::<crate::error::Result<_>>()?;
+    Ok(Arc::new(rounded.with_data_type(array.data_type().clone())))
+}
+
+/// `v` µs rounded to a multiple of `step` µs, half away from zero; `None` past `i64`.
+fn round_micros(v: i64, step: i64) -> Option<i64> {
+    let half = step / 2;
+    let q = if v >= 0 {
+        v.checked_add(half)? / step
+    } else {
+        -((v.checked_neg()?.checked_add(half)?) / step)
+    };
+    q.checked_mul(step)
+}
+
+impl ScalarUDFImpl for TimestampPrecision {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        use arrow::datatypes::TimeUnit;
+        let from = args.args[0].data_type();
+        let DataType::Timestamp(TimeUnit::Microsecond, _) = &from else {
+            return Err(DataFusionError::Plan(format!(
+                "{} takes a timestamp of microseconds, not {from}",
+                Self::NAME
+            )));
+        };
+        let array = args.args[0].to_array(args.number_rows)?;
+        let out = round_timestamps(&array, self.step)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        if matches!(args.args[0], ColumnarValue::Scalar(_)) {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+#[cfg(test)]
+mod precision_tests {
+    use super::round_micros;
+
+    #[test]
+    fn timestamps_round_half_away_from_zero() {
+        // PostgreSQL 15: '10:00:00.5'::timestamp(0) is 10:00:01, '10:00:00.4999' 10:00:00;
+        // '1969-12-31 23:59:59.5' (-0.5 s) is 23:59:59 (-1 s); '.1235'::timestamp(3) '.124'.
+        assert_eq!(
+            round_micros(36_000_500_000, 1_000_000),
+            Some(36_001_000_000)
+        );
+        assert_eq!(
+            round_micros(36_000_499_900, 1_000_000),
+            Some(36_000_000_000)
+        );
+        assert_eq!(round_micros(-500_000, 1_000_000), Some(-1_000_000));
+        assert_eq!(round_micros(-499_999, 1_000_000), Some(0));
+        assert_eq!(round_micros(123_500, 1_000), Some(124_000));
+        assert_eq!(round_micros(i64::MAX, 1_000_000), None);
+    }
+}

@@ -399,6 +399,202 @@ impl Accumulator for IntAvg {
     }
 }
 
+/// `avg` as Weir registers it, under PostgreSQL's name and DataFusion's alias `mean`: an
+/// integer or `numeric` argument is averaged by [`PgIntAvg`] (result `numeric`, so
+/// `round(avg(i), 2)` resolves as in PostgreSQL, where `avg(integer)` typed as `double
+/// precision` would find no `round(double precision, integer)`), `avg(DISTINCT ...)` of one
+/// by [`DistinctAvg`]; `real`, `double precision` and interval arguments by DataFusion's
+/// `avg` (result `double precision`, or the interval's type). Errors: 42883 for an argument
+/// of another type; 22003 as [`PgIntAvg`].
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PgAvg {
+    float: Arc<datafusion::logical_expr::AggregateUDF>,
+    exact: PgIntAvg,
+    aliases: Vec<String>,
+}
+
+impl PgAvg {
+    /// The aggregate, in place of DataFusion's `avg`.
+    pub fn new() -> Self {
+        PgAvg {
+            float: datafusion::functions_aggregate::average::avg_udaf(),
+            exact: PgIntAvg::new(),
+            aliases: vec!["mean".into()],
+        }
+    }
+}
+
+impl Default for PgAvg {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whether `avg` of a (coerced) argument of type `t` is exact: integers and `numeric`.
+fn exact_avg(t: Option<&DataType>) -> bool {
+    matches!(
+        t,
+        Some(
+            DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+                | DataType::Decimal128(_, _)
+        )
+    )
+}
+
+impl AggregateUDFImpl for PgAvg {
+    fn name(&self) -> &str {
+        "avg"
+    }
+
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.exact.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> datafusion::common::Result<Vec<DataType>> {
+        match arg_types {
+            [t] if exact_avg(Some(t)) => self.exact.coerce_types(arg_types),
+            [DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Null] => {
+                Ok(vec![DataType::Float64])
+            }
+            [t @ DataType::Duration(_)] => Ok(vec![t.clone()]),
+            _ => Err(crate::sql::functions::math::no_function("avg", arg_types)),
+        }
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        if exact_avg(arg_types.first()) {
+            self.exact.return_type(arg_types)
+        } else {
+            self.float.inner().return_type(arg_types)
+        }
+    }
+
+    fn accumulator(
+        &self,
+        args: AccumulatorArgs<'_>,
+    ) -> datafusion::common::Result<Box<dyn Accumulator>> {
+        let t = args.expr_fields.first().map(|f| f.data_type());
+        if !exact_avg(t) {
+            return self.float.inner().accumulator(args);
+        }
+        if args.is_distinct {
+            let (sum_scale, scale) = scales(t);
+            return Ok(Box::new(DistinctAvg {
+                values: Default::default(),
+                sum_scale,
+                scale,
+            }));
+        }
+        self.exact.accumulator(args)
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs<'_>) -> datafusion::common::Result<Vec<FieldRef>> {
+        let t = args.input_fields.first().map(|f| f.data_type());
+        if !exact_avg(t) {
+            return self.float.inner().state_fields(args);
+        }
+        if args.is_distinct {
+            let sum_scale = scales(t).0;
+            return Ok(vec![Arc::new(Field::new_list(
+                format_state_name(args.name, "avg distinct"),
+                Field::new_list_field(DataType::Decimal128(38, sum_scale), true),
+                false,
+            ))]);
+        }
+        self.exact.state_fields(args)
+    }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs<'_>) -> bool {
+        !exact_avg(args.expr_fields.first().map(|f| f.data_type()))
+            && self.float.inner().groups_accumulator_supported(args)
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs<'_>,
+    ) -> datafusion::common::Result<Box<dyn datafusion::logical_expr::GroupsAccumulator>> {
+        self.float.inner().create_groups_accumulator(args)
+    }
+
+    fn reverse_expr(&self) -> datafusion::logical_expr::ReversedUDAF {
+        datafusion::logical_expr::ReversedUDAF::Identical
+    }
+}
+
+/// `avg(DISTINCT x)` of integers or `numeric(p, s)`: the distinct non-NULL values (in units
+/// of 10^-s, `s` = 0 for integers), averaged as [`PgIntAvg`] averages (result `numeric` of
+/// 38 digits, `avg_scale(s)` decimals). State: the distinct values, a list of
+/// `Decimal128(38, s)`.
+#[derive(Debug)]
+struct DistinctAvg {
+    values: std::collections::HashSet<i128>,
+    sum_scale: i8,
+    scale: i8,
+}
+
+impl DistinctAvg {
+    /// Adds the non-NULL values of `values` (integers or `numeric`).
+    fn add(&mut self, values: &ArrayRef) -> datafusion::common::Result<()> {
+        let values = arrow::compute::cast(values, &DataType::Decimal128(38, self.sum_scale))?;
+        let values = values.as_primitive::<Decimal128Type>();
+        self.values.extend(values.iter().flatten());
+        Ok(())
+    }
+}
+
+impl Accumulator for DistinctAvg {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::common::Result<()> {
+        self.add(&values[0])
+    }
+
+    fn evaluate(&mut self) -> datafusion::common::Result<ScalarValue> {
+        let mut sum: i128 = 0;
+        for v in &self.values {
+            sum = sum
+                .checked_add(*v)
+                .filter(|s| s.unsigned_abs() < 10u128.pow(38))
+                .ok_or_else(numeric_overflow)?;
+        }
+        let value = avg_value(self.values.len() as i64, sum, self.sum_scale, self.scale)
+            .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+        Ok(ScalarValue::Decimal128(value, 38, self.scale))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.values.capacity() * std::mem::size_of::<i128>()
+    }
+
+    fn state(&mut self) -> datafusion::common::Result<Vec<ScalarValue>> {
+        let values: Vec<ScalarValue> = self
+            .values
+            .iter()
+            .map(|v| ScalarValue::Decimal128(Some(*v), 38, self.sum_scale))
+            .collect();
+        Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(
+            &values,
+            &DataType::Decimal128(38, self.sum_scale),
+        ))])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::common::Result<()> {
+        let lists = states[0].as_list::<i32>();
+        for list in lists.iter().flatten() {
+            self.add(&list)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

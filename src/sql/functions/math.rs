@@ -186,7 +186,14 @@ impl PgRound {
                     (true, None) => *s,
                 };
                 let precision = if *p >= NUMERIC_MAX_PRECISION {
-                    NUMERIC_MAX_PRECISION
+                    // A constant `n` fixes the decimals PostgreSQL prints (`round(6::numeric,
+                    // 2)` is 6.00): one digit less marks the result as constrained, which
+                    // keeps its trailing zeros (38 digits print as an unconstrained numeric).
+                    if two_args && n.is_some() {
+                        NUMERIC_MAX_PRECISION - 1
+                    } else {
+                        NUMERIC_MAX_PRECISION
+                    }
                 } else {
                     // Integer digits, the kept decimals, and a carry (9.5 rounds to 10).
                     let digits = i16::from(*p) - i16::from(*s) + i16::from(scale) + 1;

@@ -82,6 +82,11 @@ pub fn register(ctx: &SessionContext) {
             ctx.register_udf(every.as_ref().clone().with_aliases([pg]));
         }
     }
+    // PostgreSQL's `avg` (`numeric` for integers): replaces DataFusion's under both names, so
+    // a state rebuilt from the function map (random order) cannot bring the old one back
+    // through its alias.
+    ctx.deregister_udaf("avg");
+    ctx.register_udaf(AggregateUDF::new_from_impl(int_avg::PgAvg::new()));
     // `every(b)` is the SQL standard's name of `bool_and` (PostgreSQL docs, 9.21).
     let bool_and = ctx.state().aggregate_functions().get("bool_and").cloned();
     if let Some(bool_and) = bool_and {
@@ -204,5 +209,21 @@ mod tests {
             batches[0].column(0).as_string::<i32>().value(0),
             "2023-11-05 01:40 PM"
         );
+    }
+
+    #[tokio::test]
+    async fn avg_stays_replaced_when_the_state_is_rebuilt() {
+        // DataFusion's `avg` answers to `mean` too: left under that alias, a rebuilt state
+        // could put it back under `avg` (the map's order is random per context).
+        for _ in 0..16 {
+            let ctx = SessionContext::new();
+            register(&ctx);
+            let state = ctx.state_ref();
+            let existing = state.read().clone();
+            *state.write() = SessionStateBuilder::new_from_existing(existing).build();
+            let functions = ctx.state().aggregate_functions().clone();
+            assert!(functions["avg"].inner().is::<int_avg::PgAvg>());
+            assert!(functions["mean"].inner().is::<int_avg::PgAvg>());
+        }
     }
 }
