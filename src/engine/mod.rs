@@ -502,6 +502,11 @@ impl Engine {
         Ok(Arc::clone(self.pg_catalog.get_or_init(|| pg)))
     }
 
+    /// The secondary indexes on relation `id` (copies), in creation order.
+    pub fn indexes_on(&self, id: RelationId) -> Vec<crate::catalog::IndexDef> {
+        lock(&self.catalog).indexes_on(id)
+    }
+
     /// The catalog (a copy).
     pub fn catalog(&self) -> Catalog {
         lock(&self.catalog).clone()

@@ -833,6 +833,70 @@ impl Tables {
         Ok((change, net))
     }
 
+    /// The stored rows of `table` whose unique key equals the key of a row of `probe` (rows of
+    /// the table's schema): the primary key (`index` `None`) or the unique index of id
+    /// `index`. A probe row with a NULL in the key matches nothing (NULLs are distinct in
+    /// unique keys). What `INSERT ... ON CONFLICT` reads. O(probe rows × log n + matches).
+    ///
+    /// # Errors
+    /// `42P01` when the table is gone; `42704` when it has no such key; Arrow and RocksDB
+    /// errors.
+    pub(super) fn rows_with_key(
+        &self,
+        table: RelationId,
+        index: Option<RelationId>,
+        probe: &arrow::array::RecordBatch,
+    ) -> Result<arrow::array::RecordBatch> {
+        let data = self.get(table)?;
+        let data = lock(&data);
+        let missing =
+            || Error::catalog("42704", format!("table \"{}\" has no such key", data.name));
+        let (state, columns, prefixes) = match index {
+            None => {
+                let pk = data.primary_key.as_ref().ok_or_else(missing)?;
+                let cols: Vec<_> = pk
+                    .columns
+                    .iter()
+                    .map(|c| probe.column(*c).clone())
+                    .collect();
+                (
+                    &data.contents,
+                    pk.columns.clone(),
+                    pk.converter.convert_columns(&cols)?,
+                )
+            }
+            Some(id) => {
+                let index = data
+                    .indexes
+                    .iter()
+                    .find(|i| i.def.id == id && i.def.unique)
+                    .ok_or_else(missing)?;
+                let columns = index.def.columns.iter().map(|c| c.column).collect();
+                (&index.rows, columns, index.rows.layout().encode_key(probe)?)
+            }
+        };
+        let mut wanted: Vec<&[u8]> = (0..probe.num_rows())
+            .filter(|i| {
+                columns
+                    .iter()
+                    .all(|c: &usize| probe.column(*c).is_valid(*i))
+            })
+            .map(|i| prefixes.row(i).data())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        state.scan_prefixes_while(&wanted, &mut |_, k, c| {
+            for _ in 0..c {
+                keys.push(k.to_vec());
+            }
+            Ok(true)
+        })?;
+        state
+            .layout()
+            .decode(keys.iter().map(|k| k.as_slice()), keys.len())
+    }
+
     /// Writes the changes of a committed transaction block, each a table's net change, as
     /// one: every table locked (in id order), every change validated, then all changelog
     /// entries in one synced RocksDB write batch, so a crash keeps all of them or none, and
@@ -1249,6 +1313,20 @@ impl Engine {
             .wait_for_backlog(|| self.clock.request_tick(), || self.is_stopping());
         let open = self.clock.open();
         self.tables.write_many(writes, *open)
+    }
+
+    /// The committed rows of `table` whose primary key (`index` `None`) or unique index
+    /// `index` equals that of a row of `probe` (see [`Tables::rows_with_key`]).
+    ///
+    /// # Errors
+    /// As [`Tables::rows_with_key`].
+    pub fn rows_with_key(
+        &self,
+        table: RelationId,
+        index: Option<RelationId>,
+        probe: &arrow::array::RecordBatch,
+    ) -> Result<arrow::array::RecordBatch> {
+        self.tables.rows_with_key(table, index, probe)
     }
 
     /// `0A000` when table `id` is append-only (`DELETE` and `UPDATE` retract rows).

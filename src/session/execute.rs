@@ -441,6 +441,29 @@ fn take_returning(stmt: &mut Statement) -> Option<Vec<SelectItem>> {
     }
 }
 
+/// Takes an `ON CONFLICT` clause off an INSERT, with the insert's `AS` alias (DataFusion
+/// plans the insert without either; the session resolves conflicts over the proposed rows).
+fn take_on_conflict(
+    stmt: &mut Statement,
+) -> Option<(
+    datafusion::sql::sqlparser::ast::OnConflict,
+    Option<datafusion::sql::sqlparser::ast::Ident>,
+)> {
+    use datafusion::sql::sqlparser::ast::OnInsert;
+    let Statement::Insert(i) = stmt else {
+        return None;
+    };
+    // DataFusion refuses `INSERT INTO t AS a`: the alias serves `ON CONFLICT` alone.
+    let alias = i.table_alias.take().map(|a| a.alias);
+    if !matches!(i.on, Some(OnInsert::OnConflict(_))) {
+        return None;
+    }
+    let Some(OnInsert::OnConflict(clause)) = i.on.take() else {
+        return None;
+    };
+    Some((clause, alias))
+}
+
 /// Splits `text` at `sep` outside single quotes.
 fn split_top_level(text: &str, sep: char) -> Vec<String> {
     let mut out = Vec::new();
@@ -2045,6 +2068,7 @@ impl Session {
         };
         self.check_read_write(command)?;
         let returning = take_returning(&mut stmt);
+        let on_conflict = take_on_conflict(&mut stmt);
         self.prepare_dml(&mut stmt)?;
         let plan = self.plan_dml(stmt).await?;
         let plan = bind(plan, params)?;
@@ -2072,6 +2096,17 @@ impl Session {
             self.engine.check_retractable(def.id)?;
         }
         let schema = def.schema_ref();
+        let upsert = match &on_conflict {
+            Some((clause, alias)) => Some(super::upsert::resolve(
+                clause,
+                &def,
+                &self.engine.indexes_on(def.id),
+                alias.as_ref(),
+            )?),
+            None => None,
+        };
+        // Rows an `ON CONFLICT` insert inserted or updated (the command tag's count).
+        let mut upserted = None;
         // The change, its command tag (before the row count) and the rows RETURNING sees.
         let (change, tag, rows) = match op {
             WriteOp::Insert(_) => {
@@ -2080,7 +2115,14 @@ impl Session {
                     .await
                     .map_err(|e| not_null_of_table_column(e, input.as_ref(), &name))?;
                 let batch = concat_as(&schema, &batches)?;
-                (ChangeBatch::inserts(batch.clone()), "INSERT 0", batch)
+                match &upsert {
+                    Some(u) => {
+                        let outcome = self.upsert(&def, u, batch).await?;
+                        upserted = Some(outcome.count);
+                        (outcome.change, "INSERT 0", outcome.rows)
+                    }
+                    None => (ChangeBatch::inserts(batch.clone()), "INSERT 0", batch),
+                }
             }
             WriteOp::Delete => {
                 let batches = self.collect_interruptible(input.as_ref().clone()).await?;
@@ -2153,7 +2195,9 @@ impl Session {
             .map_err(|e| Error::Internal(e.to_string()))??
         };
         // An insert counts the rows written: a table with a watermark drops late rows.
-        let n = if tag == "INSERT 0" {
+        let n = if let Some(n) = upserted {
+            n
+        } else if tag == "INSERT 0" {
             inserted
         } else {
             rows.num_rows()
@@ -2166,6 +2210,140 @@ impl Session {
                 tag: tag.to_string(),
             },
             None => Output::Command(format!("{tag} {n}")),
+        })
+    }
+
+    /// The change of an `INSERT ... ON CONFLICT` into table `def` whose proposed rows are
+    /// `proposed` (see [`super::upsert`]): the stored rows sharing an arbiter key with them
+    /// looked up by key, seen as this session sees the table (an open block's changes to
+    /// it merged in), then each proposed row skipped, replacing its stored row, or inserted.
+    /// O(proposed rows × log n), plus the block's rows of the table in a block.
+    ///
+    /// # Errors
+    /// `21000` for a key proposed twice under `DO UPDATE`; errors of the `SET` and `WHERE`
+    /// expressions; store errors.
+    async fn upsert(
+        &self,
+        def: &crate::catalog::RelationDef,
+        upsert: &super::upsert::Upsert,
+        proposed: RecordBatch,
+    ) -> Result<super::upsert::Outcome> {
+        use super::upsert::{Action, decide, row_column, update_input};
+        let schema = def.schema_ref();
+        let nullable = crate::common::schema::nullable_schema(&schema);
+        // The stored rows of each arbiter key, once each.
+        let engine = Arc::clone(&self.engine);
+        let (id, arbiters, probe) = (def.id, upsert.arbiters.clone(), proposed.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            arbiters
+                .iter()
+                .map(|a| engine.rows_with_key(id, a.index, &probe))
+                .collect::<Result<Vec<_>>>()
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        let mut parts: Vec<ChangeBatch> = Vec::new();
+        for b in &found {
+            let cols = cast_columns(&nullable, b.columns())?;
+            parts.push(ChangeBatch::inserts(
+                crate::state::table::batch_from_columns(&nullable, cols, b.num_rows())?,
+            ));
+        }
+        let stored = crate::state::table::consolidate(&nullable, &parts)?;
+        // A row found under two keys counts once; the block's own changes on top.
+        let once = arrow::array::Int64Array::from(vec![1; stored.len()]);
+        let mut parts = vec![ChangeBatch::new(stored.batch.clone(), once)?];
+        if let Some(net) = self
+            .transaction
+            .as_ref()
+            .and_then(|b| b.net.get(&def.id).cloned())
+        {
+            let cols = cast_columns(&nullable, net.batch.columns())?;
+            let batch = crate::state::table::batch_from_columns(&nullable, cols, net.len())?;
+            parts.push(ChangeBatch::new(batch, net.weights.clone())?);
+        }
+        let visible = crate::state::table::consolidate(&nullable, &parts)?;
+        let keep = arrow::array::BooleanArray::from(
+            visible
+                .weights
+                .values()
+                .iter()
+                .map(|w| *w > 0)
+                .collect::<Vec<_>>(),
+        );
+        let stored = arrow::compute::filter_record_batch(&visible.batch, &keep)?;
+        let (inserts, updates) = decide(upsert, &nullable, &proposed, &stored)?;
+        let inserted = arrow::compute::take_record_batch(
+            &proposed,
+            &arrow::array::UInt32Array::from(inserts),
+        )?;
+        let mut olds = RecordBatch::new_empty(nullable.clone());
+        let mut news = RecordBatch::new_empty(nullable.clone());
+        if let (
+            Action::Update {
+                assignments,
+                selection,
+            },
+            false,
+        ) = (&upsert.action, updates.is_empty())
+        {
+            let input = update_input(&nullable, &stored, &proposed, &updates)?;
+            let mut df = self.ctx.read_batch(input)?.alias(&upsert.target)?;
+            if let Some(cond) = selection {
+                let cond = df.parse_sql_expr(&cond.to_string())?;
+                df = df.filter(cond)?;
+            }
+            let mut exprs = Vec::new();
+            for (c, f) in nullable.fields().iter().enumerate() {
+                let col = Expr::Column(datafusion::common::Column::new(
+                    Some(upsert.target.as_str()),
+                    f.name(),
+                ));
+                let value = match assignments.iter().find(|(d, _)| *d == c) {
+                    Some((_, e)) => df.parse_sql_expr(&e.to_string())?,
+                    None => col,
+                };
+                exprs.push(value.alias(f.name()));
+            }
+            exprs.push(Expr::Column(datafusion::common::Column::new(
+                Some(upsert.target.as_str()),
+                row_column(),
+            )));
+            let batches = df.select(exprs)?.collect().await?;
+            let k = nullable.fields().len();
+            let mut taken: Vec<u32> = Vec::new();
+            let mut new_parts = Vec::new();
+            for b in &batches {
+                let cols = cast_columns(&nullable, &b.columns()[..k])?;
+                new_parts.push(crate::state::table::batch_from_columns(
+                    &nullable,
+                    cols,
+                    b.num_rows(),
+                )?);
+                let rows =
+                    arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(b.column(k));
+                taken.extend(rows.values().iter().map(|r| updates[*r as usize].0));
+            }
+            news = concat_as(&schema, &new_parts)?;
+            olds = arrow::compute::take_record_batch(
+                &stored,
+                &arrow::array::UInt32Array::from(taken),
+            )?;
+        }
+        let count = inserted.num_rows() + news.num_rows();
+        let change = ChangeBatch::concat(
+            &nullable,
+            &[
+                ChangeBatch::deletes(olds),
+                ChangeBatch::inserts(news.clone()),
+                ChangeBatch::inserts(inserted.clone()),
+            ],
+        )?;
+        let rows = arrow::compute::concat_batches(&nullable, &[inserted, news])?;
+        Ok(super::upsert::Outcome {
+            change,
+            rows,
+            count,
         })
     }
 
@@ -2887,6 +3065,8 @@ impl Session {
             return Ok((vec![], None));
         }
         let mut stmt = stmt;
+        // Planned without it, as a plain insert (see `Self::upsert`).
+        take_on_conflict(&mut stmt);
         self.prepare_dml(&mut stmt)?;
         let returning = if is_dml {
             match take_returning(&mut stmt) {

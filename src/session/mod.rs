@@ -6,6 +6,7 @@ pub mod execute;
 pub mod interrupt;
 pub mod memory;
 mod roles;
+pub mod upsert;
 
 use std::collections::HashMap;
 use std::sync::Arc;
