@@ -1610,12 +1610,20 @@ impl VisitorMut for PgCallFormsVisitor {
             return ControlFlow::Continue(());
         }
         match expr {
+            // `@ x`, `|/ x`, `||/ x`: abs, square root, cube root (PostgreSQL docs, 9.3).
             Expr::UnaryOp {
-                op: UnaryOperator::PGAbs,
+                op:
+                    op
+                    @ (UnaryOperator::PGAbs | UnaryOperator::PGSquareRoot | UnaryOperator::PGCubeRoot),
                 expr: operand,
             } => {
+                let name = match op {
+                    UnaryOperator::PGAbs => "abs",
+                    UnaryOperator::PGSquareRoot => "sqrt",
+                    _ => "cbrt",
+                };
                 let operand = std::mem::replace(operand.as_mut(), Expr::value(Value::Null));
-                *expr = Expr::Nested(Box::new(function_call("abs", vec![operand])));
+                *expr = Expr::Nested(Box::new(function_call(name, vec![operand])));
             }
             // `EXTRACT(f FROM x)` is `numeric`, unlike `date_part` (see
             // `functions::extract`).
@@ -2584,6 +2592,64 @@ fn subquery_comparison(expr: &Expr, in_filter: bool) -> Option<Expr> {
     })
 }
 
+/// A row compared with a subquery's rows, `(a, b) [NOT] IN (SELECT x, y ...)` (PostgreSQL
+/// docs, 9.23.2 "Row-Wise Comparison"), as a top-level conjunct of WHERE or HAVING, where a
+/// NULL result counts as false:
+///
+/// ```text
+///  (a, b) IN (q)       ─►  EXISTS (SELECT 1 FROM (q) AS r (c1, c2) WHERE r.c1 = a AND r.c2 = b)
+///  (a, b) NOT IN (q)   ─►  NOT EXISTS (SELECT 1 FROM (q) AS r (c1, c2)
+///                              WHERE (r.c1 = a OR r.c1 IS NULL OR a IS NULL) AND ...)
+/// ```
+///
+/// `IN` is true when some row is equal in every column; `NOT IN` when every row differs in
+/// some column with neither side NULL (a row that might be equal makes it NULL). DataFusion
+/// refused a row on the left of `IN`. `None` for other expressions and on a subquery text
+/// that does not parse again.
+fn row_in_subquery(expr: &Expr) -> Option<Expr> {
+    let Expr::InSubquery {
+        expr: left,
+        subquery,
+        negated,
+    } = expr
+    else {
+        return None;
+    };
+    let items = match left.as_ref() {
+        Expr::Tuple(items) => items,
+        Expr::Nested(inner) => match inner.as_ref() {
+            Expr::Tuple(items) => items,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let row = "__weir_in_row";
+    let columns: Vec<String> = (1..=items.len())
+        .map(|i| format!("__weir_in_{i}"))
+        .collect();
+    let conditions: Vec<String> = items
+        .iter()
+        .zip(&columns)
+        .map(|(item, c)| {
+            if *negated {
+                format!("({row}.{c} = ({item}) OR {row}.{c} IS NULL OR ({item}) IS NULL)")
+            } else {
+                format!("{row}.{c} = ({item})")
+            }
+        })
+        .collect();
+    let text = format!(
+        "{}EXISTS (SELECT 1 FROM ({subquery}) AS {row} ({}) WHERE {})",
+        if *negated { "NOT " } else { "" },
+        columns.join(", "),
+        conditions.join(" AND ")
+    );
+    SqlParser::new(&WeirDialect)
+        .try_with_sql(&text)
+        .and_then(|mut p| p.parse_expr())
+        .ok()
+}
+
 /// `ARRAY(query)`, which [`ArraySubqueryRule`] rewrites later.
 fn array_of(query: &Query) -> Expr {
     Expr::Function(Function {
@@ -2610,6 +2676,10 @@ impl VisitorMut for AnyOpVisitor {
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         let in_filter = self.conjuncts.contains(&(expr as *const Expr));
+        if in_filter && let Some(rewritten) = row_in_subquery(expr) {
+            *expr = rewritten;
+            return ControlFlow::Continue(());
+        }
         if matches!(expr, Expr::InSubquery { .. }) && (in_filter || !self.query) {
             return ControlFlow::Continue(());
         }

@@ -2957,11 +2957,11 @@ fn rewrite_expr(
                 },
             )))
         }
-        // `concat` and `concat_ws` print a boolean as its output function does (`t`, `f`),
+        // `concat`, `concat_ws` and `format` print a boolean as its output function does (`t`, `f`),
         // where a cast to text gives `true` (PostgreSQL's `concat` calls each argument's
         // output function).
         Expr::ScalarFunction(mut f)
-            if matches!(f.name(), "concat" | "concat_ws")
+            if matches!(f.name(), "concat" | "concat_ws" | "format")
                 && f.args.iter().any(|a| boolean_as_text(a, schema)) =>
         {
             for a in &mut f.args {

@@ -13,6 +13,7 @@
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
+pub mod age;
 pub mod at_time_zone;
 pub mod bpchar;
 pub mod checked;
@@ -31,6 +32,7 @@ pub mod ordered_set;
 pub mod pg_info;
 pub mod regex;
 pub mod session;
+pub mod text_format;
 pub mod text_output;
 pub mod to_char;
 pub mod to_timestamp;
@@ -107,6 +109,15 @@ pub fn register(ctx: &SessionContext) {
         ctx.register_udf(ScalarUDF::new_from_impl(justify::Justify::new(kind)));
     }
     ctx.register_udf(ScalarUDF::new_from_impl(make_interval::MakeInterval::new()));
+    for kind in [
+        text_format::Kind::QuoteLiteral,
+        text_format::Kind::QuoteNullable,
+        text_format::Kind::Format,
+    ] {
+        ctx.register_udf(ScalarUDF::new_from_impl(text_format::TextFormat::new(kind)));
+    }
+    ctx.register_udf(ScalarUDF::new_from_impl(text_format::RegexpSplit::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(age::Age::new()));
     ctx.deregister_udaf("percentile_cont");
     ctx.deregister_udaf("quantile_cont");
     for kind in [

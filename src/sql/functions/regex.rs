@@ -50,8 +50,11 @@ impl Default for RegexpMatch {
 }
 
 /// `pattern` compiled with PostgreSQL's `flags` (of `i`/`c` and of `n`/`s` the last wins, as
-/// in PostgreSQL).
-fn compile(pattern: &str, flags: &str) -> Result<Regex> {
+/// in PostgreSQL) for `function` (named in the error for `g`).
+///
+/// # Errors
+/// `22023` for `g` and unknown flags, `2201B` for a pattern that does not compile.
+pub(crate) fn compile(pattern: &str, flags: &str, function: &str) -> Result<Regex> {
     let (mut insensitive, mut newline, mut expanded) = (false, false, false);
     for f in flags.chars() {
         match f {
@@ -63,7 +66,7 @@ fn compile(pattern: &str, flags: &str) -> Result<Regex> {
             'g' => {
                 return Err(ours(Error::data(
                     "22023",
-                    "regexp_match() does not support the \"global\" option",
+                    format!("{function}() does not support the \"global\" option"),
                 )));
             }
             other => {
@@ -149,7 +152,7 @@ impl ScalarUDFImpl for RegexpMatch {
                 last = Some((
                     pattern.to_string(),
                     flag.to_string(),
-                    compile(pattern, flag)?,
+                    compile(pattern, flag, "regexp_match")?,
                 ));
             }
             let Some((_, _, re)) = &last else {
@@ -179,7 +182,7 @@ mod tests {
     use super::compile;
 
     fn groups(text: &str, pattern: &str, flags: &str) -> Option<Vec<Option<String>>> {
-        let re = compile(pattern, flags).unwrap();
+        let re = compile(pattern, flags, "regexp_match").unwrap();
         let caps = re.captures(text)?;
         Some(if caps.len() == 1 {
             vec![caps.get(0).map(|m| m.as_str().to_string())]
@@ -207,8 +210,9 @@ mod tests {
 
     #[test]
     fn bad_flags_and_patterns_are_postgresql_errors() {
-        let code =
-            |p: &str, f: &str| crate::error::Error::from(compile(p, f).unwrap_err()).sqlstate();
+        let code = |p: &str, f: &str| {
+            crate::error::Error::from(compile(p, f, "regexp_match").unwrap_err()).sqlstate()
+        };
         assert_eq!(code("a", "g"), "22023");
         assert_eq!(code("a", "z"), "22023");
         assert_eq!(code("(a", ""), "2201B");
