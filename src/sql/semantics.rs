@@ -2386,9 +2386,8 @@ fn rewrite_tree(
     ))
 }
 
-/// `date_trunc` of a `date` as of a `timestamptz` (below), and `timestamp(0)` or
-/// `timestamp(3)` (Arrow's second and millisecond units) plus or minus an interval, computed
-/// in microseconds as PostgreSQL computes every timestamp: Arrow's
+/// `timestamp(0)` or `timestamp(3)` (Arrow's second and millisecond units) plus or minus an
+/// interval, computed in microseconds as PostgreSQL computes every timestamp: Arrow's
 /// arithmetic kept the operand's unit and dropped the interval's finer part (`m + interval
 /// '0.4996 second'` of a `timestamp(3)` lost 0.0006 s). A cast back to the column's precision
 /// then rounds ([`super::functions::datetime_input::TimestampPrecision`]).
@@ -2396,30 +2395,6 @@ fn microsecond_interval_arith(
     e: Expr,
     schema: &DFSchema,
 ) -> datafusion::common::Result<Transformed<Expr>> {
-    // `date_trunc(field, date)`: PostgreSQL has no `date` form and reads the date as a
-    // `timestamptz` (midnight in the session's zone), so the result is a `timestamptz`;
-    // DataFusion gave a `timestamp`. The cast made here is then read in the session's zone.
-    if let Expr::ScalarFunction(f) = &e
-        && f.func.name() == "date_trunc"
-        && f.args.len() == 2
-        && matches!(
-            f.args[1].get_type(schema)?,
-            DataType::Date32 | DataType::Date64
-        )
-    {
-        let Expr::ScalarFunction(mut f) = e else {
-            return Ok(Transformed::no(e));
-        };
-        let date = f
-            .args
-            .pop()
-            .unwrap_or(Expr::Literal(ScalarValue::Null, None));
-        f.args.push(Expr::Cast(datafusion::logical_expr::Cast::new(
-            Box::new(date),
-            DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
-        )));
-        return Ok(Transformed::yes(Expr::ScalarFunction(f)));
-    }
     let Expr::BinaryExpr(b) = e else {
         return Ok(Transformed::no(e));
     };

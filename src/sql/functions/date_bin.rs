@@ -155,3 +155,82 @@ impl ScalarUDFImpl for DateBin {
         shape_result(&args.args, array)
     }
 }
+
+/// `date_trunc(field, x)` as PostgreSQL resolves it: DataFusion's, except that a `date` is
+/// read as a `timestamptz` (PostgreSQL has no `date` form; the date's implicit cast goes to
+/// the preferred type, `timestamptz`, at midnight in the session's zone), so the result is a
+/// `timestamptz` (DataFusion made the date a `timestamp`). Text and timestamps are taken as
+/// DataFusion takes them. Errors: 42883 for other argument types.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PgDateTrunc {
+    inner: datafusion::logical_expr::ScalarUDF,
+    signature: Signature,
+}
+
+impl PgDateTrunc {
+    /// Wraps DataFusion's `date_trunc`.
+    pub fn new(inner: datafusion::logical_expr::ScalarUDF) -> Self {
+        PgDateTrunc {
+            inner,
+            signature: Signature::user_defined(datafusion::logical_expr::Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for PgDateTrunc {
+    fn name(&self) -> &str {
+        "date_trunc"
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        use arrow::datatypes::TimeUnit;
+        let [field, x] = arg_types else {
+            return Err(super::math::no_function("date_trunc", arg_types));
+        };
+        if !(field.is_string() || field.is_null()) {
+            return Err(super::math::no_function("date_trunc", arg_types));
+        }
+        let x = match x {
+            DataType::Date32 | DataType::Date64 => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()))
+            }
+            t if t.is_string() || t.is_null() => DataType::Timestamp(TimeUnit::Nanosecond, None),
+            t @ (DataType::Timestamp(..) | DataType::Time32(_) | DataType::Time64(_)) => t.clone(),
+            _ => return Err(super::math::no_function("date_trunc", arg_types)),
+        };
+        Ok(vec![DataType::Utf8, x])
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(arg_types.get(1).cloned().unwrap_or(DataType::Timestamp(
+            arrow::datatypes::TimeUnit::Nanosecond,
+            None,
+        )))
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs<'_>,
+    ) -> Result<arrow::datatypes::FieldRef> {
+        self.inner.inner().return_field_from_args(args)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.inner.inner().invoke_with_args(args)
+    }
+
+    fn output_ordering(
+        &self,
+        input: &[datafusion::logical_expr::sort_properties::ExprProperties],
+    ) -> Result<datafusion::logical_expr::sort_properties::SortProperties> {
+        self.inner.inner().output_ordering(input)
+    }
+}

@@ -64,6 +64,12 @@ pub fn register(ctx: &SessionContext) {
             ctx.register_udf(ScalarUDF::new_from_impl(wrap(inner.as_ref().clone())));
         }
     }
+    if let Ok(inner) = datafusion::execution::FunctionRegistry::udf(ctx, "date_trunc") {
+        ctx.deregister_udf("date_trunc");
+        ctx.register_udf(ScalarUDF::new_from_impl(date_bin::PgDateTrunc::new(
+            inner.as_ref().clone(),
+        )));
+    }
     ctx.deregister_udf("date_bin");
     ctx.register_udf(ScalarUDF::new_from_impl(date_bin::DateBin::new()));
     ctx.deregister_udf("make_date");
