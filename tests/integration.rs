@@ -45,6 +45,54 @@ async fn copy_fills_left_out_columns_with_their_defaults() {
     server.stop().await;
 }
 
+/// Parameters of an upsert's SET, WHERE and RETURNING are bound as the statement's own (they
+/// are planned apart from the insert). PostgreSQL 15 on the same statements: `n` 3, then no
+/// row (WHERE fails), then `k + $2` 11.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upsert_and_returning_bind_parameters() {
+    use tokio_postgres::types::Type;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let c = server.client().await;
+    c.batch_execute("CREATE TABLE q (k INT PRIMARY KEY, n INT); INSERT INTO q VALUES (1, 1)")
+        .await
+        .unwrap();
+    type Param = (&'static (dyn tokio_postgres::types::ToSql + Sync), Type);
+    let two =
+        |a: &'static i32, b: &'static i32| -> [Param; 2] { [(a, Type::INT4), (b, Type::INT4)] };
+    let rows = c
+        .query_typed(
+            "INSERT INTO q VALUES ($1, 2) ON CONFLICT (k) DO UPDATE SET n = $2 RETURNING n",
+            &two(&1, &3),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i32>(0), 3);
+    let rows = c
+        .query_typed(
+            "INSERT INTO q VALUES ($1, 2) ON CONFLICT (k) DO UPDATE SET n = 9 WHERE q.n < $2 \
+             RETURNING n",
+            &two(&1, &3),
+        )
+        .await
+        .unwrap();
+    assert!(rows.is_empty());
+    let rows = c
+        .query_typed(
+            "INSERT INTO q VALUES ($1, 2) RETURNING k + $2",
+            &two(&5, &6),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, i32>(0), 11);
+    assert_eq!(
+        common::query_text(&c, "SELECT k, n FROM q ORDER BY k").await,
+        vec![vec!["1", "3"], vec!["5", "2"]]
+    );
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_csv_text_and_bad_rows() {
     let dir = tempfile::tempdir().unwrap();

@@ -441,27 +441,27 @@ fn take_returning(stmt: &mut Statement) -> Option<Vec<SelectItem>> {
     }
 }
 
-/// Takes an `ON CONFLICT` clause off an INSERT, with the insert's `AS` alias (DataFusion
-/// plans the insert without either; the session resolves conflicts over the proposed rows).
+/// Takes an `ON CONFLICT` clause and the `AS` alias off an INSERT (DataFusion plans the
+/// insert without either; the session resolves conflicts over the proposed rows, and
+/// `RETURNING` and `ON CONFLICT` see the table under the alias).
 fn take_on_conflict(
     stmt: &mut Statement,
-) -> Option<(
-    datafusion::sql::sqlparser::ast::OnConflict,
+) -> (
+    Option<datafusion::sql::sqlparser::ast::OnConflict>,
     Option<datafusion::sql::sqlparser::ast::Ident>,
-)> {
+) {
     use datafusion::sql::sqlparser::ast::OnInsert;
     let Statement::Insert(i) = stmt else {
-        return None;
+        return (None, None);
     };
-    // DataFusion refuses `INSERT INTO t AS a`: the alias serves `ON CONFLICT` alone.
     let alias = i.table_alias.take().map(|a| a.alias);
     if !matches!(i.on, Some(OnInsert::OnConflict(_))) {
-        return None;
+        return (None, alias);
     }
-    let Some(OnInsert::OnConflict(clause)) = i.on.take() else {
-        return None;
-    };
-    Some((clause, alias))
+    match i.on.take() {
+        Some(OnInsert::OnConflict(clause)) => (Some(clause), alias),
+        _ => (None, alias),
+    }
 }
 
 /// Splits `text` at `sep` outside single quotes.
@@ -2068,9 +2068,12 @@ impl Session {
         };
         self.check_read_write(command)?;
         let returning = take_returning(&mut stmt);
-        let on_conflict = take_on_conflict(&mut stmt);
+        let (on_conflict, alias) = take_on_conflict(&mut stmt);
         self.prepare_dml(&mut stmt)?;
         let plan = self.plan_dml(stmt).await?;
+        // The parameters again for ON CONFLICT's SET and WHERE and for RETURNING, which are
+        // planned apart from the statement.
+        let bound = params.clone();
         let plan = bind(plan, params)?;
         let LogicalPlan::Dml(DmlStatement {
             table_name,
@@ -2097,7 +2100,7 @@ impl Session {
         }
         let schema = def.schema_ref();
         let upsert = match &on_conflict {
-            Some((clause, alias)) => Some(super::upsert::resolve(
+            Some(clause) => Some(super::upsert::resolve(
                 clause,
                 &def,
                 &self.engine.indexes_on(def.id),
@@ -2105,6 +2108,8 @@ impl Session {
             )?),
             None => None,
         };
+        // The name RETURNING sees the table by.
+        let target = alias.as_ref().map(ident).unwrap_or_else(|| name.clone());
         // Rows an `ON CONFLICT` insert inserted or updated (the command tag's count).
         let mut upserted = None;
         // The change, its command tag (before the row count) and the rows RETURNING sees.
@@ -2117,7 +2122,7 @@ impl Session {
                 let batch = concat_as(&schema, &batches)?;
                 match &upsert {
                     Some(u) => {
-                        let outcome = self.upsert(&def, u, batch).await?;
+                        let outcome = self.upsert(&def, u, batch, bound.as_ref()).await?;
                         upserted = Some(outcome.count);
                         (outcome.change, "INSERT 0", outcome.rows)
                     }
@@ -2169,7 +2174,10 @@ impl Session {
         };
         // RETURNING is evaluated before the write, so an error in it writes nothing.
         let returned = match &returning {
-            Some(items) => Some(self.returning_rows(&name, rows.clone(), items).await?),
+            Some(items) => Some(
+                self.returning_rows(&target, rows.clone(), items, bound.as_ref(), false)
+                    .await?,
+            ),
             None => None,
         };
         let engine = Arc::clone(&self.engine);
@@ -2227,6 +2235,7 @@ impl Session {
         def: &crate::catalog::RelationDef,
         upsert: &super::upsert::Upsert,
         proposed: RecordBatch,
+        params: Option<&ParamValues>,
     ) -> Result<super::upsert::Outcome> {
         use super::upsert::{Action, decide, row_column, update_input};
         let schema = def.schema_ref();
@@ -2279,13 +2288,12 @@ impl Session {
         )?;
         let mut olds = RecordBatch::new_empty(nullable.clone());
         let mut news = RecordBatch::new_empty(nullable.clone());
-        if let (
-            Action::Update {
-                assignments,
-                selection,
-            },
-            false,
-        ) = (&upsert.action, updates.is_empty())
+        // SET and WHERE are planned even when no row conflicts, so a bad expression fails
+        // the statement whatever the data (as PostgreSQL plans them with it).
+        if let Action::Update {
+            assignments,
+            selection,
+        } = &upsert.action
         {
             let input = update_input(&nullable, &stored, &proposed, &updates)?;
             let mut df = self.ctx.read_batch(input)?.alias(&upsert.target)?;
@@ -2309,11 +2317,16 @@ impl Session {
                 Some(upsert.target.as_str()),
                 row_column(),
             )));
-            let batches = df.select(exprs)?.collect().await?;
+            let mut out = df.select(exprs)?;
+            if let Some(p) = params {
+                out = out.with_param_values(p.clone())?;
+            }
+            let batches = out.collect().await?;
             let k = nullable.fields().len();
-            let mut taken: Vec<u32> = Vec::new();
+            // The pairs whose WHERE held, by number, with their new values.
+            let mut passed: HashMap<usize, (usize, usize)> = HashMap::new();
             let mut new_parts = Vec::new();
-            for b in &batches {
+            for (bi, b) in batches.iter().enumerate() {
                 let cols = cast_columns(&nullable, &b.columns()[..k])?;
                 new_parts.push(crate::state::table::batch_from_columns(
                     &nullable,
@@ -2322,9 +2335,31 @@ impl Session {
                 )?);
                 let rows =
                     arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(b.column(k));
-                taken.extend(rows.values().iter().map(|r| updates[*r as usize].0));
+                for (ri, r) in rows.values().iter().enumerate() {
+                    passed.insert(*r as usize, (bi, ri));
+                }
             }
-            news = concat_as(&schema, &new_parts)?;
+            // In proposal order: the first pair of a stored row whose WHERE holds updates it;
+            // any later pair of that row is 21000 (PostgreSQL's rule for a row the statement
+            // already changed), a pair whose WHERE fails leaves the row as it is.
+            let mut affected = std::collections::HashSet::new();
+            let mut taken: Vec<u32> = Vec::new();
+            let mut picks: Vec<(usize, usize)> = Vec::new();
+            for (n, (stored_row, _)) in updates.iter().enumerate() {
+                if affected.contains(stored_row) {
+                    return Err(super::upsert::twice());
+                }
+                if let Some(at) = passed.get(&n) {
+                    affected.insert(*stored_row);
+                    taken.push(*stored_row);
+                    picks.push(*at);
+                }
+            }
+            let picked: Vec<RecordBatch> = picks
+                .iter()
+                .map(|(bi, ri)| new_parts[*bi].slice(*ri, 1))
+                .collect();
+            news = concat_as(&schema, &picked)?;
             olds = arrow::compute::take_record_batch(
                 &stored,
                 &arrow::array::UInt32Array::from(taken),
@@ -2348,8 +2383,9 @@ impl Session {
     }
 
     /// Evaluates a RETURNING list over the rows a statement wrote (inserted or updated rows'
-    /// new values, deleted rows), the table's name qualifying its columns; columns are named
-    /// as PostgreSQL names a SELECT list's.
+    /// new values, deleted rows), the table's name (or its `AS` alias) qualifying its columns,
+    /// `params` the statement's parameters; columns are named as PostgreSQL names a SELECT
+    /// list's. `describe_only`: the columns alone, nothing evaluated (parameters unbound).
     ///
     /// # Errors
     /// Planning and evaluation errors of the expressions (unknown columns `42703`, ...).
@@ -2358,6 +2394,8 @@ impl Session {
         table: &str,
         rows: RecordBatch,
         items: &[SelectItem],
+        params: Option<&ParamValues>,
+        describe_only: bool,
     ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let df = self.ctx.read_batch(rows)?.alias(table)?;
         let mut exprs = Vec::new();
@@ -2381,8 +2419,15 @@ impl Session {
                 }
             }
         }
-        let out = df.select(exprs)?;
+        let mut out = df.select(exprs)?;
         let schema = Arc::new(out.schema().as_arrow().clone());
+        // Described only (a Parse's or a portal's Describe): the parameters may be unbound.
+        if describe_only {
+            return Ok((schema, Vec::new()));
+        }
+        if let Some(p) = params {
+            out = out.with_param_values(p.clone())?;
+        }
         let batches = out.collect().await?;
         Ok((schema, batches))
     }
@@ -2393,6 +2438,7 @@ impl Session {
         &self,
         stmt: &Statement,
         items: &[SelectItem],
+        alias: Option<String>,
     ) -> Result<Option<SchemaRef>> {
         use datafusion::sql::sqlparser::ast::{FromTable, TableFactor, TableObject};
         let relation = |t: &TableFactor| match t {
@@ -2420,7 +2466,10 @@ impl Session {
             Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
         })?;
         let empty = RecordBatch::new_empty(def.schema_ref());
-        let (schema, _) = self.returning_rows(&name, empty, items).await?;
+        let target = alias.unwrap_or(name);
+        let (schema, _) = self
+            .returning_rows(&target, empty, items, None, true)
+            .await?;
         Ok(Some(schema))
     }
 
@@ -3066,11 +3115,14 @@ impl Session {
         }
         let mut stmt = stmt;
         // Planned without it, as a plain insert (see `Self::upsert`).
-        take_on_conflict(&mut stmt);
+        let (_, alias) = take_on_conflict(&mut stmt);
         self.prepare_dml(&mut stmt)?;
         let returning = if is_dml {
             match take_returning(&mut stmt) {
-                Some(items) => self.returning_schema(&stmt, &items).await?,
+                Some(items) => {
+                    self.returning_schema(&stmt, &items, alias.as_ref().map(ident))
+                        .await?
+                }
                 None => None,
             }
         } else {

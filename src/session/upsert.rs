@@ -215,13 +215,13 @@ pub fn resolve(
                         ),
                     ));
                 }
-                let value = excluded_as_columns(a.value.clone(), &schema, &target)?;
+                let value = excluded_as_columns(a.value.clone())?;
                 assignments.push((c, value));
             }
             let selection = u
                 .selection
                 .clone()
-                .map(|s| excluded_as_columns(s, &schema, &target).map(Box::new))
+                .map(|s| excluded_as_columns(s).map(Box::new))
                 .transpose()?;
             Action::Update {
                 assignments,
@@ -236,9 +236,10 @@ pub fn resolve(
     })
 }
 
-/// `e` with `excluded.c` renamed to the proposed row's column `c`; an unqualified column of
-/// the table is `42702` (both rows have it, as PostgreSQL says), `DEFAULT` `0A000`.
-fn excluded_as_columns(mut e: SqlExpr, schema: &SchemaRef, target: &str) -> Result<SqlExpr> {
+/// `e` with `excluded.c` renamed to the proposed row's column `c`; `DEFAULT` is `0A000`. An
+/// unqualified column is the stored row's (PostgreSQL calls it ambiguous, 42702; a subquery's
+/// own columns are unqualified too, so Weir does not refuse them).
+fn excluded_as_columns(mut e: SqlExpr) -> Result<SqlExpr> {
     let mut error = None;
     let _ = visit_expressions_mut(&mut e, |e| {
         match e {
@@ -248,21 +249,10 @@ fn excluded_as_columns(mut e: SqlExpr, schema: &SchemaRef, target: &str) -> Resu
                 let name = ident_name(&parts[1]);
                 *e = SqlExpr::Identifier(Ident::with_quote('"', format!("{EXCLUDED}{name}")));
             }
-            SqlExpr::Identifier(i) => {
-                let name = ident_name(i);
-                if name.eq_ignore_ascii_case("default") && i.quote_style.is_none() {
-                    error.get_or_insert(Error::not_supported(
-                        "DEFAULT in ON CONFLICT DO UPDATE SET",
-                    ));
-                } else if schema.fields().iter().any(|f| *f.name() == name) {
-                    error.get_or_insert(Error::plan(
-                        "42702",
-                        format!(
-                            "column reference \"{name}\" is ambiguous (write {target}.{name} \
-                             for the stored row, excluded.{name} for the proposed one)"
-                        ),
-                    ));
-                }
+            SqlExpr::Identifier(i)
+                if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default") =>
+            {
+                error.get_or_insert(Error::not_supported("DEFAULT in ON CONFLICT DO UPDATE SET"));
             }
             _ => {}
         }
@@ -303,8 +293,18 @@ fn key_rows(
         .collect())
 }
 
+/// `21000`: a proposed row conflicts with a row the statement inserted or updated.
+pub fn twice() -> Error {
+    Error::data(
+        "21000",
+        "ON CONFLICT DO UPDATE command cannot affect row a second time (rows proposed for \
+         insertion within the same command have duplicate constrained values)",
+    )
+}
+
 /// The decisions of [`decide`], by row index: the proposed rows to insert, and the (stored
-/// row, proposed row) pairs to update.
+/// row, proposed row) pairs that may update (in proposal order: the first whose `WHERE`
+/// holds updates its stored row; a later pair of that row is then `21000`, see [`twice`]).
 pub type Decisions = (Vec<u32>, Vec<(u32, u32)>);
 
 /// Decides each proposed row (see the module docs): `stored` holds the rows of the table
@@ -357,22 +357,20 @@ pub fn decide(
                 }
             }
             Action::Update { .. } => {
-                let (stored, mine, seen) = &mut keys[0];
+                let (stored, mine, inserted) = &mut keys[0];
                 let Some(k) = &mine[i] else {
                     inserts.push(i as u32);
                     continue;
                 };
-                if !seen.insert(k.clone()) {
-                    return Err(Error::data(
-                        "21000",
-                        "ON CONFLICT DO UPDATE command cannot affect row a second time \
-                         (rows proposed for insertion within the same command have duplicate \
-                         constrained values)",
-                    ));
+                if inserted.contains(k) {
+                    return Err(twice());
                 }
                 match stored.get(k) {
                     Some(s) => updates.push((*s, i as u32)),
-                    None => inserts.push(i as u32),
+                    None => {
+                        inserted.insert(k.clone());
+                        inserts.push(i as u32);
+                    }
                 }
             }
         }

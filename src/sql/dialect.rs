@@ -52,6 +52,13 @@ impl Dialect for WeirDialect {
     fn supports_unicode_string_literal(&self) -> bool {
         PG.supports_unicode_string_literal()
     }
+    /// `ON` is reserved in PostgreSQL: `INSERT INTO t SELECT 1, 1 ON CONFLICT ...` ends the
+    /// select list at `ON` (sqlparser read `1 ON` as an alias and failed at `CONFLICT`).
+    fn is_column_alias(&self, kw: &Keyword, _parser: &mut Parser<'_>) -> bool {
+        *kw != Keyword::ON
+            && !datafusion::sql::sqlparser::keywords::RESERVED_FOR_COLUMN_ALIAS.contains(kw)
+    }
+
     fn is_reserved_for_identifier(&self, kw: Keyword) -> bool {
         PG.is_reserved_for_identifier(kw)
     }

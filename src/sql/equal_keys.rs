@@ -623,6 +623,25 @@ impl ScalarUDFImpl for FloatKey {
         })
     }
 
+    /// NULL only for NULL: nullable as the argument is, so a grouping on it keeps the
+    /// nullability a plan above (a union over a `DISTINCT`) was derived with.
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs<'_>,
+    ) -> datafusion::common::Result<arrow::datatypes::FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let nullable = args.arg_fields.first().is_none_or(|f| f.is_nullable());
+        Ok(Arc::new(arrow::datatypes::Field::new(
+            self.name(),
+            self.return_type(&types)?,
+            nullable,
+        )))
+    }
+
     fn invoke_with_args(
         &self,
         args: ScalarFunctionArgs,

@@ -1699,6 +1699,39 @@ fn row_forms(expr: &Expr) -> Option<Expr> {
             };
             Some(join_nested(pairs, joiner))
         }
+        // `(a, b) [NOT] IN ((1, 'x'), (2, 'y'))`: `[NOT] ((a, b) = (1, 'x') OR ...)`, each
+        // a row comparison (PostgreSQL docs, 9.24.1: a NULL field makes an item's comparison
+        // NULL, not equal; DataFusion compared the rows as structs, NULL equal to NULL).
+        Expr::InList {
+            expr: row,
+            list,
+            negated,
+        } => {
+            let Expr::Tuple(fields) = row.as_ref() else {
+                return None;
+            };
+            let items = list
+                .iter()
+                .map(|item| match item {
+                    Expr::Tuple(values) if values.len() == fields.len() => {
+                        row_comparison(row, &BinaryOperator::Eq, item)
+                    }
+                    _ => None,
+                })
+                .collect::<Option<Vec<Expr>>>()?;
+            if items.is_empty() {
+                return None;
+            }
+            let any = Expr::Nested(Box::new(join_nested(items.into_iter(), BinaryOperator::Or)));
+            Some(if *negated {
+                Expr::UnaryOp {
+                    op: UnaryOperator::Not,
+                    expr: Box::new(any),
+                }
+            } else {
+                any
+            })
+        }
         // `(a, b) IS NULL`: every field is NULL; `IS NOT NULL`: none is.
         Expr::IsNull(row) | Expr::IsNotNull(row) => {
             let Expr::Tuple(fields) = row.as_ref() else {

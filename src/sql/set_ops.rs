@@ -151,24 +151,31 @@ impl AnalyzerRule for PgSetOperationTypes {
         plan: LogicalPlan,
         _config: &ConfigOptions,
     ) -> datafusion::common::Result<LogicalPlan> {
-        let rewritten = plan.transform_up_with_subqueries(|plan| match plan {
-            LogicalPlan::Union(union) => union_types(union),
-            LogicalPlan::Join(join) if is_set_operation(&join) => join_types(join),
-            LogicalPlan::Values(values) => values_types(values),
-            other => Ok(Transformed::no(other)),
-        })?;
-        if !rewritten.transformed {
-            return Ok(rewritten.data);
-        }
-        // The nodes above a changed branch derive their schemas from it.
-        Ok(rewritten
-            .data
-            .transform_up_with_subqueries(|plan| match plan {
-                LogicalPlan::TableScan(_)
-                | LogicalPlan::Values(_)
-                | LogicalPlan::EmptyRelation(_)
-                | LogicalPlan::Union(_) => Ok(Transformed::no(plan)),
-                other => Ok(Transformed::yes(other.recompute_schema()?)),
+        // Once a branch changed, every node above it derives its schema again before it is
+        // looked at (a union over a changed union must see the float).
+        let mut changed = false;
+        Ok(plan
+            .transform_up_with_subqueries(|plan| {
+                let plan = if changed {
+                    match plan {
+                        LogicalPlan::TableScan(_)
+                        | LogicalPlan::Values(_)
+                        | LogicalPlan::EmptyRelation(_) => plan,
+                        LogicalPlan::Union(u) => union_of(u.inputs)?,
+                        other => other.recompute_schema()?,
+                    }
+                } else {
+                    plan
+                };
+                let t = match plan {
+                    LogicalPlan::Union(union) => union_types(union)?,
+                    LogicalPlan::Join(join) if is_set_operation(&join) => join_types(join)?,
+                    LogicalPlan::Values(values) => values_types(values)?,
+                    other => Transformed::no(other),
+                };
+                changed |= t.transformed;
+                // Reported as changed, so the caller keeps the rewritten plan.
+                Ok(Transformed::new_transformed(t.data, changed))
             })?
             .data)
     }
@@ -273,9 +280,45 @@ fn union_types(
         .into_iter()
         .map(|input| cast_columns(input, &targets))
         .collect::<datafusion::common::Result<Vec<_>>>()?;
-    Ok(Transformed::yes(LogicalPlan::Union(
-        datafusion::logical_expr::Union::try_new_with_loose_types(inputs)?,
-    )))
+    Ok(Transformed::yes(union_of(inputs)?))
+}
+
+/// A union of `inputs` whose schema is the first input's names and types, each column
+/// nullable when it is in any input (DataFusion's coercion, which runs after, unifies the
+/// types; the physical plan derives nullability so, and refuses a logical schema that
+/// differs).
+fn union_of(inputs: Vec<Arc<LogicalPlan>>) -> datafusion::common::Result<LogicalPlan> {
+    let union = datafusion::logical_expr::Union::try_new_with_loose_types(inputs)?;
+    let fields: Vec<(
+        Option<datafusion::common::TableReference>,
+        Arc<arrow::datatypes::Field>,
+    )> = union
+        .schema
+        .iter()
+        .enumerate()
+        .map(|(i, (q, f))| {
+            let nullable = union.inputs.iter().any(|input| {
+                input
+                    .schema()
+                    .fields()
+                    .get(i)
+                    .is_some_and(|f| f.is_nullable())
+            });
+            (
+                q.cloned(),
+                Arc::new(
+                    f.as_ref()
+                        .clone()
+                        .with_nullable(nullable || f.is_nullable()),
+                ),
+            )
+        })
+        .collect();
+    let schema = DFSchema::new_with_metadata(fields, union.schema.metadata().clone())?;
+    Ok(LogicalPlan::Union(datafusion::logical_expr::Union {
+        inputs: union.inputs,
+        schema: Arc::new(schema),
+    }))
 }
 
 /// A `VALUES` list's `numeric` values cast to the float another row has in that column (its

@@ -50,14 +50,16 @@ impl Default for RegexpMatch {
 }
 
 /// `pattern` compiled with PostgreSQL's `flags` (of `i`/`c` and of `n`/`s` the last wins, as
-/// in PostgreSQL) for `function` (named in the error for `g`).
+/// in PostgreSQL; `q` reads it as a literal string) for `function` (named in the error for
+/// `g`).
 ///
 /// # Errors
 /// `22023` for `g` and unknown flags, `2201B` for a pattern that does not compile.
 pub(crate) fn compile(pattern: &str, flags: &str, function: &str) -> Result<Regex> {
-    let (mut insensitive, mut newline, mut expanded) = (false, false, false);
+    let (mut insensitive, mut newline, mut expanded, mut literal) = (false, false, false, false);
     for f in flags.chars() {
         match f {
+            'q' => literal = true,
             'i' => insensitive = true,
             'c' => insensitive = false,
             'n' | 'm' => newline = true,
@@ -86,6 +88,12 @@ pub(crate) fn compile(pattern: &str, flags: &str, function: &str) -> Result<Rege
         prefix.push('x');
     }
     prefix.push(')');
+    // `q`: the pattern is a literal string.
+    let pattern = if literal {
+        regex::escape(pattern)
+    } else {
+        pattern.to_string()
+    };
     Regex::new(&format!("{prefix}{pattern}")).map_err(|e| {
         let detail = e
             .to_string()

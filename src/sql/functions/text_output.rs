@@ -351,6 +351,20 @@ impl ScalarUDFImpl for NumericToFloat {
         })
     }
 
+    /// NULL only for NULL: the result is nullable as the argument is (a cast's nullability,
+    /// which the plan above it was derived with).
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs<'_>,
+    ) -> Result<arrow::datatypes::FieldRef> {
+        let nullable = args.arg_fields.first().is_none_or(|f| f.is_nullable());
+        Ok(std::sync::Arc::new(arrow::datatypes::Field::new(
+            self.name(),
+            self.return_type(&[])?,
+            nullable,
+        )))
+    }
+
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let array = args.args[0].to_array(args.number_rows)?;
         let DataType::Decimal128(_, scale) = *array.data_type() else {
