@@ -236,9 +236,9 @@ pub fn resolve(
     })
 }
 
-/// `e` with `excluded.c` renamed to the proposed row's column `c`; `DEFAULT` is `0A000`. An
-/// unqualified column is the stored row's (PostgreSQL calls it ambiguous, 42702; a subquery's
-/// own columns are unqualified too, so Weir does not refuse them).
+/// `e` with `excluded.c` renamed to the proposed row's column `c`; `DEFAULT` and subqueries
+/// are `0A000`. An unqualified column is the stored row's (PostgreSQL calls it ambiguous,
+/// 42702).
 fn excluded_as_columns(mut e: SqlExpr) -> Result<SqlExpr> {
     let mut error = None;
     let _ = visit_expressions_mut(&mut e, |e| {
@@ -248,6 +248,11 @@ fn excluded_as_columns(mut e: SqlExpr) -> Result<SqlExpr> {
             {
                 let name = ident_name(&parts[1]);
                 *e = SqlExpr::Identifier(Ident::with_quote('"', format!("{EXCLUDED}{name}")));
+            }
+            SqlExpr::Subquery(_) | SqlExpr::Exists { .. } | SqlExpr::InSubquery { .. } => {
+                error.get_or_insert(Error::not_supported(
+                    "a subquery in ON CONFLICT DO UPDATE SET or WHERE",
+                ));
             }
             SqlExpr::Identifier(i)
                 if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default") =>
