@@ -2152,16 +2152,8 @@ impl AnalyzerRule for PgSumTypes {
                         && (f.inner().as_ref() as &dyn std::any::Any)
                             .downcast_ref::<PgIntAvg>()
                             .is_none()
-                        && matches!(
-                            args[0].get_type(&schema),
-                            Ok(DataType::Int8
-                                | DataType::Int16
-                                | DataType::Int32
-                                | DataType::Int64
-                                | DataType::UInt8
-                                | DataType::UInt16
-                                | DataType::UInt32
-                                | DataType::Decimal128(_, _))
+                        && crate::sql::functions::int_avg::exact_avg(
+                            args[0].get_type(&schema).ok().as_ref(),
                         )
                 };
                 map_node_exprs(plan, |e| match e {

@@ -431,7 +431,7 @@ impl Default for PgAvg {
 }
 
 /// Whether `avg` of a (coerced) argument of type `t` is exact: integers and `numeric`.
-fn exact_avg(t: Option<&DataType>) -> bool {
+pub fn exact_avg(t: Option<&DataType>) -> bool {
     matches!(
         t,
         Some(
