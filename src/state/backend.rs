@@ -148,6 +148,22 @@ pub enum OpenMode {
 /// read of a key checks each run's bloom filter, a scan merges one iterator per run.
 const MAX_SORTED_RUNS: u32 = 12;
 
+/// Of a job's state (universal compaction), the share of the data, oldest first, that is
+/// compressed, in percent.
+const COMPRESSED_PERCENT: u32 = 80;
+
+/// Compression by level for leveled compaction (RocksDB's seven levels): none for the
+/// flushes (L0) and L1, LZ4 below.
+pub(crate) const UNCOMPRESSED_TOP_LEVELS: [rocksdb::DBCompressionType; 7] = [
+    rocksdb::DBCompressionType::None,
+    rocksdb::DBCompressionType::None,
+    rocksdb::DBCompressionType::Lz4,
+    rocksdb::DBCompressionType::Lz4,
+    rocksdb::DBCompressionType::Lz4,
+    rocksdb::DBCompressionType::Lz4,
+    rocksdb::DBCompressionType::Lz4,
+];
+
 /// How an instance is read, which decides whether its memtables keep a bloom filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reads {
@@ -269,6 +285,11 @@ impl StateBackend {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        // Flushes and the first level are written uncompressed: most of what is written
+        // there is rewritten soon by a compaction, and compressing it cost 12% of a
+        // write-bound load's CPU (docs/performance.md); the larger, older levels are
+        // compressed (RocksDB's tuning guide recommends no compression for L0 and L1).
+        opts.set_compression_per_level(&UNCOMPRESSED_TOP_LEVELS);
         opts.set_block_based_table_factory(&table);
         opts.set_write_buffer_manager(&shared.buffers);
         // A job's instance (read by scans) flushes at every checkpoint's sync phase, which the
@@ -324,7 +345,12 @@ impl StateBackend {
             // then merges runs of at most state / 2^(MAX_SORTED_RUNS - 1).
             db.set_options(&[(
                 "compaction_options_universal",
-                &format!("{{max_read_amp={MAX_SORTED_RUNS}}}"),
+                // Universal compaction compresses only the oldest `COMPRESSED_PERCENT` of
+                // the data (the large old runs); flushes and merges of the new small runs
+                // stay uncompressed.
+                &format!(
+                    "{{max_read_amp={MAX_SORTED_RUNS};compression_size_percent={COMPRESSED_PERCENT}}}"
+                ),
             )])?;
         }
         let mut write = WriteOptions::default();

@@ -91,6 +91,9 @@ impl Store {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        // The changelog is truncated behind each table snapshot: most of it never leaves
+        // the first levels, written uncompressed.
+        opts.set_compression_per_level(&crate::state::backend::UNCOMPRESSED_TOP_LEVELS);
         // A small, fixed memory footprint beside the state backend's budget: the changelog
         // is written once and read back only at restart and backfill, so two 16 MB memtables
         // and an 8 MB block cache holding the index and filter blocks are enough (RocksDB's
