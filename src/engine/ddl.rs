@@ -90,8 +90,10 @@ impl Engine {
 
     /// Creates a materialized view: builds its job from the streaming plan `plan` makes (called
     /// once the name is known to be free, so that a taken name is reported first) with the
-    /// captured `settings` (validated again here), backfills it from the current contents of its inputs (as of the last
-    /// processed epoch) and makes it visible before returning.
+    /// captured `settings` (validated again here), backfills it from the current contents of
+    /// its inputs (as of the last processed epoch) and makes it visible before returning. The
+    /// view depends on the relations its job reads and on those named in `reads` (the
+    /// relations its query names).
     ///
     /// # Errors
     /// `42P07` when the name is taken (unless `if_not_exists`), `0A000` for unsupported
@@ -101,6 +103,7 @@ impl Engine {
         &self,
         name: &str,
         query: &str,
+        reads: &[String],
         plan: impl FnOnce() -> Result<StreamPlan>,
         settings: BTreeMap<String, String>,
         if_not_exists: bool,
@@ -134,6 +137,12 @@ impl Engine {
             watermark_columns: plan.watermark_columns.clone(),
         };
         let mut catalog = lock(&self.catalog).clone();
+        // The relations the query names, also those whose scan the optimizer dropped (a
+        // `WHERE` that is never true): a DROP of one must find the view, as PostgreSQL's does.
+        let named: BTreeSet<crate::common::RelationId> = reads
+            .iter()
+            .filter_map(|n| catalog.by_name(n).map(|d| d.id))
+            .collect();
         let id = catalog.allocate_id();
         let coordinator = self.coordinator(id, name, &settings)?;
         // An id is never reused, but a crash between here and the catalog write could leave
@@ -149,6 +158,13 @@ impl Engine {
         )?;
         let snapshot = self.snapshot_input(&df, &job)?;
         job.rebuild(&snapshot)?;
+        let depends_on = job
+            .sources
+            .iter()
+            .chain(&named)
+            .copied()
+            .collect::<BTreeSet<_>>();
+        let depends_on = depends_on.into_iter().collect();
         catalog.insert(RelationDef {
             id,
             name: name.to_string(),
@@ -157,7 +173,7 @@ impl Engine {
                 query: query.to_string(),
                 settings,
             },
-            depends_on: job.sources.iter().copied().collect(),
+            depends_on,
             connector: None,
             time,
             type_modifiers: Vec::new(),

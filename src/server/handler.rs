@@ -27,6 +27,8 @@ use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::data::{NoData, ParameterDescription};
 use pgwire::messages::extendedquery::{Describe, Execute, TARGET_TYPE_BYTE_STATEMENT};
+use pgwire::messages::response::TransactionStatus;
+use pgwire::messages::simplequery::Query;
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
@@ -991,8 +993,86 @@ fn shortest_text(fixed: String, scientific: String, fixed_below: i32) -> String 
     }
 }
 
+/// The transaction status ReadyForQuery reports, as the session has it: no block (`I`), a
+/// block (`T`), a block a failed statement aborted (`E`). pgwire derives it from the
+/// responses instead, which is wrong after a failed `COMMIT` (PostgreSQL ends the block: `I`,
+/// where pgwire said `E`, and a driver that believed it opened no new block).
+fn block_status(session: &Session) -> TransactionStatus {
+    match &session.transaction {
+        None => TransactionStatus::Idle,
+        Some(block) if block.aborted => TransactionStatus::Error,
+        Some(_) => TransactionStatus::Transaction,
+    }
+}
+
 #[async_trait]
 impl SimpleQueryHandler for Conn {
+    /// A simple Query: its statements' responses (see `do_query`), then ReadyForQuery with
+    /// the session's transaction status ([`block_status`]); pgwire's parts send each
+    /// response.
+    async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        use pgwire::api::PgWireConnectionState;
+        use pgwire::api::query::{send_execution_response, send_query_response};
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let responses = SimpleQueryHandler::do_query(self, client, &query.query).await?;
+        let mut copy_in = false;
+        for response in responses {
+            match response {
+                Response::EmptyQuery => {
+                    client
+                        .feed(PgWireBackendMessage::EmptyQueryResponse(
+                            pgwire::messages::response::EmptyQueryResponse::new(),
+                        ))
+                        .await?;
+                }
+                Response::Query(results) => send_query_response(client, results, true).await?,
+                Response::Execution(tag)
+                | Response::TransactionStart(tag)
+                | Response::TransactionEnd(tag) => send_execution_response(client, tag).await?,
+                Response::Error(e) => {
+                    client
+                        .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                        .await?;
+                }
+                Response::CopyIn(result) => {
+                    pgwire::api::copy::send_copy_in_response(client, result).await?;
+                    copy_in = true;
+                }
+                Response::CopyOut(result) => {
+                    pgwire::api::copy::send_copy_out_response(client, result).await?;
+                }
+                Response::CopyBoth(_) => {
+                    return Err(PgWireError::UserError(Box::new(error_info(
+                        &Error::not_supported("COPY BOTH"),
+                    ))));
+                }
+            }
+        }
+        let status = block_status(&*self.session.lock().await);
+        client.set_transaction_status(status);
+        if copy_in {
+            // ReadyForQuery follows the COPY's data (CopyDone or CopyFail).
+            client.set_state(PgWireConnectionState::CopyInProgress(false));
+        } else {
+            client.set_state(PgWireConnectionState::ReadyForQuery);
+            client
+                .send(PgWireBackendMessage::ReadyForQuery(
+                    pgwire::messages::response::ReadyForQuery::new(status),
+                ))
+                .await?;
+        }
+        Ok(())
+    }
+
     async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -1295,7 +1375,12 @@ impl ExtendedQueryHandler for Conn {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let _ = message;
-        self.session.lock().await.commit_implicit();
+        let status = {
+            let mut session = self.session.lock().await;
+            session.commit_implicit();
+            block_status(&session)
+        };
+        client.set_transaction_status(status);
         // pgwire's own Sync (its default `on_sync`, which an override replaces).
         client.portal_store().rm_portal(DEFAULT_NAME);
         client

@@ -180,25 +180,44 @@ impl Session {
 
 /// Names the unnamed output columns of an `INSERT ... SELECT` (`__weir_insert_<i>`): the
 /// insert takes them by position, and DataFusion refuses a projection with two columns of one
-/// name (`SELECT 1, 1`, `SELECT v, v`), which PostgreSQL allows.
+/// name (`SELECT 1, 1`, `SELECT v, v`), which PostgreSQL allows. Every branch of a set
+/// operation (`SELECT 1, 1 UNION SELECT 2, 2`) and a parenthesized source (`(SELECT 1, 1)`)
+/// is named too.
 fn name_insert_select_columns(stmt: &mut Statement) {
-    use datafusion::sql::sqlparser::ast::{Ident, SetExpr};
+    use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Ident, SetExpr};
+    fn name(body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => {
+                // A bare column keeps its name (an `ORDER BY` of a union may name it) unless
+                // it is selected twice.
+                let texts: Vec<String> = select.projection.iter().map(|i| i.to_string()).collect();
+                for (i, item) in select.projection.iter_mut().enumerate() {
+                    if let SelectItem::UnnamedExpr(e) = item {
+                        let column =
+                            matches!(e, SqlExpr::Identifier(_) | SqlExpr::CompoundIdentifier(_));
+                        if column && texts.iter().filter(|t| **t == texts[i]).count() == 1 {
+                            continue;
+                        }
+                        *item = SelectItem::ExprWithAlias {
+                            expr: e.clone(),
+                            alias: Ident::new(format!("__weir_insert_{i}")),
+                        };
+                    }
+                }
+            }
+            SetExpr::Query(q) => name(q.body.as_mut()),
+            SetExpr::SetOperation { left, right, .. } => {
+                name(left.as_mut());
+                name(right.as_mut());
+            }
+            _ => {}
+        }
+    }
     let Statement::Insert(insert) = stmt else {
         return;
     };
-    let Some(source) = insert.source.as_mut() else {
-        return;
-    };
-    let SetExpr::Select(select) = source.body.as_mut() else {
-        return;
-    };
-    for (i, item) in select.projection.iter_mut().enumerate() {
-        if let SelectItem::UnnamedExpr(e) = item {
-            *item = SelectItem::ExprWithAlias {
-                expr: e.clone(),
-                alias: Ident::new(format!("__weir_insert_{i}")),
-            };
-        }
+    if let Some(source) = insert.source.as_mut() {
+        name(source.body.as_mut());
     }
 }
 
@@ -594,6 +613,10 @@ impl Session {
             Some((rest, clauses)) => (rest, Some(clauses)),
             None => (text, None),
         };
+        let (text, with_data) = match parse::split_with_data(&text) {
+            Some((rest, with_data)) => (rest, with_data),
+            None => (text, true),
+        };
         let stmt = parse_one(&text)?;
         self.apply_set_config(&stmt)?;
         if emit
@@ -617,6 +640,15 @@ impl Session {
             self.check_read_write(&command)?;
         }
         match stmt {
+            Statement::CreateTable(ref ct) if ct.query.is_some() => {
+                if with_options.is_some() || time.is_some() {
+                    return Err(Error::not_supported(
+                        "CREATE TABLE ... AS with connector options, WATERMARK or APPEND ONLY",
+                    ));
+                }
+                let ct = ct.clone();
+                self.create_table_as(ct, &text, with_data).await
+            }
             Statement::CreateTable(ref ct) => {
                 let name = object_name(&ct.name)?;
                 self.drop_now(&name).await?;
@@ -649,7 +681,7 @@ impl Session {
                 // Every write acknowledged before the CREATE is in the backfill.
                 self.engine.flush().await;
                 let query = self.view_query_with_columns(&query, &columns).await?;
-                let plan = self.plan_query(&query).await?;
+                let (plan, reads) = self.plan_query_reading(&query).await?;
                 // The stored query keeps the clause, so that recovery plans it alike.
                 let query = if emit {
                     format!("{query} {}", event_time::EMIT_ON_WINDOW_CLOSE)
@@ -663,6 +695,7 @@ impl Session {
                     engine.create_view(
                         &name,
                         &query,
+                        &reads,
                         || stream_plan::plan_view(&plan, emit),
                         settings,
                         if_not_exists,
@@ -1082,10 +1115,14 @@ impl Session {
                 Output::TransactionEnd("ROLLBACK".into())
             }
             "savepoint" if w.len() == 2 => {
-                if let Some(log) = &mut self.transaction {
-                    let at = log.writes.len();
-                    log.savepoints.push((w[1].clone(), at));
-                }
+                let Some(log) = &mut self.transaction else {
+                    return Err(Error::plan(
+                        "25P01",
+                        "SAVEPOINT can only be used in transaction blocks",
+                    ));
+                };
+                let at = log.writes.len();
+                log.savepoints.push((w[1].clone(), at));
                 Output::Command("SAVEPOINT".into())
             }
             "release" if (2..=3).contains(&w.len()) => {
@@ -1289,6 +1326,14 @@ impl Session {
 
     /// Plans and optimizes a view's query.
     async fn plan_query(&self, query: &str) -> Result<LogicalPlan> {
+        Ok(self.plan_query_reading(query).await?.0)
+    }
+
+    /// Plans and optimizes a view's query; also the names of the tables and views (schema
+    /// `public`) the query names, read from the plan before the optimizer may drop a scan
+    /// (`WHERE 1 = 0`): the view depends on each of them, as a PostgreSQL view on every
+    /// relation its query mentions.
+    async fn plan_query_reading(&self, query: &str) -> Result<(LogicalPlan, Vec<String>)> {
         let stmt = parse_one(query)?;
         if !matches!(stmt, Statement::Query(_)) {
             return Err(Error::Parse(
@@ -1296,6 +1341,19 @@ impl Session {
             ));
         }
         let plan = self.plan_naming_casts(stmt).await?;
+        let mut reads = Vec::new();
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && scan
+                    .table_name
+                    .schema()
+                    .is_none_or(|s| s.eq_ignore_ascii_case("public"))
+                && !reads.iter().any(|r| r == scan.table_name.table())
+            {
+                reads.push(scan.table_name.table().to_string());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        })?;
         // `now()` stays a function of the epoch (temporal filters), not the planning time.
         let plan = crate::sql::temporal::mark_now(plan)?;
         // Without `eliminate_join`: it turns an inner join whose output needs only one
@@ -1333,7 +1391,7 @@ impl Session {
             .optimizer
             .enable_physical_uncorrelated_scalar_subquery = false;
         let plan = off_runtime(move |_| Ok(state.optimize(&plan)?)).await?;
-        self.materialize_table_functions(plan).await
+        Ok((self.materialize_table_functions(plan).await?, reads))
     }
 
     /// Replaces each scan of a table function (`generate_series`, `range`) in a view's plan by
@@ -1906,7 +1964,7 @@ impl Session {
         };
         if !matches!(c.input.as_ref(), LogicalPlan::EmptyRelation(_)) {
             return Err(Error::not_supported(
-                "CREATE TABLE ... AS SELECT is not supported",
+                "this form of CREATE TABLE ... AS is not supported",
             ));
         }
         if c.or_replace {
@@ -2014,6 +2072,118 @@ impl Session {
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
         Ok(Output::Command("CREATE TABLE".into()))
+    }
+
+    /// `CREATE TABLE [IF NOT EXISTS] name [(column, ...)] AS query [WITH [NO] DATA]`
+    /// (PostgreSQL's reference page "CREATE TABLE AS"): a table whose columns are the
+    /// query's output columns (their names, or the names listed, which may be fewer; types as
+    /// the query gives them, `text` for an untyped `NULL` or string; every column nullable,
+    /// no key), filled with the query's rows by `INSERT INTO name query` unless `WITH NO
+    /// DATA`. The command tag is `SELECT n` (`n` rows inserted). Outside a transaction block
+    /// a failed insert drops the table again; inside one, the block's `ROLLBACK` does.
+    ///
+    /// # Errors
+    /// `42601` when more names are listed than the query has columns, `42701` for a column
+    /// name given twice, `0A000` for a column type tables do not store (arrays, structs),
+    /// `42P07` when the table exists (without `IF NOT EXISTS`), and the query's own errors.
+    async fn create_table_as(
+        &mut self,
+        ct: datafusion::sql::sqlparser::ast::CreateTable,
+        text: &str,
+        with_data: bool,
+    ) -> Result<Output> {
+        use arrow::datatypes::TimeUnit;
+        let name = object_name(&ct.name)?;
+        if ct.or_replace {
+            return Err(Error::not_supported(
+                "CREATE OR REPLACE TABLE is not supported",
+            ));
+        }
+        if !ct.constraints.is_empty() {
+            return Err(Error::not_supported(
+                "constraints in CREATE TABLE ... AS are not supported",
+            ));
+        }
+        let query_text = parse::view_query_text(text)?;
+        let query = parse_one(&query_text)?;
+        if !matches!(query, Statement::Query(_)) {
+            return Err(Error::Parse("CREATE TABLE ... AS needs a query".into()));
+        }
+        let (plan, shown) = self.plan_select(&query_text, query).await?;
+        let mut names = shown.unwrap_or_else(|| field_names(&plan));
+        if ct.columns.len() > names.len() {
+            return Err(Error::Parse("too many column names were specified".into()));
+        }
+        for (i, c) in ct.columns.iter().enumerate() {
+            names[i] = ident(&c.name);
+        }
+        let mut fields = Vec::with_capacity(names.len());
+        for (i, (n, f)) in names.iter().zip(plan.schema().fields()).enumerate() {
+            if names[..i].contains(n) {
+                return Err(Error::plan(
+                    "42701",
+                    format!("column \"{n}\" specified more than once"),
+                ));
+            }
+            let data_type = match f.data_type() {
+                DataType::Null | DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+                DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+                    DataType::Timestamp(TimeUnit::Microsecond, tz.clone())
+                }
+                other => other.clone(),
+            };
+            check_column_type(&data_type, n)?;
+            fields.push(Field::new(n.clone(), data_type, true));
+        }
+        self.drop_now(&name).await?;
+        let existed = self.engine.relation(&name).is_some();
+        let spec = crate::engine::TableSpec {
+            type_modifiers: vec![crate::catalog::TypeModifier::None; fields.len()],
+            column_defaults: vec![None; fields.len()],
+            schema: Arc::new(Schema::new(fields)),
+            primary_key: Vec::new(),
+            connector: None,
+            time: crate::catalog::TableTime::default(),
+        };
+        let engine = Arc::clone(&self.engine);
+        let create_name = name.clone();
+        let if_not_exists = ct.if_not_exists;
+        let created = tokio::task::spawn_blocking(move || {
+            engine.create_table(&create_name, spec, if_not_exists)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        if !created {
+            return Ok(Output::Command("CREATE TABLE AS".into()));
+        }
+        self.note_created(name.clone(), true, existed);
+        if !with_data {
+            return Ok(Output::Command("CREATE TABLE AS".into()));
+        }
+        let insert = parse_one(&format!(
+            "INSERT INTO {} {query_text}",
+            crate::sql::functions::text_format::quote_ident(&name)
+        ))?;
+        match self.dml(insert, None).await {
+            Ok(Output::Command(tag)) => {
+                let n = tag.rsplit(' ').next().unwrap_or("0");
+                Ok(Output::Command(format!("SELECT {n}")))
+            }
+            Ok(_) => Err(Error::Internal("an INSERT returned rows".into())),
+            Err(e) => {
+                if self.transaction.is_none() {
+                    let engine = Arc::clone(&self.engine);
+                    let dropped = tokio::task::spawn_blocking(move || {
+                        engine.drop_relation(&name, true, true, false)
+                    })
+                    .await;
+                    if let Ok(Err(drop_error)) = dropped {
+                        tracing::warn!(%drop_error, "could not drop a table whose CREATE TABLE AS failed");
+                    }
+                }
+                Err(e)
+            }
+        }
     }
 
     /// `TRUNCATE [TABLE] name [, ...] [RESTART IDENTITY | CONTINUE IDENTITY] [CASCADE |
@@ -2473,16 +2643,18 @@ impl Session {
         Ok(Some(schema))
     }
 
-    /// An `INSERT ... SELECT`'s columns named ([`name_insert_select_columns`]) and the
-    /// target table's column defaults filled in ([`super::defaults::fill`]), before the
-    /// statement is planned (to run it or to describe it).
+    /// An `INSERT ... SELECT`'s columns named ([`name_insert_select_columns`]), the
+    /// target table's column defaults filled in ([`super::defaults::fill`]) and `UPDATE ...
+    /// FROM` / `DELETE ... USING` rewritten ([`super::dml_joins`]), before the statement is
+    /// planned (to run it or to describe it).
     fn prepare_dml(&self, stmt: &mut Statement) -> Result<()> {
         name_insert_select_columns(stmt);
+        super::dml_joins::split_assignment_tuples(stmt)?;
         check_assignments(stmt)?;
         if let Some(def) = self.dml_target(stmt)? {
             super::defaults::fill(stmt, &def)?;
         }
-        Ok(())
+        super::dml_joins::rewrite_joins(stmt)
     }
 
     /// The table an `INSERT` or `UPDATE` writes, if it exists (planning reports one that
@@ -3205,11 +3377,30 @@ async fn off_runtime<T: Send + 'static>(
     }
 }
 
+/// Recompiles every materialized view at start, in creation order, then recovers their
+/// state ([`Engine::recover_all`]). A view whose stored query no longer plans (a relation it
+/// names is gone, as a data directory of an older version could leave it) is left out with
+/// an error in the log, with the views that read it: it reads "materialized view ... is not
+/// available" and can be dropped, and the server serves everything else.
+///
+/// # Errors
+/// State errors recovering a view, and internal ones.
 pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
+    let mut left_out: std::collections::BTreeSet<crate::common::RelationId> =
+        std::collections::BTreeSet::new();
     for def in engine.views_to_recover() {
         let crate::catalog::RelationKind::MaterializedView { query, .. } = &def.kind else {
             continue;
         };
+        if let Some(upstream) = def.depends_on.iter().find(|d| left_out.contains(*d)) {
+            tracing::error!(
+                view = %def.name,
+                upstream,
+                "materialized view left out at start: a view it reads could not be planned"
+            );
+            left_out.insert(def.id);
+            continue;
+        }
         let mut session = Session::new(Arc::clone(engine))?;
         // Planned in the time zone it was created in.
         if let crate::catalog::RelationKind::MaterializedView { settings, .. } = &def.kind
@@ -3219,7 +3410,22 @@ pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
             session.settings_changed();
         }
         let (query, emit) = event_time::stored_view_query(query);
-        let plan = stream_plan::plan_view(&session.plan_query(&query).await?, emit)?;
+        let planned = match session.plan_query(&query).await {
+            Ok(plan) => stream_plan::plan_view(&plan, emit),
+            Err(e) => Err(e),
+        };
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(
+                    view = %def.name,
+                    error = %e,
+                    "materialized view left out at start: its query no longer plans; DROP it"
+                );
+                left_out.insert(def.id);
+                continue;
+            }
+        };
         let engine2 = Arc::clone(engine);
         tokio::task::spawn_blocking(move || engine2.recover_view(&def, plan))
             .await

@@ -2,6 +2,7 @@
 
 pub mod cursors;
 pub mod defaults;
+pub mod dml_joins;
 pub mod execute;
 pub mod interrupt;
 pub mod memory;

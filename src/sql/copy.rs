@@ -405,6 +405,7 @@ fn convert(strings: &ArrayRef, to: &DataType, zone: Option<&str>) -> Result<Arra
     let reading = match to {
         DataType::Interval(_) => Some((Target::Interval, "interval", None)),
         DataType::Timestamp(_, None) => Some((Target::Timestamp, "timestamp", None)),
+        DataType::Date32 => Some((Target::Date, "date", None)),
         DataType::Timestamp(_, Some(_)) => {
             let zone: Option<arrow::array::timezone::Tz> = zone.map(str::parse).transpose()?;
             Some((Target::Timestamp, "timestamp with time zone", zone))

@@ -69,6 +69,10 @@ impl Parser {
                 Arc::new(FixArrayLiteral),
                 // `current_schema`, `current_role` without parentheses are calls.
                 Arc::new(CurrentSchemaRule),
+                // `FETCH FIRST n ROWS ONLY` is `LIMIT n`.
+                Arc::new(FetchFirstRule),
+                // `substring(s FROM x [FOR n])` is a call of `substring` (its regex form too).
+                Arc::new(SubstringCallRule),
                 // `COLLATE` clauses (Weir has one collation).
                 Arc::new(StripCollate),
                 // `OPERATOR(pg_catalog.~)` is the plain operator.
@@ -663,12 +667,43 @@ pub fn mentions_catalog(stmt: &Statement) -> bool {
     f.0
 }
 
-/// The text of the query of `CREATE MATERIALIZED VIEW name [(columns)] AS query`, exactly as
-/// the user wrote it (so it is planned again from the same text at restart, not from a
-/// printed tree that may not parse back the same: sqlparser prints `- -x` as a comment).
+/// `CREATE TABLE ... AS query WITH [NO] DATA` without its trailing clause, which the parser
+/// does not take, and whether the rows are wanted (`WITH DATA`, the default, is `true`);
+/// `None` for any other statement.
+pub fn split_with_data(sql: &str) -> Option<(String, bool)> {
+    let words: Vec<String> = sql
+        .split_whitespace()
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if words.first().map(String::as_str) != Some("create")
+        || !words.iter().take(4).any(|w| w == "table")
+    {
+        return None;
+    }
+    let n = words.len();
+    let (drop, with_data) = if n >= 3 && words[n - 3..] == ["with", "no", "data"] {
+        (3, false)
+    } else if n >= 2 && words[n - 2..] == ["with", "data"] {
+        (2, true)
+    } else {
+        return None;
+    };
+    // The text up to the start of the clause's first word.
+    let mut rest = sql.trim_end();
+    for _ in 0..drop {
+        let cut = rest.trim_end().rfind(char::is_whitespace)?;
+        rest = rest[..cut].trim_end();
+    }
+    Some((rest.to_string(), with_data))
+}
+
+/// The text of the query of `CREATE MATERIALIZED VIEW name [(columns)] AS query` (or of
+/// `CREATE TABLE name [(columns)] AS query`), exactly as the user wrote it (so it is planned
+/// again from the same text at restart, not from a printed tree that may not parse back the
+/// same: sqlparser prints `- -x` as a comment).
 ///
 /// # Errors
-/// [`Error::Parse`] when no top-level `AS` follows the view's name.
+/// [`Error::Parse`] when no top-level `AS` follows the view's or table's name.
 pub fn view_query_text(sql: &str) -> Result<String> {
     let tokens = Tokenizer::new(&WeirDialect, sql)
         .tokenize_with_location()
@@ -695,7 +730,9 @@ pub fn view_query_text(sql: &str) -> Result<String> {
         match &t.token {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
-            Token::Word(w) if w.keyword == Keyword::VIEW => seen_view = true,
+            Token::Word(w) if matches!(w.keyword, Keyword::VIEW | Keyword::TABLE) => {
+                seen_view = true
+            }
             Token::Word(w) if w.keyword == Keyword::AS && depth == 0 && seen_view => {
                 let end = offset(t.span.end.line, t.span.end.column)
                     .ok_or_else(|| Error::Parse("syntax error at AS".into()))?;
@@ -705,9 +742,7 @@ pub fn view_query_text(sql: &str) -> Result<String> {
             _ => {}
         }
     }
-    Err(Error::Parse(
-        "syntax error: expected AS query in CREATE MATERIALIZED VIEW".into(),
-    ))
+    Err(Error::Parse("syntax error: expected AS query".into()))
 }
 
 /// Rewrites `x op ANY(array)` and `x op SOME(array)` (an array, not a subquery) into
@@ -748,6 +783,90 @@ impl VisitorMut for CurrentSchemaVisitor {
         {
             *expr = function_call(&ident.value.to_ascii_lowercase(), vec![]);
         }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `substring(s FROM x [FOR n])` (and `substring(s FOR n)`, from 1) as the call
+/// `substring(s, x [, n])`, which resolves through the function registry to Weir's
+/// `substring` ([`crate::sql::functions::regex::PgSubstring`]: a text `x` is a regular
+/// expression); DataFusion's planner would call its own `substr` directly.
+#[derive(Debug)]
+struct SubstringCallRule;
+
+impl SqlStatementRewriteRule for SubstringCallRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = visit_expressions_mut(&mut s, |e| {
+            if let Expr::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } = e
+            {
+                let from = match substring_from.take() {
+                    Some(f) => *f,
+                    None if substring_for.is_some() => {
+                        Expr::value(Value::Number("1".into(), false))
+                    }
+                    None => return ControlFlow::<()>::Continue(()),
+                };
+                let mut args = vec![(**expr).clone(), from];
+                if let Some(n) = substring_for.take() {
+                    args.push(*n);
+                }
+                *e = function_call("substring", args);
+            }
+            ControlFlow::Continue(())
+        });
+        s
+    }
+}
+
+/// `[OFFSET m {ROW | ROWS}] FETCH {FIRST | NEXT} [n] {ROW | ROWS} ONLY`, the SQL standard's
+/// spelling of `LIMIT n` (PostgreSQL's reference page "SELECT", "LIMIT Clause"; `n` omitted is
+/// 1), which ORMs write and DataFusion does not plan, becomes `LIMIT n [OFFSET m]`.
+/// `WITH TIES`, `PERCENT`, and a query with both `LIMIT` and `FETCH` are left as written
+/// (DataFusion refuses them).
+#[derive(Debug)]
+struct FetchFirstRule;
+
+impl SqlStatementRewriteRule for FetchFirstRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        let _ = VisitMut::visit(&mut s, &mut FetchFirstVisitor);
+        s
+    }
+}
+
+struct FetchFirstVisitor;
+
+impl VisitorMut for FetchFirstVisitor {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::LimitClause;
+        let Some(fetch) = &query.fetch else {
+            return ControlFlow::Continue(());
+        };
+        if fetch.with_ties || fetch.percent {
+            return ControlFlow::Continue(());
+        }
+        let n = fetch
+            .quantity
+            .clone()
+            .unwrap_or_else(|| Expr::value(Value::Number("1".into(), false)));
+        match &mut query.limit_clause {
+            None => {
+                query.limit_clause = Some(LimitClause::LimitOffset {
+                    limit: Some(n),
+                    offset: None,
+                    limit_by: vec![],
+                });
+            }
+            Some(LimitClause::LimitOffset { limit, .. }) if limit.is_none() => *limit = Some(n),
+            Some(_) => return ControlFlow::Continue(()),
+        }
+        query.fetch = None;
         ControlFlow::Continue(())
     }
 }
@@ -2937,15 +3056,15 @@ pub const ONE_ROW_FUNCTION: &str = "weir_one_row";
 /// The aggregate gathers the rows of each outer row's subquery; `weir_one_row` then gives the
 /// value or the error, for the outer rows that the subquery runs for only. Only a plain
 /// SELECT of one item is rewritten (no `GROUP BY`, `HAVING`, `DISTINCT`, `ORDER BY`,
-/// `LIMIT`, `WITH`, aggregates or window functions), and only in a query (`SELECT`): a
-/// materialized view's subqueries keep DataFusion's plan. The subquery of `x op ANY
-/// (subquery)` and `ALL` is not a scalar subquery and is left alone.
+/// `LIMIT`, `WITH`, aggregates or window functions), and only in a query (`SELECT`), an
+/// `UPDATE` or a `DELETE`: a materialized view's subqueries keep DataFusion's plan. The
+/// subquery of `x op ANY (subquery)` and `ALL` is not a scalar subquery and is left alone.
 #[derive(Debug)]
 struct ScalarSubqueryRule;
 
 impl SqlStatementRewriteRule for ScalarSubqueryRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
-        if is_query(&s) {
+        if is_query(&s) || matches!(s, Statement::Update(_) | Statement::Delete(_)) {
             let _ = VisitMut::visit(
                 &mut s,
                 &mut ScalarSubqueryVisitor {

@@ -3114,6 +3114,7 @@ fn datetime_text_cast(
         DataType::Interval(_) => (Target::Interval, "interval"),
         DataType::Timestamp(_, Some(_)) => (Target::Timestamp, "timestamp with time zone"),
         DataType::Timestamp(_, None) => (Target::Timestamp, "timestamp"),
+        DataType::Date32 => (Target::Date, "date"),
         _ => return number_text_cast(c, schema),
     };
     let rewritten = matches!(c.expr.as_ref(), Expr::ScalarFunction(f)

@@ -372,6 +372,36 @@ def text_param_ranges():
     other.close()
 
 
+def failed_commit_ends_block():
+    # A COMMIT that fails (another session changed the row: 40001) ends the block, as in
+    # PostgreSQL: the connection is idle, so the next `transaction()` opens a new block
+    # (BEGIN, not a SAVEPOINT of a block that no longer exists) and its rollback undoes it.
+    a = psycopg.connect(conninfo(), autocommit=True)
+    b = psycopg.connect(conninfo(), autocommit=True)
+    a.execute("DROP TABLE IF EXISTS pg3_fc")
+    a.execute("CREATE TABLE pg3_fc (k INT PRIMARY KEY, v INT)")
+    a.execute("INSERT INTO pg3_fc VALUES (1, 0)")
+    a.execute("BEGIN")
+    a.execute("UPDATE pg3_fc SET v = 1 WHERE k = 1")
+    b.execute("UPDATE pg3_fc SET v = 2 WHERE k = 1")
+    try:
+        a.execute("COMMIT")
+        raise AssertionError("the conflicting COMMIT succeeded")
+    except psycopg.Error as e:
+        eq(e.sqlstate, "40001", "SQLSTATE of the conflicting COMMIT")
+    eq(a.info.transaction_status, psycopg.pq.TransactionStatus.IDLE, "status after it")
+    try:
+        with a.transaction():
+            a.execute("INSERT INTO pg3_fc VALUES (2, 2)")
+            raise RuntimeError("undo")
+    except RuntimeError:
+        pass
+    eq(b.execute("SELECT count(*), sum(v) FROM pg3_fc").fetchone(), (1, 2), "rows after")
+    a.execute("DROP TABLE pg3_fc")
+    a.close()
+    b.close()
+
+
 for name, fn in [
     ("connect", connect),
     ("select_int4_literal", select_int4_literal),
@@ -401,6 +431,7 @@ for name, fn in [
     ("array_params", array_params),
     ("rollback_at_disconnect", rollback_at_disconnect),
     ("text_param_ranges", text_param_ranges),
+    ("failed_commit_ends_block", failed_commit_ends_block),
 ]:
     checks.run(name, fn)
 conn.close()

@@ -160,7 +160,9 @@ impl ScalarUDFImpl for DateBin {
 /// read as a `timestamptz` (PostgreSQL has no `date` form; the date's implicit cast goes to
 /// the preferred type, `timestamptz`, at midnight in the session's zone), so the result is a
 /// `timestamptz` (DataFusion made the date a `timestamp`). Text and timestamps are taken as
-/// DataFusion takes them. Errors: 42883 for other argument types.
+/// DataFusion takes them. The fields `decade`, `century` and `millennium`, which DataFusion
+/// lacks, start at the first year of each (2020, 2001, 2001 for 2024: centuries and millennia
+/// count from year 1). Errors: 42883 for other argument types.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PgDateTrunc {
     inner: datafusion::logical_expr::ScalarUDF,
@@ -223,8 +225,79 @@ impl ScalarUDFImpl for PgDateTrunc {
         self.inner.inner().return_field_from_args(args)
     }
 
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        self.inner.inner().invoke_with_args(args)
+    fn invoke_with_args(&self, mut args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        // `decade`, `century` and `millennium`, which DataFusion lacks: the year's start,
+        // moved back to the first year of its decade (2020), century (2001) or millennium
+        // (2001), as PostgreSQL counts them (centuries and millennia start at year 1).
+        let coarse = match args.args.first() {
+            Some(ColumnarValue::Scalar(
+                ScalarValue::Utf8(Some(f)) | ScalarValue::Utf8View(Some(f)),
+            )) => match f.to_ascii_lowercase().as_str() {
+                "decade" | "decades" => Some(10),
+                "century" | "centuries" => Some(100),
+                "millennium" | "millennia" => Some(1000),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(span) = coarse else {
+            return self.inner.inner().invoke_with_args(args);
+        };
+        let shape = args.args.clone();
+        let rows = args.number_rows;
+        args.args[0] = ColumnarValue::Scalar(ScalarValue::Utf8(Some("year".into())));
+        let years = self.inner.inner().invoke_with_args(args)?.to_array(rows)?;
+        let out_type = years.data_type().clone();
+        let DataType::Timestamp(_, zone) = &out_type else {
+            return Err(ours(Error::not_supported(format!(
+                "date_trunc of a {} by a field longer than a year",
+                super::pg_type_name(&out_type)
+            ))));
+        };
+        let tz: Option<arrow::array::timezone::Tz> = zone.as_deref().map(str::parse).transpose()?;
+        let nanos = arrow::compute::cast(
+            &years,
+            &DataType::Timestamp(TimeUnit::Nanosecond, zone.clone()),
+        )?;
+        let first_year = |y: i32| -> i32 {
+            if span == 10 {
+                y - y.rem_euclid(10)
+            } else {
+                (y - 1).div_euclid(span) * span + 1
+            }
+        };
+        let moved = |v: i64| -> Option<i64> {
+            use chrono::{Datelike, TimeZone};
+            let utc = chrono::DateTime::from_timestamp_nanos(v);
+            match &tz {
+                Some(tz) => {
+                    let local = utc.with_timezone(tz).naive_local();
+                    let start = local.with_year(first_year(local.year()))?;
+                    tz.from_local_datetime(&start)
+                        .earliest()?
+                        .timestamp_nanos_opt()
+                }
+                None => {
+                    let naive = utc.naive_utc();
+                    naive
+                        .with_year(first_year(naive.year()))?
+                        .and_utc()
+                        .timestamp_nanos_opt()
+                }
+            }
+        };
+        let out: TimestampNanosecondArray = nanos
+            .as_primitive::<TimestampNanosecondType>()
+            .iter()
+            .map(|v| match v {
+                None => Ok(None),
+                Some(v) => moved(v)
+                    .map(Some)
+                    .ok_or_else(|| ours(Error::data("22008", "timestamp out of range"))),
+            })
+            .collect::<Result<_>>()?;
+        let out: ArrayRef = Arc::new(out.with_timezone_opt(zone.clone()));
+        shape_result(&shape, arrow::compute::cast(&out, &out_type)?)
     }
 
     fn output_ordering(

@@ -38,6 +38,9 @@ pub enum Target {
     Interval,
     /// `timestamp` / `timestamptz` text (see [`timestamp_text`]).
     Timestamp,
+    /// `date` text: a timestamp's text is its date (PostgreSQL's `date_in` ignores a time
+    /// and a zone after the date: `'2024-01-02 12:00'::date` is `2024-01-02`).
+    Date,
 }
 
 /// `pg_interval_text(text)` / `pg_timestamp_text(text)`: the text in a form Arrow's cast
@@ -78,6 +81,7 @@ impl DateTimeText {
         match target {
             Target::Interval => "pg_interval_text",
             Target::Timestamp => "pg_timestamp_text",
+            Target::Date => "pg_date_text",
         }
     }
 }
@@ -411,12 +415,34 @@ impl DateTimeText {
     /// `22007` `invalid input syntax for type <type>: "<text>"` (PostgreSQL's message) when
     /// neither parses.
     fn convert(&self, s: &str, zone: Option<&Tz>) -> Result<String> {
+        // A zone named after the time (`2024-03-10 02:30:00 America/New_York`): the wall
+        // clock read in that zone; a `timestamp` ignores it, as it ignores offsets.
+        if self.target == Target::Timestamp
+            && let Some((rest, named)) = split_zone_name(s)
+        {
+            let naive = DateTimeText::new(Target::Timestamp, "timestamp").convert(rest, None)?;
+            if self.type_name == "timestamp" {
+                return Ok(naive);
+            }
+            let local = string_to_datetime(&chrono::Utc, &naive)
+                .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?
+                .naive_utc();
+            if let Some(utc) = resolve_wall_clock(&named, local) {
+                return Ok(utc
+                    .and_utc()
+                    .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+            }
+        }
         // The text Arrow's cast reads for `t`, if it parses. Read in the session's zone (an
         // offset in the text wins), a timestamptz is written with its UTC offset so that
         // the cast to UTC needs no zone.
         let parsed = |t: &str| -> Option<String> {
             match (self.target, zone) {
                 (Target::Interval, _) => parse_interval_month_day_nano(t).ok().map(|_| t.into()),
+                (Target::Date, _) => {
+                    use arrow::compute::kernels::cast_utils::Parser;
+                    arrow::datatypes::Date32Type::parse(t).map(|_| t.into())
+                }
                 (Target::Timestamp, None) if more_than_micros(t) => {
                     string_to_datetime(&chrono::Utc, t).ok().map(|at| {
                         round_to_micros(at.naive_utc())
@@ -451,6 +477,10 @@ impl DateTimeText {
                 Cow::Owned(o) => Cow::Owned(timestamp_text(&o).into_owned()),
             },
             Target::Timestamp => timestamp_text(s),
+            Target::Date => match without_zone(s) {
+                Cow::Borrowed(b) => timestamp_text(b),
+                Cow::Owned(o) => Cow::Owned(timestamp_text(&o).into_owned()),
+            },
         };
         parsed(&rewritten)
             .or_else(|| {
@@ -458,6 +488,9 @@ impl DateTimeText {
                     .then(|| parsed(s))
                     .flatten()
             })
+            // Date text that is no date is left to the cast, whose error names the field
+            // out of range (`22008`) or the bad syntax (`22007`) as PostgreSQL does.
+            .or_else(|| (self.target == Target::Date).then(|| s.to_string()))
             .ok_or_else(|| {
                 DataFusionError::External(Box::new(Error::data(
                     "22007",
@@ -465,6 +498,18 @@ impl DateTimeText {
                 )))
             })
     }
+}
+
+/// Timestamp text ending in a zone's name (`... America/New_York`, `... utc`): the text
+/// before it and the zone; `None` when the last word names no zone of the IANA database.
+fn split_zone_name(s: &str) -> Option<(&str, chrono_tz::Tz)> {
+    let s = s.trim_end();
+    let cut = s.rfind(char::is_whitespace)?;
+    let word = &s[cut + 1..];
+    if !word.bytes().any(|b| b.is_ascii_alphabetic()) || !word.contains('/') && word.len() < 3 {
+        return None;
+    }
+    Some((s[..cut].trim_end(), zone_by_name(word)?))
 }
 
 /// The UTC time of the wall-clock time `local` in `zone`: a time the zone's clocks skip (a

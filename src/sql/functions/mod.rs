@@ -76,6 +76,13 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(make_date::MakeDate::new()));
     math::register(ctx);
     checked::register(ctx);
+    if let Ok(inner) = datafusion::execution::FunctionRegistry::udf(ctx, "substr") {
+        ctx.deregister_udf("substr");
+        ctx.deregister_udf("substring");
+        ctx.register_udf(ScalarUDF::new_from_impl(regex::PgSubstring::new(
+            inner.as_ref().clone(),
+        )));
+    }
     ctx.deregister_udf("regexp_match");
     ctx.register_udf(ScalarUDF::new_from_impl(regex::RegexpMatch::default()));
     // PostgreSQL's array_remove and array_replace act on every matching element,
@@ -123,6 +130,11 @@ pub fn register(ctx: &SessionContext) {
         ctx.register_udf(ScalarUDF::new_from_impl(text_format::TextFormat::new(kind)));
     }
     ctx.register_udf(ScalarUDF::new_from_impl(text_format::RegexpSplit::new()));
+    for upper in [true, false] {
+        let name = if upper { "upper" } else { "lower" };
+        ctx.deregister_udf(name);
+        ctx.register_udf(ScalarUDF::new_from_impl(text_format::CaseMap::new(upper)));
+    }
     ctx.register_udf(ScalarUDF::new_from_impl(age::Age::new()));
     ctx.deregister_udaf("percentile_cont");
     ctx.deregister_udaf("quantile_cont");

@@ -125,19 +125,7 @@ impl ScalarUDFImpl for RegexpMatch {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let rows = if scalar { 1 } else { args.number_rows };
-        let arrays = args
-            .args
-            .iter()
-            .map(|a| {
-                let a = a.to_array(rows)?;
-                Ok(arrow::compute::cast(&a, &DataType::Utf8)?)
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
+        let (rows, arrays) = text_arrays(&args)?;
         let text = arrays[0].as_string::<i32>();
         let patterns = arrays[1].as_string::<i32>();
         let flags = arrays.get(2).map(|f| f.as_string::<i32>());
@@ -179,6 +167,131 @@ impl ScalarUDFImpl for RegexpMatch {
                     out.append(true);
                 }
             }
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        crate::sql::semantics::shape_result(&args.args, out)
+    }
+}
+
+/// The rows to compute (1 when every argument is a constant) and the arguments as `text`
+/// arrays of that length.
+fn text_arrays(args: &ScalarFunctionArgs) -> Result<(usize, Vec<ArrayRef>)> {
+    let scalar = args
+        .args
+        .iter()
+        .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let rows = if scalar { 1 } else { args.number_rows };
+    let arrays = args
+        .args
+        .iter()
+        .map(|a| Ok(arrow::compute::cast(&a.to_array(rows)?, &DataType::Utf8)?))
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    Ok((rows, arrays))
+}
+
+/// `substring(string FROM pattern)` / `substring(string, pattern)` of two texts as PostgreSQL
+/// computes it (docs, 9.7.3 "POSIX Regular Expressions"): the part of `string` matched by the
+/// first parenthesized subexpression of `pattern` when it has one (NULL when that
+/// subexpression took no part in the match), else the whole match; NULL when nothing
+/// matches. Other calls (`substring(s FROM 2 FOR 3)`) are DataFusion's `substr`, which this
+/// wraps under its names (`substr`, `substring`).
+///
+/// # Errors
+/// `2201B` for a pattern that does not compile.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PgSubstring {
+    inner: datafusion::logical_expr::ScalarUDF,
+    signature: Signature,
+}
+
+impl PgSubstring {
+    /// Wraps DataFusion's `substr`.
+    pub fn new(inner: datafusion::logical_expr::ScalarUDF) -> Self {
+        PgSubstring {
+            signature: Signature::user_defined(inner.signature().volatility),
+            inner,
+        }
+    }
+}
+
+/// True for the `(text, text)` form (a pattern, not a start position).
+fn pattern_form(types: &[DataType]) -> bool {
+    matches!(
+        types,
+        [
+            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8,
+            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+        ]
+    )
+}
+
+impl ScalarUDFImpl for PgSubstring {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        if pattern_form(arg_types) {
+            return Ok(vec![DataType::Utf8, DataType::Utf8]);
+        }
+        // Any other call is coerced as DataFusion's signature of `substr` says.
+        let fields: Vec<arrow::datatypes::FieldRef> = arg_types
+            .iter()
+            .map(|t| Arc::new(Field::new("a", t.clone(), true)))
+            .collect();
+        Ok(
+            datafusion::logical_expr::type_coercion::functions::fields_with_udf(
+                &fields,
+                &self.inner,
+            )?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect(),
+        )
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        if pattern_form(arg_types) {
+            return Ok(DataType::Utf8);
+        }
+        self.inner.return_type(arg_types)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let types: Vec<DataType> = args.args.iter().map(ColumnarValue::data_type).collect();
+        if !pattern_form(&types) {
+            return self.inner.invoke_with_args(args);
+        }
+        let (rows, arrays) = text_arrays(&args)?;
+        let text = arrays[0].as_string::<i32>();
+        let patterns = arrays[1].as_string::<i32>();
+        let mut out = StringBuilder::new();
+        let mut last: Option<(String, Regex)> = None;
+        for i in 0..rows {
+            if text.is_null(i) || patterns.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let pattern = patterns.value(i);
+            if !matches!(&last, Some((p, _)) if p == pattern) {
+                last = Some((pattern.to_string(), compile(pattern, "", "substring")?));
+            }
+            let Some((_, re)) = &last else {
+                return Err(DataFusionError::Internal("regex not compiled".into()));
+            };
+            let found = re.captures(text.value(i)).and_then(|caps| {
+                let group = if caps.len() > 1 { 1 } else { 0 };
+                caps.get(group).map(|m| m.as_str())
+            });
+            out.append_option(found);
         }
         let out: ArrayRef = Arc::new(out.finish());
         crate::sql::semantics::shape_result(&args.args, out)

@@ -359,6 +359,73 @@ impl ScalarUDFImpl for RegexpSplit {
     }
 }
 
+/// `upper(text)` / `lower(text)` as PostgreSQL computes them: character by character, each
+/// character mapped to its one-character upper or lower case (the C library's `towupper` /
+/// `towlower` that PostgreSQL's `str_toupper` uses under a libc locale), so the text keeps its
+/// length. Where Unicode's full case mapping gives several characters, the character is kept
+/// (`upper('straße')` is `STRAßE`, not `STRASSE`), except that `İ` lowers to `i`; a capital
+/// sigma is `σ` wherever it stands (no final-sigma rule). NULL stays NULL.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CaseMap {
+    upper: bool,
+    signature: Signature,
+}
+
+impl CaseMap {
+    /// `upper` (`true`) or `lower`.
+    pub fn new(upper: bool) -> Self {
+        CaseMap {
+            upper,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+/// `s` mapped character by character (see [`CaseMap`]).
+pub fn case_map(s: &str, upper: bool) -> String {
+    s.chars()
+        .map(|c| {
+            let mut mapped: Vec<char> = if upper {
+                c.to_uppercase().collect()
+            } else {
+                c.to_lowercase().collect()
+            };
+            match mapped.len() {
+                1 => mapped.remove(0),
+                _ if !upper && c == '\u{130}' => 'i',
+                _ => c,
+            }
+        })
+        .collect()
+}
+
+impl ScalarUDFImpl for CaseMap {
+    fn name(&self) -> &str {
+        if self.upper { "upper" } else { "lower" }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        match arg_types {
+            [DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 | DataType::Null] => {
+                Ok(vec![DataType::Utf8])
+            }
+            _ => Err(super::math::no_function(self.name(), arg_types)),
+        }
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        super::map_text(&args, |s| Ok(case_map(s, self.upper)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,5 +464,14 @@ mod tests {
         assert_eq!(regexp_split("a1b22c", &re), vec!["a", "b", "c"]);
         let re = regex::Regex::new(",").unwrap();
         assert_eq!(regexp_split(",a,,b,", &re), vec!["", "a", "", "b", ""]);
+    }
+
+    #[test]
+    fn case_maps_character_by_character() {
+        assert_eq!(case_map("straße", true), "STRAßE");
+        assert_eq!(case_map("ΑΣ", false), "ασ");
+        assert_eq!(case_map("İx", false), "ix");
+        assert_eq!(case_map("Ǆemal ǉ", true), "ǄEMAL Ǉ");
+        assert_eq!(case_map("ÀÉÎ", false), "àéî");
     }
 }
