@@ -3410,10 +3410,10 @@ pub async fn recover_views(engine: &Arc<Engine>) -> Result<()> {
             session.settings_changed();
         }
         let (query, emit) = event_time::stored_view_query(query);
-        let planned = match session.plan_query(&query).await {
-            Ok(plan) => stream_plan::plan_view(&plan, emit),
-            Err(e) => Err(e),
-        };
+        let planned = session
+            .plan_query(&query)
+            .await
+            .and_then(|plan| stream_plan::plan_view(&plan, emit));
         let plan = match planned {
             Ok(plan) => plan,
             Err(e) => {

@@ -43,8 +43,8 @@ pub enum Target {
     Date,
 }
 
-/// `pg_interval_text(text)` / `pg_timestamp_text(text)`: the text in a form Arrow's cast
-/// parses, row by row (NULL stays NULL).
+/// `pg_interval_text(text)` / `pg_timestamp_text(text)` / `pg_date_text(text)`: the text in a
+/// form Arrow's cast parses, row by row (NULL stays NULL).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct DateTimeText {
     target: Target,
@@ -471,16 +471,15 @@ impl DateTimeText {
         };
         let rewritten = match self.target {
             Target::Interval => interval_text(s),
-            // PostgreSQL's `timestamp` input ignores a zone in the text (docs, 8.5.1.3).
-            Target::Timestamp if self.type_name == "timestamp" => match without_zone(s) {
-                Cow::Borrowed(b) => timestamp_text(b),
-                Cow::Owned(o) => Cow::Owned(timestamp_text(&o).into_owned()),
-            },
-            Target::Timestamp => timestamp_text(s),
-            Target::Date => match without_zone(s) {
-                Cow::Borrowed(b) => timestamp_text(b),
-                Cow::Owned(o) => Cow::Owned(timestamp_text(&o).into_owned()),
-            },
+            // PostgreSQL's `timestamp` and `date` input ignore a zone in the text (docs,
+            // 8.5.1.3).
+            Target::Date | Target::Timestamp if self.type_name != "timestamp with time zone" => {
+                match without_zone(s) {
+                    Cow::Borrowed(b) => timestamp_text(b),
+                    Cow::Owned(o) => Cow::Owned(timestamp_text(&o).into_owned()),
+                }
+            }
+            Target::Timestamp | Target::Date => timestamp_text(s),
         };
         parsed(&rewritten)
             .or_else(|| {
