@@ -1395,11 +1395,14 @@ async fn statement_timeout_and_cancel_requests_stop_queries() {
     }
     c.batch_execute("SET statement_timeout = 0").await.unwrap();
 
-    // Nothing runs: the request is ignored and the next statement runs normally.
+    // Nothing runs: the request is ignored and the next statement runs normally. The
+    // client returns once the request is sent, not when the server has read it: the wait
+    // lets the server take it while the session is idle, as this case means.
     c.cancel_token()
         .cancel_query(tokio_postgres::NoTls)
         .await
         .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(common::query_text(&c, "SELECT 1").await, vec![vec!["1"]]);
 
     for sql in ["SELECT pg_sleep(60)", long_query] {

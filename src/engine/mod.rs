@@ -52,7 +52,7 @@ mod tables;
 pub use ddl::TableSpec;
 pub(crate) use ddl::dependents_error;
 pub use sources::{CONNECTOR_OPTIONS, MAX_CHUNK_EVENTS, SourceInfo, connector_def, nexmark_table};
-pub use tables::WatermarkInfo;
+pub use tables::{Abandon, WatermarkInfo};
 
 use epochs::BarrierClock;
 use tables::Tables;

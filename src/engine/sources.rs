@@ -92,7 +92,12 @@ pub fn connector_def(options: &[(String, String)], columns: &Schema) -> Result<C
         seed: DEFAULT_SEED,
         event_rate: DEFAULT_EVENT_RATE,
     };
-    for (key, value) in options {
+    for (i, (key, value)) in options.iter().enumerate() {
+        if options[..i].iter().any(|(k, _)| k == key) {
+            return Err(bad_option(format!(
+                "parameter \"{key}\" specified more than once"
+            )));
+        }
         match key.as_str() {
             "connector" => def.connector = value.to_ascii_lowercase(),
             "nexmark.table" => def.table = value.to_ascii_lowercase(),
@@ -138,7 +143,36 @@ pub fn connector_def(options: &[(String, String)], columns: &Schema) -> Result<C
     }
     let table = nexmark_table(&def.table)?;
     check_columns(table, columns)?;
+    check_event_times(&def)?;
     Ok(def)
+}
+
+/// How many events of an endless stream (no `nexmark.events`) must have an event time a
+/// timestamp holds: a billion, an hour of the generator at full speed on many cores.
+const ENDLESS_EVENTS_IN_RANGE: u64 = 1_000_000_000;
+
+/// `22023` when the stream's last event (or, endless, its billionth) would have an event time
+/// past the largest timestamp (2262-04-11, nanoseconds in 64 bits): a very slow
+/// `nexmark.event_rate` would otherwise give every later row the same clamped time.
+fn check_event_times(def: &ConnectorDef) -> Result<()> {
+    let last = def
+        .events
+        .unwrap_or(ENDLESS_EVENTS_IN_RANGE)
+        .saturating_sub(1);
+    let ms = crate::connectors::nexmark::timestamp_ms(last, def.event_rate);
+    if ms.checked_mul(1_000_000).is_some() && ms < i64::MAX {
+        return Ok(());
+    }
+    Err(bad_option(format!(
+        "option \"nexmark.event_rate\" = {} puts event {last} past the largest timestamp \
+         (2262-04-11); use a higher rate{}",
+        def.event_rate,
+        if def.events.is_some() {
+            " or fewer events"
+        } else {
+            ""
+        }
+    )))
 }
 
 /// `42804` unless `columns` are the generator's columns of `table`, by name and type, in
@@ -415,7 +449,7 @@ impl Engine {
         let open = self.clock.open();
         self.check_running()?;
         self.tables
-            .write_at(id, change, *open, Some(offset))
+            .write_at(id, change, *open, Some(offset), None)
             .map(drop)
     }
 }

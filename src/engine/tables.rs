@@ -31,6 +31,10 @@ use super::{
     lock,
 };
 
+/// Asked by a write just before it becomes durable: `Some(error)` to write nothing and
+/// fail with that error (see [`Engine::write_unless`]).
+pub type Abandon<'a> = dyn Fn() -> Option<Error> + Sync + 'a;
+
 /// A table's contents (rebuilt from its changelog at start), ordered by its primary key,
 /// and its unprocessed changes.
 pub(super) struct TableData {
@@ -768,36 +772,29 @@ impl Tables {
 
     /// Writes a change to a table in epoch `epoch` (the caller holds the clock, so epochs
     /// are appended in order): validated, appended to its changelog (synced), applied, and
-    /// queued for the next epoch. Cost: O(rows of the change × log n).
+    /// queued for the next epoch. Cost: O(rows of the change × log n). With `offset`, records
+    /// it as the table's connector offset in the same RocksDB write batch as the rows (see
+    /// [`Store::append_changelog_at`]); with no rows, only the offset is written. `abandon`, asked once the change is validated and just
+    /// before it is appended, gives the error to return instead of writing anything (a
+    /// canceled statement, a closed connection).
     ///
     /// # Errors
     /// Constraint violations (`23502`, `23505`), `42P01` for an unknown table, and store
-    /// errors; nothing is written then.
-    pub(super) fn write(
-        &self,
-        table: RelationId,
-        change: ChangeBatch,
-        epoch: Epoch,
-    ) -> Result<usize> {
-        self.write_at(table, change, epoch, None)
-    }
-
-    /// [`Tables::write`], recording `offset` as the table's connector offset in the same
-    /// RocksDB write batch as the rows (see [`Store::append_changelog_at`]); with no rows,
-    /// only the offset is written.
-    ///
-    /// # Errors
-    /// As [`Tables::write`].
+    /// errors; `abandon`'s error. Nothing is written then.
     pub(super) fn write_at(
         &self,
         table: RelationId,
         change: ChangeBatch,
         epoch: Epoch,
         offset: Option<u64>,
+        abandon: Option<&Abandon<'_>>,
     ) -> Result<usize> {
         let data = self.get(table)?;
         let mut data = lock(&data);
         let staged = data.stage(change)?;
+        if let Some(e) = abandon.and_then(|a| a()) {
+            return Err(e);
+        }
         let entries = staged.entries(epoch);
         self.store.append_changelog_at(table, &entries, offset)?;
         self.land(&mut data, staged, epoch)
@@ -811,7 +808,7 @@ impl Tables {
     /// rows of `change`) × log n).
     ///
     /// # Errors
-    /// As [`Tables::write`]'s checks.
+    /// As [`Tables::write_at`]'s checks.
     pub(super) fn check(
         &self,
         table: RelationId,
@@ -903,7 +900,7 @@ impl Tables {
     /// all in `epoch`, so views see them at one barrier. Returns the rows written.
     ///
     /// # Errors
-    /// As [`Tables::write`] (`40001` when another session changed a row the block changes
+    /// As [`Tables::write_at`] (`40001` when another session changed a row the block changes
     /// since the block read it, `23505` when it took a key the block inserts); nothing is
     /// written then.
     pub(super) fn write_many(
@@ -1017,6 +1014,27 @@ impl Tables {
             .iter()
             .filter_map(|(id, t)| lock(t).watermarks().map(|w| (*id, w)))
             .collect()
+    }
+
+    /// `rows` (rows of table `id`'s schema, to insert) without those later than the table's
+    /// watermark, counted in its `late_rows` as a write counts them: what an `INSERT` reports
+    /// (its count, `RETURNING`) before it writes. Unchanged for a table without a watermark.
+    /// O(rows).
+    ///
+    /// # Errors
+    /// `42P01` when the table is gone; Arrow errors.
+    pub(super) fn drop_late_rows(
+        &self,
+        id: RelationId,
+        rows: arrow::array::RecordBatch,
+    ) -> Result<arrow::array::RecordBatch> {
+        let data = self.get(id)?;
+        let mut data = lock(&data);
+        let Some(t) = &mut data.event_time else {
+            return Ok(rows);
+        };
+        let (kept, _) = t.drop_late(ChangeBatch::inserts(rows))?;
+        Ok(kept.batch)
     }
 
     /// (watermark as a value of the column's type, late rows) of table `id`, when it has a
@@ -1246,6 +1264,23 @@ impl Engine {
     /// `0A000` for a retraction (DELETE, UPDATE) of an append-only table. `57P01` once the
     /// engine is shutting down.
     pub fn write(&self, table: RelationId, change: ChangeBatch) -> Result<usize> {
+        self.write_unless(table, change, &|| None)
+    }
+
+    /// [`Engine::write`] for a statement that may be stopped while it writes: `abandon` is
+    /// asked after the backlog wait and again once the change is validated, just before it
+    /// is appended to the changelog (the point after which the write lands whole); when it
+    /// gives an error, nothing is written and that error is returned. A canceled `INSERT`,
+    /// or one whose connection closed at shutdown, so stops without a write to undo.
+    ///
+    /// # Errors
+    /// As [`Engine::write`]; `abandon`'s error.
+    pub fn write_unless(
+        &self,
+        table: RelationId,
+        change: ChangeBatch,
+        abandon: &Abandon<'_>,
+    ) -> Result<usize> {
         self.check_running()?;
         self.check_writable(table)?;
         if change.is_empty() {
@@ -1256,8 +1291,12 @@ impl Engine {
         }
         self.tables
             .wait_for_backlog(|| self.clock.request_tick(), || self.is_stopping());
+        if let Some(e) = abandon() {
+            return Err(e);
+        }
         let open = self.clock.open();
-        self.tables.write(table, change, *open)
+        self.tables
+            .write_at(table, change, *open, None, Some(abandon))
     }
 
     /// Checks a transaction block's write before the block commits (see [`Tables::check`]):
@@ -1361,6 +1400,20 @@ impl Engine {
             )));
         }
         Ok(())
+    }
+
+    /// The rows of an `INSERT` into table `id` that are not late (see [`Tables::drop_late_rows`]):
+    /// rows later than the table's watermark are dropped and counted now, so the statement's
+    /// count and `RETURNING` show only the rows it writes.
+    ///
+    /// # Errors
+    /// `42P01` when the table is gone; Arrow errors.
+    pub fn drop_late_rows(
+        &self,
+        id: RelationId,
+        rows: arrow::array::RecordBatch,
+    ) -> Result<arrow::array::RecordBatch> {
+        self.tables.drop_late_rows(id, rows)
     }
 
     /// The watermarks of every table with a `WATERMARK FOR` clause and of every view whose

@@ -191,6 +191,13 @@ impl Handlers {
         Ok(Handlers { inner })
     }
 
+    /// Stops the running statement as a cancel request would (the connection is being
+    /// closed at shutdown): a query ends, and a write not yet appended to its table's
+    /// changelog writes nothing (see `Engine::write_unless`).
+    pub fn interrupt_statement(&self) {
+        self.inner.interrupt.cancel();
+    }
+
     /// Ends the connection's session: a transaction block still open (the client closed the
     /// connection or sent Terminate inside it, or the server is shutting down) is rolled
     /// back, as PostgreSQL does when a backend exits.
@@ -513,6 +520,17 @@ fn data_row_fields(row: &pgwire::messages::data::DataRow) -> PgWireResult<Vec<Op
 /// whose values an `oid` description would make a binary client misread.
 fn pg_fields(schema: &arrow::datatypes::Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
     use arrow_pg::datatypes::PG_OID_ALIAS_KEY;
+    // arrow-pg encodes arrays of one dimension only; an array of arrays is refused by name
+    // rather than as its internal error.
+    if let Some(f) = schema.fields().iter().find(|f| {
+        matches!(f.data_type(), DataType::List(item) | DataType::LargeList(item)
+            if matches!(item.data_type(), DataType::List(_) | DataType::LargeList(_)))
+    }) {
+        return Err(pg_error(&Error::not_supported(format!(
+            "multidimensional arrays (column \"{}\") are not supported",
+            f.name()
+        ))));
+    }
     let described;
     let schema = if schema.fields().iter().any(|f| oid_marker_to_fix(f)) {
         let fields: Vec<arrow::datatypes::Field> = schema
@@ -1083,8 +1101,14 @@ impl SimpleQueryHandler for Conn {
         let mut responses = Vec::new();
         // The statements of one Query are one implicit transaction (see `Session::implicit`);
         // after a COMMIT or ROLLBACK among them, those that follow are a new one.
-        for stmt in split_statements(query) {
-            session.begin_implicit();
+        let statements = split_statements(query);
+        let several = statements.len() > 1;
+        for stmt in statements {
+            if several {
+                session.begin_implicit_of_several();
+            } else {
+                session.begin_implicit();
+            }
             // The span goes with the future (`instrument`), not a guard held across the
             // await: a guard entered on one worker thread and dropped on another corrupts
             // the subscriber's span stack.
@@ -1120,13 +1144,15 @@ impl SimpleQueryHandler for Conn {
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, code = e.sqlstate(), "statement failed");
-                    session.abort_implicit().await;
+                    session.statement_failed().await;
                     responses.push(Response::Error(Box::new(error_info(&e))));
                     break;
                 }
             }
         }
-        session.commit_implicit();
+        if let Err(e) = session.commit_implicit().await {
+            responses.push(Response::Error(Box::new(error_info(&e))));
+        }
         if responses.is_empty() {
             responses.push(Response::EmptyQuery);
         }
@@ -1200,10 +1226,17 @@ fn cancellable(sql: &str) -> bool {
         .filter(|w| !w.is_empty())
         .map(str::to_ascii_lowercase);
     match words.next().as_deref() {
-        Some(
-            "select" | "values" | "table" | "with" | "show" | "flush" | "declare" | "fetch"
-            | "move",
-        ) => true,
+        Some("select" | "values" | "table" | "show" | "flush" | "declare" | "fetch" | "move") => {
+            true
+        }
+        // `WITH ... INSERT/UPDATE/DELETE` writes: any such word makes it run to its end.
+        Some("with") => !sql
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .any(|w| {
+                ["insert", "update", "delete"]
+                    .iter()
+                    .any(|k| w.eq_ignore_ascii_case(k))
+            }),
         Some("explain") => words.next().as_deref() != Some("analyze"),
         _ => false,
     }
@@ -1291,7 +1324,15 @@ impl QueryParser for Parser {
         if interrupted(&described) {
             session.after_panic();
         }
-        let (params, schema) = described.map_err(|e| pg_error(&e))?;
+        let (params, schema) = match described {
+            Ok(d) => d,
+            // A Parse that fails fails its transaction as a statement would (PostgreSQL
+            // aborts the block on any error of the extended protocol's messages).
+            Err(e) => {
+                session.statement_failed().await;
+                return Err(pg_error(&e));
+            }
+        };
         let param_oids = crate::sql::oid_columns::oid_parameters(&sql);
         Ok(Some(Prepared {
             sql,
@@ -1377,7 +1418,9 @@ impl ExtendedQueryHandler for Conn {
         let _ = message;
         let status = {
             let mut session = self.session.lock().await;
-            session.commit_implicit();
+            if let Err(e) = session.commit_implicit().await {
+                tracing::warn!(error = %e, "ending the implicit transaction at Sync");
+            }
             block_status(&session)
         };
         client.set_transaction_status(status);
@@ -1456,11 +1499,19 @@ impl ExtendedQueryHandler for Conn {
     {
         let stmt = &portal.statement.statement;
         let params = if portal.parameter_len() > 0 {
-            Some(bind_parameters(portal, &stmt.params)?)
+            Some(bind_parameters(portal, &stmt.params))
         } else {
             None
         };
         let mut session = self.session.lock().await;
+        // A parameter value that does not decode fails the transaction as the statement would.
+        let params = match params.transpose() {
+            Ok(p) => p,
+            Err(e) => {
+                session.statement_failed().await;
+                return Err(e);
+            }
+        };
         session.begin_implicit();
         let interrupt = Arc::clone(&session.interrupt);
         let timeout = session.statement_timeout();
@@ -1491,7 +1542,7 @@ impl ExtendedQueryHandler for Conn {
             // next Sync, as PostgreSQL does, and the statements run since the last Sync are
             // undone (their implicit transaction fails).
             Err(e) => {
-                session.abort_implicit().await;
+                session.statement_failed().await;
                 Err(PgWireError::UserError(Box::new(error_info(&e))))
             }
         }

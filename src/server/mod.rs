@@ -191,6 +191,7 @@ async fn serve(
             }
         }
         () = until_closing(&mut closing) => {
+            handlers.interrupt_statement();
             // The protocol's task is dropped between messages or, rarely, in the middle of
             // one; the client is told either way (unless its stream is encrypted), and the
             // socket is closed.

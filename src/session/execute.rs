@@ -671,7 +671,9 @@ impl Session {
                 }
                 let name = object_name(&cv.name)?;
                 self.drop_now(&name).await?;
-                if self.transaction.is_some() && self.engine.relation(&name).is_none() {
+                if (self.transaction.is_some() || self.implicit_ddl.is_some())
+                    && self.engine.relation(&name).is_none()
+                {
                     self.note_created(name.clone(), false, false);
                 }
                 let columns: Vec<String> = cv.columns.iter().map(|c| ident(&c.name)).collect();
@@ -712,7 +714,11 @@ impl Session {
                 cascade,
                 ..
             } => {
-                if self.transaction.is_some() {
+                let deferrable = matches!(
+                    object_type,
+                    ObjectType::Table | ObjectType::MaterializedView | ObjectType::Index
+                );
+                if self.transaction.is_some() || (self.implicit_ddl.is_some() && deferrable) {
                     return self.defer_drop(object_type, if_exists, cascade, &names);
                 }
                 if object_type == ObjectType::Index {
@@ -1083,8 +1089,11 @@ impl Session {
                     // The implicit transaction's writes so far become the block's, as in
                     // PostgreSQL.
                     let read_only = w.windows(2).any(|p| p[0] == "read" && p[1] == "only");
+                    let ddl = self.implicit_ddl.take().unwrap_or_default();
                     self.transaction = Some(TransactionBlock {
                         applied: self.implicit.take().unwrap_or_default(),
+                        created: ddl.created,
+                        drops: ddl.drops,
                         read_only,
                         ..TransactionBlock::default()
                     });
@@ -1092,7 +1101,9 @@ impl Session {
                 Output::TransactionStart("BEGIN".into())
             }
             "commit" | "end" => {
-                self.implicit = None;
+                // Outside a block, COMMIT ends the implicit transaction (PostgreSQL warns
+                // that no transaction is in progress).
+                self.commit_implicit().await?;
                 self.cursors.commit();
                 if let Some(block) = self.transaction.take() {
                     self.commit_block(block).await?;
@@ -1109,6 +1120,9 @@ impl Session {
             }
             "rollback" | "abort" => {
                 self.cursors.rollback();
+                if self.transaction.is_none() {
+                    self.abort_implicit().await;
+                }
                 if let Some(block) = self.transaction.take() {
                     self.rollback_block(block).await?;
                 }
@@ -2289,7 +2303,10 @@ impl Session {
                     .collect_interruptible(input.as_ref().clone())
                     .await
                     .map_err(|e| not_null_of_table_column(e, input.as_ref(), &name))?;
-                let batch = concat_as(&schema, &batches)?;
+                let mut batch = concat_as(&schema, &batches)?;
+                if def.time.watermark.is_some() {
+                    batch = self.engine.drop_late_rows(def.id, batch)?;
+                }
                 match &upsert {
                     Some(u) => {
                         let outcome = self.upsert(&def, u, batch, bound.as_ref()).await?;
@@ -2362,8 +2379,9 @@ impl Session {
             // statement was dropped meanwhile (its connection closed) is still undone with
             // the rest.
             let mut landed = Arc::clone(&self.landed).lock_owned().await;
+            let interrupt = Arc::clone(&self.interrupt);
             tokio::task::spawn_blocking(move || {
-                let n = engine.write(id, change)?;
+                let n = engine.write_unless(id, change, &|| interrupt.check())?;
                 if let Some(change) = written {
                     landed.push((id, change));
                 }
@@ -2759,9 +2777,10 @@ impl Session {
         let logged = self.logs_writes(append_only);
         // As for INSERT: the write lands in `landed` from the blocking thread.
         let mut landed = Arc::clone(&self.landed).lock_owned().await;
+        let interrupt = Arc::clone(&self.interrupt);
         let n = tokio::task::spawn_blocking(move || {
             let change = parse()?;
-            let n = engine.write(table, change.clone())?;
+            let n = engine.write_unless(table, change.clone(), &|| interrupt.check())?;
             if logged {
                 landed.push((table, change));
             }
@@ -2838,16 +2857,61 @@ impl Session {
         }
     }
 
+    /// [`Self::begin_implicit`] for a statement of a simple Query of several statements:
+    /// the implicit transaction also keeps its DDL (see [`Session::implicit_ddl`]), so that
+    /// a later statement's failure undoes a `CREATE` and keeps what a `DROP` dropped.
+    pub fn begin_implicit_of_several(&mut self) {
+        if self.transaction.is_none() && self.implicit.is_none() {
+            self.implicit = Some(Vec::new());
+            self.implicit_ddl = Some(super::ImplicitDdl::default());
+        }
+    }
+
     /// Ends the implicit transaction, keeping its writes (at Sync, or at the end of a simple
     /// Query whose statements all succeeded).
-    pub fn commit_implicit(&mut self) {
+    ///
+    /// # Errors
+    /// Those of its deferred `DROP`s (checked when they ran: only another session's DDL
+    /// meanwhile makes one fail); the drops before it stay made.
+    pub async fn commit_implicit(&mut self) -> Result<()> {
         self.implicit = None;
+        let Some(ddl) = self.implicit_ddl.take() else {
+            return Ok(());
+        };
+        if ddl.drops.is_empty() {
+            return Ok(());
+        }
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || make_drops(&engine, ddl.drops))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?
+    }
+
+    /// A statement failed, wherever its error came from (parsing, binding its parameters,
+    /// running, sending its rows): an open transaction block is aborted (`25P02` until its
+    /// end, as in PostgreSQL) and the implicit transaction undone ([`Self::abort_implicit`]).
+    pub async fn statement_failed(&mut self) {
+        if let Some(log) = &mut self.transaction {
+            log.aborted = true;
+        }
+        self.abort_implicit().await;
     }
 
     /// Ends the implicit transaction after one of its statements failed, undoing its writes,
     /// newest first. An undo that fails (another session changed the rows since) is logged;
     /// the statement's own error is what the client sees.
     pub async fn abort_implicit(&mut self) {
+        if let Some(ddl) = self.implicit_ddl.take() {
+            // Its writes first (some may be to the tables it created), then its tables.
+            let writes = self.implicit.take().unwrap_or_default();
+            if !writes.is_empty()
+                && let Err(e) = self.undo(writes).await
+            {
+                tracing::warn!(error = %e, "undoing a failed implicit transaction");
+            }
+            self.drop_created(ddl.created).await;
+            return;
+        }
         let Some(writes) = self.implicit.take() else {
             return;
         };
@@ -2913,10 +2977,13 @@ impl Session {
     /// Records that the open transaction block created a table (`table`) or materialized
     /// view, for its `ROLLBACK` to drop (not when it `existed` before: `IF NOT EXISTS`).
     fn note_created(&mut self, name: String, table: bool, existed: bool) {
-        if let Some(block) = &mut self.transaction
-            && !existed
-        {
+        if existed {
+            return;
+        }
+        if let Some(block) = &mut self.transaction {
             block.created.push((name, table));
+        } else if let Some(ddl) = &mut self.implicit_ddl {
+            ddl.created.push((name, table));
         }
     }
 
@@ -2927,13 +2994,15 @@ impl Session {
     /// # Errors
     /// Those of the drop (`2BP01`, ...).
     async fn drop_now(&mut self, name: &str) -> Result<()> {
-        let Some(block) = &mut self.transaction else {
-            return Ok(());
+        let drops = match (&mut self.transaction, &mut self.implicit_ddl) {
+            (Some(block), _) => &mut block.drops,
+            (None, Some(ddl)) => &mut ddl.drops,
+            (None, None) => return Ok(()),
         };
-        let (now, later): (Vec<DeferredDrop>, Vec<DeferredDrop>) = std::mem::take(&mut block.drops)
+        let (now, later): (Vec<DeferredDrop>, Vec<DeferredDrop>) = std::mem::take(drops)
             .into_iter()
             .partition(|d| d.name == name && d.kind != DropKind::Index);
-        block.drops = later;
+        *drops = later;
         for d in now {
             let engine = Arc::clone(&self.engine);
             tokio::task::spawn_blocking(move || {
@@ -2978,6 +3047,10 @@ impl Session {
                         .transaction
                         .as_ref()
                         .is_some_and(|b| b.drops.iter().any(dropped))
+                    || self
+                        .implicit_ddl
+                        .as_ref()
+                        .is_some_and(|i| i.drops.iter().any(dropped))
             };
             if kind == DropKind::Index {
                 if self.engine.catalog().index_by_name(&name).is_none() {
@@ -3014,6 +3087,8 @@ impl Session {
         }
         if let Some(block) = &mut self.transaction {
             block.drops.extend(drops);
+        } else if let Some(ddl) = &mut self.implicit_ddl {
+            ddl.drops.extend(drops);
         }
         Ok(Output::Command(tag.into()))
     }
@@ -3081,15 +3156,7 @@ impl Session {
                 .into_iter()
                 .filter(|(id, _)| !dropped.contains(id))
                 .collect();
-            for d in drops {
-                match d.kind {
-                    DropKind::Index => engine.drop_index(&d.name, true).map(|_| ())?,
-                    // Checked when the DROP ran; gone meanwhile is as good.
-                    kind => engine
-                        .drop_relation(&d.name, kind == DropKind::Table, true, d.cascade)
-                        .map(|_| ())?,
-                }
-            }
+            make_drops(&engine, drops)?;
             engine.write_many(writes)
         })
         .await
@@ -3347,6 +3414,24 @@ impl Session {
         };
         Ok((out, schema))
     }
+}
+
+/// Makes a block's or an implicit transaction's deferred `DROP`s, in order. Each was checked
+/// when its statement ran; a relation gone meanwhile is as good as dropped.
+///
+/// # Errors
+/// The first drop's error (`2BP01` when another session made a view depend on it since);
+/// the drops before it stay made.
+fn make_drops(engine: &Engine, drops: Vec<DeferredDrop>) -> Result<()> {
+    for d in drops {
+        match d.kind {
+            DropKind::Index => engine.drop_index(&d.name, true).map(|_| ())?,
+            kind => engine
+                .drop_relation(&d.name, kind == DropKind::Table, true, d.cascade)
+                .map(|_| ())?,
+        }
+    }
+    Ok(())
 }
 
 /// Recompiles every materialized view at start, planning each stored query with a fresh

@@ -66,6 +66,10 @@ pub struct Session {
     /// (table, change written), oldest first; writes to append-only tables are not kept (they
     /// cannot be undone).
     pub implicit: Option<Vec<(RelationId, crate::common::ChangeBatch)>>,
+    /// In the implicit transaction of a simple Query of several statements, its DDL:
+    /// relations it created (dropped again when a later statement fails) and its `DROP`s of
+    /// tables, views and indexes (made when it ends well), as in a transaction block.
+    pub implicit_ddl: Option<ImplicitDdl>,
     /// Writes that reached their table but not yet the undo log: a statement writes on a
     /// blocking thread, which pushes its change here (holding the lock from before the
     /// write starts); the statement then moves it to the log. When the statement's future
@@ -113,6 +117,16 @@ pub struct TransactionBlock {
     /// before the failure) every other statement is refused with `25P02`, and `COMMIT`
     /// rolls the block back, as in PostgreSQL.
     pub aborted: bool,
+}
+
+/// The DDL of an implicit transaction spanning several statements (see
+/// [`Session::implicit_ddl`]).
+#[derive(Debug, Default)]
+pub struct ImplicitDdl {
+    /// Tables (`true`) and materialized views it created, oldest first.
+    pub created: Vec<(String, bool)>,
+    /// Its `DROP`s, checked when they ran.
+    pub drops: Vec<DeferredDrop>,
 }
 
 /// A `DROP` inside a transaction block, made at `COMMIT` (so a `ROLLBACK` keeps the
@@ -238,6 +252,7 @@ impl Session {
             user: DEFAULT_USER.to_string(),
             transaction: None,
             implicit: None,
+            implicit_ddl: None,
             landed: Arc::default(),
             display_zone,
             interrupt,

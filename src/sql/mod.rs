@@ -8,6 +8,7 @@ pub mod copy;
 pub mod copy_binary;
 pub mod decorrelate;
 pub mod dialect;
+pub mod dml_with;
 pub mod equal_keys;
 pub mod event_time;
 pub mod filter_first;

@@ -73,6 +73,8 @@ impl Parser {
                 Arc::new(FetchFirstRule),
                 // `substring(s FROM x [FOR n])` is a call of `substring` (its regex form too).
                 Arc::new(SubstringCallRule),
+                // `array_length`, `cardinality`, ... return `integer`.
+                Arc::new(IntegerArrayFunctionsRule),
                 // `COLLATE` clauses (Weir has one collation).
                 Arc::new(StripCollate),
                 // `OPERATOR(pg_catalog.~)` is the plain operator.
@@ -175,7 +177,7 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
         .try_with_sql(flink.as_deref().unwrap_or(sql))
         .and_then(|mut p| p.parse_statements())
         .map_err(parse_error)?;
-    let mut stmt = exactly_one(statements)?;
+    let mut stmt = crate::sql::dml_with::lift(exactly_one(statements)?)?;
     check_cast_lengths(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
@@ -818,6 +820,45 @@ impl SqlStatementRewriteRule for SubstringCallRule {
                 *e = function_call("substring", args);
             }
             ControlFlow::Continue(())
+        });
+        s
+    }
+}
+
+/// Calls of the array functions that count or find (`array_length`, `cardinality`,
+/// `array_position`, `array_ndims`) cast to `integer`, their type in PostgreSQL; DataFusion's
+/// return an unsigned 64-bit integer, which would go out as `numeric`. Rewritten in the
+/// statement, so that the types of the expressions around a call are resolved against
+/// `integer` (DataFusion's own uses of these functions, as in `x > ALL(array)`, keep theirs).
+#[derive(Debug)]
+struct IntegerArrayFunctionsRule;
+
+impl SqlStatementRewriteRule for IntegerArrayFunctionsRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        // Post-order: the cast's own call is not visited again.
+        let _ = visit_expressions_mut(&mut s, |e| {
+            if let Expr::Function(f) = e
+                && f.name.0.len() == 1
+                && f.name.0[0].as_ident().is_some_and(|i| {
+                    [
+                        "array_length",
+                        "cardinality",
+                        "array_position",
+                        "array_ndims",
+                    ]
+                    .iter()
+                    .any(|n| i.value.eq_ignore_ascii_case(n))
+                })
+            {
+                *e = Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                    expr: Box::new(e.clone()),
+                    data_type: datafusion::sql::sqlparser::ast::DataType::Integer(None),
+                    array: false,
+                    format: None,
+                };
+            }
+            ControlFlow::<()>::Continue(())
         });
         s
     }

@@ -3134,11 +3134,14 @@ fn datetime_text_cast(
         Expr::Cast(datafusion::logical_expr::Cast::new(c.expr, DataType::Utf8))
     };
     // Text without an offset cast to `timestamptz` is read in the session's time zone.
+    let session_zone = zone.map(str::to_string);
     let zone = matches!(c.field.data_type(), DataType::Timestamp(_, Some(_)))
-        .then(|| zone.map(str::to_string))
+        .then(|| session_zone.clone())
         .flatten();
     let udf = Arc::new(ScalarUDF::new_from_impl(
-        DateTimeText::new(target, type_name).in_zone(zone),
+        DateTimeText::new(target, type_name)
+            .in_zone(zone)
+            .in_session_zone(session_zone),
     ));
     Ok(Transformed::yes(Expr::Cast(
         datafusion::logical_expr::Cast {

@@ -402,6 +402,69 @@ def failed_commit_ends_block():
     b.close()
 
 
+def parse_and_bind_errors_abort_block():
+    # An error of the extended protocol's Parse (a syntax error, an unknown column) or Bind
+    # (a parameter that does not decode) aborts the block as any failed statement does
+    # (PostgreSQL: 25P02 until its end); its COMMIT then rolls the block back.
+    c = psycopg.connect(conninfo(), autocommit=True)
+    c.execute("DROP TABLE IF EXISTS pg3_pe")
+    c.execute("CREATE TABLE pg3_pe (id INT)")
+    c.autocommit = False
+    bad = [
+        ("SELECT %s::int", ("12x",), "22P02"),
+        ("SELEC 1", None, "42601"),
+        ("SELECT nocol FROM pg3_pe WHERE id = %s", (1,), "42703"),
+    ]
+    for prepare in (True, False):
+        for query, params, code in bad:
+            c.execute("INSERT INTO pg3_pe VALUES (1)")
+            try:
+                c.execute(query, params, prepare=prepare)
+                raise AssertionError(f"{query!r} succeeded")
+            except psycopg.Error as e:
+                eq(e.sqlstate, code, f"SQLSTATE of {query!r}")
+            eq(c.info.transaction_status, psycopg.pq.TransactionStatus.INERROR, "status after it")
+            try:
+                c.execute("SELECT 1")
+                raise AssertionError("a statement after the error ran")
+            except psycopg.Error as e:
+                eq(e.sqlstate, "25P02", "SQLSTATE of the next statement")
+            c.commit()
+    c.autocommit = True
+    eq(c.execute("SELECT count(*) FROM pg3_pe").fetchone(), (0,), "rows after the commits")
+    c.execute("DROP TABLE pg3_pe")
+    c.close()
+
+
+def implicit_transaction_ddl():
+    # The statements of one simple Query are one implicit transaction, DDL included: a later
+    # statement's failure keeps the table a DROP dropped and removes one a CREATE created.
+    c = psycopg.connect(conninfo(), autocommit=True)
+    c.execute("DROP TABLE IF EXISTS pg3_keep")
+    c.execute("DROP TABLE IF EXISTS pg3_gone")
+    c.execute("CREATE TABLE pg3_keep (id INT)")
+    c.execute("INSERT INTO pg3_keep VALUES (1), (2)")
+    with c.cursor() as cur:
+        for script in [
+            "DROP TABLE pg3_keep; SELECT 1 / 0",
+            "CREATE TABLE pg3_gone (id INT); INSERT INTO pg3_gone VALUES (1); SELECT 1 / 0",
+        ]:
+            try:
+                # No parameters: psycopg sends the string as one simple Query.
+                cur.execute(script.encode(), prepare=False)
+                raise AssertionError(f"{script!r} succeeded")
+            except psycopg.Error as e:
+                eq(e.sqlstate, "22012", "SQLSTATE of the script")
+    eq(c.execute("SELECT count(*) FROM pg3_keep").fetchone(), (2,), "rows of the dropped table")
+    eq(
+        c.execute("SELECT count(*) FROM pg_catalog.pg_tables WHERE tablename = 'pg3_gone'").fetchone(),
+        (0,),
+        "tables named pg3_gone",
+    )
+    c.execute("DROP TABLE pg3_keep")
+    c.close()
+
+
 for name, fn in [
     ("connect", connect),
     ("select_int4_literal", select_int4_literal),
@@ -432,6 +495,8 @@ for name, fn in [
     ("rollback_at_disconnect", rollback_at_disconnect),
     ("text_param_ranges", text_param_ranges),
     ("failed_commit_ends_block", failed_commit_ends_block),
+    ("parse_and_bind_errors_abort_block", parse_and_bind_errors_abort_block),
+    ("implicit_transaction_ddl", implicit_transaction_ddl),
 ]:
     checks.run(name, fn)
 conn.close()

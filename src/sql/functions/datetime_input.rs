@@ -55,6 +55,9 @@ pub struct DateTimeText {
     /// ([`TimeZoneSetting::arrow`]), that text without an offset is read in (PostgreSQL
     /// docs, 8.5.1.3); `None` for UTC and the other targets.
     zone: Option<String>,
+    /// The session's time zone (Arrow's form; `None` for UTC) whatever the target: the zone
+    /// whose clock `'now'` and `'today'` read for a `timestamp` or a `date`.
+    session_zone: Option<String>,
     signature: Signature,
 }
 
@@ -65,6 +68,7 @@ impl DateTimeText {
             target,
             type_name,
             zone: None,
+            session_zone: None,
             signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
         }
     }
@@ -73,6 +77,13 @@ impl DateTimeText {
     /// cast to `timestamptz`.
     pub fn in_zone(mut self, zone: Option<String>) -> Self {
         self.zone = zone;
+        self
+    }
+
+    /// The same function with the session's time zone (Arrow's form, `None` for UTC), for
+    /// the special values `'now'`, `'today'`, `'tomorrow'` and `'yesterday'`.
+    pub fn in_session_zone(mut self, zone: Option<String>) -> Self {
+        self.session_zone = zone;
         self
     }
 
@@ -415,6 +426,11 @@ impl DateTimeText {
     /// `22007` `invalid input syntax for type <type>: "<text>"` (PostgreSQL's message) when
     /// neither parses.
     fn convert(&self, s: &str, zone: Option<&Tz>) -> Result<String> {
+        if self.target != Target::Interval
+            && let Some(text) = self.special_value(s, zone)?
+        {
+            return Ok(text);
+        }
         // A zone named after the time (`2024-03-10 02:30:00 America/New_York`): the wall
         // clock read in that zone; a `timestamp` ignores it, as it ignores offsets.
         if self.target == Target::Timestamp
@@ -496,6 +512,75 @@ impl DateTimeText {
                     format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
                 )))
             })
+    }
+}
+
+impl DateTimeText {
+    /// The special date/time input values (PostgreSQL docs, 8.5.1.4 "Special Values") in
+    /// the form Arrow's cast reads: `epoch` (1970-01-01 00:00 UTC), `now` (the current time),
+    /// `today`, `tomorrow` and `yesterday` (midnight of that day on the clock of the session's
+    /// zone, or of `zone` read for a `timestamptz`); `None` for other text. As in
+    /// PostgreSQL, the value is taken when the text is read: a constant in a materialized
+    /// view keeps the time the view was created.
+    ///
+    /// # Errors
+    /// `0A000` for `infinity` and `-infinity`, which Weir's timestamps (nanoseconds in 64
+    /// bits) cannot hold.
+    fn special_value(&self, s: &str, zone: Option<&Tz>) -> Result<Option<String>> {
+        let word = s.trim().to_ascii_lowercase();
+        let days = match word.as_str() {
+            "epoch" | "now" => None,
+            "today" => Some(0),
+            "tomorrow" => Some(1),
+            "yesterday" => Some(-1),
+            "infinity" | "+infinity" | "-infinity" => {
+                return Err(DataFusionError::External(Box::new(Error::not_supported(
+                    format!(
+                        "the special value '{word}' of type {} is not supported (timestamps \
+                         run from 1677 to 2262)",
+                        self.type_name
+                    ),
+                ))));
+            }
+            _ => return Ok(None),
+        };
+        let with_zone = self.type_name == "timestamp with time zone";
+        let clock: Tz = match (zone, &self.session_zone) {
+            (Some(z), _) => *z,
+            (None, Some(z)) => z.parse()?,
+            (None, None) => "+00:00".parse()?,
+        };
+        let utc = if word == "epoch" {
+            chrono::DateTime::UNIX_EPOCH
+        } else {
+            chrono::Utc::now()
+        };
+        let local = utc.with_timezone(&clock).naive_local();
+        let local = match days {
+            None if word == "epoch" => utc.naive_utc(),
+            None => local,
+            Some(d) => local
+                .date()
+                .checked_add_signed(chrono::TimeDelta::days(d))
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .ok_or_else(|| DataFusionError::Execution("date out of range".into()))?,
+        };
+        Ok(Some(match self.target {
+            Target::Date => local.format("%Y-%m-%d").to_string(),
+            Target::Timestamp if with_zone => {
+                let at = match days {
+                    None => utc.naive_utc(),
+                    Some(_) => resolve_wall_clock(&clock, local).ok_or_else(|| {
+                        DataFusionError::Execution("timestamp out of range".into())
+                    })?,
+                };
+                at.and_utc()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+            }
+            Target::Timestamp | Target::Interval => {
+                local.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+            }
+        }))
     }
 }
 

@@ -136,7 +136,7 @@ impl PartitionEvaluator for SessionEvaluator {
         };
         let raw = arrow::compute::cast(ts, &DataType::Int64)?;
         let raw = raw.as_primitive::<arrow::datatypes::Int64Type>();
-        let bounds = session_bounds(raw, gap, self.end, num_rows);
+        let bounds = session_bounds(raw, gap, self.end, num_rows)?;
         Ok(arrow::compute::cast(&bounds, ts.data_type())?)
     }
 }
@@ -165,7 +165,16 @@ fn gap_in(gap: IntervalMonthDayNano, unit: TimeUnit) -> Result<i64> {
 
 /// For each of the `n` times in `ts` (in any order), its session's start or end (see the
 /// module docs); NULL for a NULL time. O(n log n).
-fn session_bounds(ts: &arrow::array::Int64Array, gap: i64, end: bool, n: usize) -> ArrayRef {
+///
+/// # Errors
+/// `22008` `timestamp out of range` for an end past the largest timestamp (as PostgreSQL's
+/// `timestamp + interval` reports it).
+fn session_bounds(
+    ts: &arrow::array::Int64Array,
+    gap: i64,
+    end: bool,
+    n: usize,
+) -> Result<ArrayRef> {
     let mut order: Vec<usize> = (0..n).filter(|&i| ts.is_valid(i)).collect();
     order.sort_by_key(|&i| ts.value(i));
     let mut out: Vec<Option<i64>> = vec![None; n];
@@ -181,7 +190,12 @@ fn session_bounds(ts: &arrow::array::Int64Array, gap: i64, end: bool, n: usize) 
             last += 1;
         }
         let bound = if end {
-            ts.value(order[last]).saturating_add(gap)
+            ts.value(order[last]).checked_add(gap).ok_or_else(|| {
+                datafusion::common::DataFusionError::External(Box::new(crate::error::Error::data(
+                    "22008",
+                    "timestamp out of range",
+                )))
+            })?
         } else {
             ts.value(order[first])
         };
@@ -190,7 +204,7 @@ fn session_bounds(ts: &arrow::array::Int64Array, gap: i64, end: bool, n: usize) 
         }
         first = last + 1;
     }
-    Arc::new(Int64Array::from(out))
+    Ok(Arc::new(Int64Array::from(out)))
 }
 
 /// The gap of a session bound call, in nanoseconds, if `e` is the literal interval the
@@ -238,8 +252,8 @@ mod tests {
             Some(4 * s),
             Some(30 * s),
         ]);
-        let start = session_bounds(&ts, 10 * s, false, 6);
-        let end = session_bounds(&ts, 10 * s, true, 6);
+        let start = session_bounds(&ts, 10 * s, false, 6).unwrap();
+        let end = session_bounds(&ts, 10 * s, true, 6).unwrap();
         let v = |a: &ArrayRef| -> Vec<Option<i64>> {
             a.as_primitive::<arrow::datatypes::Int64Type>()
                 .iter()
@@ -267,7 +281,7 @@ mod tests {
     #[test]
     fn touching_windows_merge() {
         let ts = Int64Array::from(vec![0, 10, 21]);
-        let start = session_bounds(&ts, 10, false, 3);
+        let start = session_bounds(&ts, 10, false, 3).unwrap();
         assert_eq!(
             start
                 .as_primitive::<arrow::datatypes::Int64Type>()
@@ -275,6 +289,15 @@ mod tests {
                 .to_vec(),
             [0, 0, 21]
         );
+    }
+
+    /// An end past the largest timestamp is PostgreSQL's `22008`, not a clamped time.
+    #[test]
+    fn end_out_of_range() {
+        let ts = Int64Array::from(vec![i64::MAX - 5]);
+        let e = session_bounds(&ts, 10, true, 1).unwrap_err();
+        assert!(e.to_string().contains("timestamp out of range"), "{e}");
+        assert!(session_bounds(&ts, 10, false, 1).is_ok());
     }
 
     #[test]
