@@ -774,9 +774,9 @@ impl Tables {
     /// are appended in order): validated, appended to its changelog (synced), applied, and
     /// queued for the next epoch. Cost: O(rows of the change × log n). With `offset`, records
     /// it as the table's connector offset in the same RocksDB write batch as the rows (see
-    /// [`Store::append_changelog_at`]); with no rows, only the offset is written. `abandon`, asked once the change is validated and just
-    /// before it is appended, gives the error to return instead of writing anything (a
-    /// canceled statement, a closed connection).
+    /// [`Store::append_changelog_at`]); with no rows, only the offset is written. `abandon`,
+    /// asked once the change is validated and just before it is appended, gives the error to
+    /// return instead of writing anything (a canceled statement, a closed connection).
     ///
     /// # Errors
     /// Constraint violations (`23502`, `23505`), `42P01` for an unknown table, and store

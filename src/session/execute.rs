@@ -2901,25 +2901,15 @@ impl Session {
     /// newest first. An undo that fails (another session changed the rows since) is logged;
     /// the statement's own error is what the client sees.
     pub async fn abort_implicit(&mut self) {
-        if let Some(ddl) = self.implicit_ddl.take() {
-            // Its writes first (some may be to the tables it created), then its tables.
-            let writes = self.implicit.take().unwrap_or_default();
-            if !writes.is_empty()
-                && let Err(e) = self.undo(writes).await
-            {
-                tracing::warn!(error = %e, "undoing a failed implicit transaction");
-            }
-            self.drop_created(ddl.created).await;
-            return;
-        }
-        let Some(writes) = self.implicit.take() else {
-            return;
-        };
-        if writes.is_empty() {
-            return;
-        }
-        if let Err(e) = self.undo(writes).await {
+        // Its writes first (some may be to the tables it created), then its tables.
+        let writes = self.implicit.take().unwrap_or_default();
+        if !writes.is_empty()
+            && let Err(e) = self.undo(writes).await
+        {
             tracing::warn!(error = %e, "undoing a failed implicit transaction");
+        }
+        if let Some(ddl) = self.implicit_ddl.take() {
+            self.drop_created(ddl.created).await;
         }
     }
 
