@@ -275,6 +275,13 @@ fn classify_datafusion(e: DataFusionError) -> Error {
                     format!("null value in column \"{column}\" violates not-null constraint"),
                 );
             }
+            // DataFusion's "table 'weir.public.t' not found": PostgreSQL's words.
+            if let Some(rest) = message.split("table '").nth(1)
+                && let Some(name) = rest.strip_suffix("' not found")
+            {
+                let name = name.rsplit('.').next().unwrap_or(name);
+                return Error::plan("42P01", format!("relation \"{name}\" does not exist"));
+            }
             let code = if lower.contains("divide by zero") || lower.contains("division by zero") {
                 "22012"
             } else if lower.contains("overflow") || lower.contains("out of range") {

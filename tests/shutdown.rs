@@ -406,3 +406,67 @@ async fn serve_shuts_the_engine_down() {
     let reopened = weir::Engine::open(dir.path(), Duration::from_millis(50));
     assert!(reopened.is_ok(), "still locked: {:?}", reopened.err());
 }
+
+/// A block that dropped a table (with its view and index) and created others under the same
+/// names, cut short by a crash (kill -9) or by SIGTERM, is rolled back: after the restart the
+/// old table, view and index are back with their rows and the new ones are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_cut_short_brings_back_what_it_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = start(dir.path(), port);
+    let mut c = connect_child(port, &mut child).await;
+    c.batch_execute(
+        "CREATE TABLE t (id INT PRIMARY KEY, v TEXT);
+         INSERT INTO t VALUES (1, 'a'), (2, 'b');
+         CREATE MATERIALIZED VIEW tv AS SELECT count(*) AS n FROM t;
+         CREATE INDEX t_v ON t (v);",
+    )
+    .await
+    .unwrap();
+    let mut from = 0;
+    for signal in ["KILL", "TERM"] {
+        c.batch_execute(
+            "BEGIN;
+             DROP TABLE t CASCADE;
+             CREATE TABLE t (z BIGINT PRIMARY KEY);
+             INSERT INTO t VALUES (7);
+             CREATE MATERIALIZED VIEW tv AS SELECT sum(z) AS s FROM t;
+             CREATE INDEX t_v ON t (z);",
+        )
+        .await
+        .unwrap();
+        assert_eq!(query_text(&c, "SELECT z FROM t").await, vec![vec!["7"]]);
+        if signal == "KILL" {
+            send_signal(&child, signal);
+            wait_exit(&mut child, Duration::from_secs(10));
+        } else {
+            stop(dir.path(), &mut child, signal, from);
+        }
+        from = log_len(dir.path());
+        child = start(dir.path(), port);
+        c = connect_child(port, &mut child).await;
+        assert_eq!(
+            query_text(&c, "SELECT id, v FROM t ORDER BY id").await,
+            vec![vec!["1", "a"], vec!["2", "b"]],
+            "after {signal}"
+        );
+        c.batch_execute("FLUSH").await.unwrap();
+        assert_eq!(query_text(&c, "SELECT n FROM tv").await, vec![vec!["2"]]);
+        assert_eq!(
+            query_text(
+                &c,
+                "SELECT indexname FROM pg_indexes WHERE tablename = 't' ORDER BY indexname"
+            )
+            .await,
+            vec![vec!["t_pkey"], vec!["t_v"]]
+        );
+        // The old table takes writes again, and its view follows.
+        c.batch_execute("INSERT INTO t VALUES (3, 'c'); FLUSH")
+            .await
+            .unwrap();
+        assert_eq!(query_text(&c, "SELECT n FROM tv").await, vec![vec!["3"]]);
+        c.batch_execute("DELETE FROM t WHERE id = 3").await.unwrap();
+    }
+    stop(dir.path(), &mut child, "TERM", from);
+}

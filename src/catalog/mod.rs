@@ -66,6 +66,13 @@ pub struct RelationDef {
     /// defaults were kept, and for views). See `crate::session::defaults`.
     #[serde(default)]
     pub column_defaults: Vec<Option<String>>,
+    /// Set while a transaction that dropped the relation is open: the transaction's token
+    /// (see [`Catalog::hide`]). Such a relation is invisible to name lookups (`42P01`, as
+    /// after PostgreSQL's `DROP`) but keeps its rows and job until the transaction ends:
+    /// `COMMIT` drops it, `ROLLBACK` shows it again. Its name stays taken for other
+    /// transactions, which PostgreSQL would make wait for the dropping one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_by: Option<u64>,
 }
 
 /// A column's declared PostgreSQL type modifier (docs 8.1.2 "Arbitrary Precision Numbers",
@@ -320,9 +327,12 @@ impl Catalog {
         self.next_id
     }
 
-    /// Looks a relation up by name.
+    /// Looks a relation up by name; relations hidden by an open transaction's `DROP` are
+    /// not found.
     pub fn by_name(&self, name: &str) -> Option<&RelationDef> {
-        self.relations.values().find(|r| r.name == name)
+        self.relations
+            .values()
+            .find(|r| r.name == name && r.dropped_by.is_none())
     }
 
     /// Looks a relation up by id.
@@ -330,14 +340,30 @@ impl Catalog {
         self.relations.get(&id)
     }
 
-    /// All relations in id order.
+    /// All relations in id order, those hidden by an open transaction's `DROP` included (the
+    /// engine keeps their rows and jobs until it ends).
     pub fn relations(&self) -> impl Iterator<Item = &RelationDef> {
         self.relations.values()
     }
 
-    /// Looks an index up by name.
+    /// The relations users see, in id order: not those hidden by an open transaction's
+    /// `DROP`.
+    pub fn visible(&self) -> impl Iterator<Item = &RelationDef> {
+        self.relations.values().filter(|r| r.dropped_by.is_none())
+    }
+
+    /// The indexes users see, in id order: not those on relations hidden by an open
+    /// transaction's `DROP`.
+    pub fn visible_indexes(&self) -> impl Iterator<Item = &IndexDef> {
+        self.indexes
+            .values()
+            .filter(|i| self.get(i.relation).is_some_and(|r| r.dropped_by.is_none()))
+    }
+
+    /// Looks an index up by name; indexes on relations hidden by an open transaction's
+    /// `DROP` are not found.
     pub fn index_by_name(&self, name: &str) -> Option<&IndexDef> {
-        self.indexes.values().find(|i| i.name == name)
+        self.visible_indexes().find(|i| i.name == name)
     }
 
     /// The indexes on a relation, in creation order.
@@ -354,28 +380,110 @@ impl Catalog {
         self.indexes.values()
     }
 
-    /// Whether `name` is taken by a relation or an index.
-    pub fn name_taken(&self, name: &str) -> bool {
-        self.by_name(name).is_some()
-            || self.index_by_name(name).is_some()
-            || self.primary_key_owner(name).is_some()
-    }
-
-    /// The table whose primary key index is named `name`.
-    pub fn primary_key_owner(&self, name: &str) -> Option<&RelationDef> {
+    /// Whether `name` is taken by a relation or an index, for a new relation or index of
+    /// transaction `txn`: what a transaction dropped itself is free to it, what another
+    /// open transaction dropped is not (it may come back).
+    pub fn name_taken(&self, name: &str, txn: Option<u64>) -> bool {
+        let hidden_from = |r: &RelationDef| r.dropped_by.is_some() && r.dropped_by == txn;
         self.relations
             .values()
+            .any(|r| r.name == name && !hidden_from(r))
+            || self
+                .indexes
+                .values()
+                .any(|i| i.name == name && !self.get(i.relation).is_some_and(&hidden_from))
+            || self
+                .relations
+                .values()
+                .any(|r| r.primary_key_index_name().as_deref() == Some(name) && !hidden_from(r))
+    }
+
+    /// The visible table whose primary key index is named `name`.
+    pub fn primary_key_owner(&self, name: &str) -> Option<&RelationDef> {
+        self.visible()
             .find(|r| r.primary_key_index_name().as_deref() == Some(name))
     }
 
-    /// The name PostgreSQL gives the primary key index of a new table `table`: `<table>_pkey`,
-    /// or with the first number from 1 that makes it free.
-    pub fn free_primary_key_index_name(&self, table: &str) -> String {
+    /// The name PostgreSQL gives the primary key index of a new table `table` of transaction
+    /// `txn`: `<table>_pkey`, or with the first number from 1 that makes it free.
+    pub fn free_primary_key_index_name(&self, table: &str, txn: Option<u64>) -> String {
         let base = format!("{table}_pkey");
         std::iter::once(base.clone())
             .chain((1..).map(|i| format!("{base}{i}")))
-            .find(|n| n != table && !self.name_taken(n))
+            .find(|n| n != table && !self.name_taken(n, txn))
             .unwrap_or(base)
+    }
+
+    /// Hides `ids` for transaction `txn` (its `DROP`, see [`RelationDef::dropped_by`]).
+    pub fn hide(&mut self, ids: &[RelationId], txn: u64) {
+        for id in ids {
+            if let Some(r) = self.relations.get_mut(id) {
+                r.dropped_by = Some(txn);
+            }
+        }
+    }
+
+    /// Shows again the relations `hidden` (a transaction's `ROLLBACK`), except one whose
+    /// name a visible relation has taken meanwhile (left hidden, for the start-up rule of
+    /// [`Catalog::resolve_hidden`]). Returns whether anything changed.
+    pub fn unhide(&mut self, hidden: &[RelationId]) -> bool {
+        let mut changed = false;
+        for id in hidden {
+            let Some(name) = self.relations.get(id).map(|r| r.name.clone()) else {
+                continue;
+            };
+            if self.by_name(&name).is_none() {
+                if let Some(r) = self.relations.get_mut(id) {
+                    r.dropped_by = None;
+                }
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// At start, the relations hidden by a transaction that never ended (the server stopped
+    /// or crashed inside it, or inside its `COMMIT` before its drops were made) come back,
+    /// as a rolled-back transaction's would: a visible relation that took one's name since
+    /// can only be the same transaction's (another transaction's `CREATE` of the name is
+    /// refused while it is hidden), so it goes, with the views on it. Returns the ids
+    /// removed, for their rows and state to go too.
+    pub fn resolve_hidden(&mut self) -> Vec<RelationId> {
+        let hidden: Vec<RelationId> = self
+            .relations
+            .values()
+            .filter(|r| r.dropped_by.is_some())
+            .map(|r| r.id)
+            .collect();
+        let mut removed = Vec::new();
+        for id in hidden {
+            let name = self.relations[&id].name.clone();
+            if let Some(newer) = self.by_name(&name).map(|r| r.id) {
+                for doomed in self.dependents_closure(newer) {
+                    self.remove(doomed);
+                    removed.push(doomed);
+                }
+            }
+            // Likewise an index it created under the name of one of the relation's.
+            let names: Vec<String> = self
+                .indexes
+                .values()
+                .filter(|i| i.relation == id)
+                .map(|i| i.name.clone())
+                .collect();
+            self.indexes.retain(|_, i| {
+                i.relation == id
+                    || !names.contains(&i.name)
+                    || self
+                        .relations
+                        .get(&i.relation)
+                        .is_some_and(|r| r.dropped_by.is_some())
+            });
+            if let Some(r) = self.relations.get_mut(&id) {
+                r.dropped_by = None;
+            }
+        }
+        removed
     }
 
     /// Adds an index.

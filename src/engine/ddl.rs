@@ -17,7 +17,8 @@ use crate::state::index::SecondaryIndex;
 use crate::stream::job::{Job, JobStatus};
 use crate::stream::plan::StreamPlan;
 
-use super::{Engine, lock, name_free};
+use super::{Dataflow, Engine, lock, name_free};
+use crate::common::RelationId;
 
 /// What `CREATE TABLE` declares of a table.
 #[derive(Debug, Clone)]
@@ -42,12 +43,19 @@ impl Engine {
         self.store.put_meta("catalog", &catalog.to_json()?)
     }
 
-    /// Creates a table as `spec` declares it.
+    /// Creates a table as `spec` declares it, in transaction `txn` (a name that transaction
+    /// dropped is free to it, see [`Catalog::name_taken`]).
     ///
     /// # Errors
     /// `42P07` when the name is taken (unless `if_not_exists`); store errors; `57P01` once the
     /// engine is shutting down.
-    pub fn create_table(&self, name: &str, spec: TableSpec, if_not_exists: bool) -> Result<bool> {
+    pub fn create_table(
+        &self,
+        name: &str,
+        spec: TableSpec,
+        if_not_exists: bool,
+        txn: Option<u64>,
+    ) -> Result<bool> {
         let TableSpec {
             schema,
             primary_key,
@@ -59,7 +67,7 @@ impl Engine {
         let _df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog);
-        if !name_free(&catalog, name, if_not_exists)? {
+        if !name_free(&catalog, name, if_not_exists, txn)? {
             return Ok(false);
         }
         let id = catalog.allocate_id();
@@ -74,9 +82,10 @@ impl Engine {
             connector,
             time,
             primary_key_index: (!primary_key.is_empty())
-                .then(|| catalog.free_primary_key_index_name(name)),
+                .then(|| catalog.free_primary_key_index_name(name, txn)),
             type_modifiers,
             column_defaults,
+            dropped_by: None,
         };
         let data = self.tables.new_table(&def)?;
         let mut next = catalog.clone();
@@ -93,12 +102,14 @@ impl Engine {
     /// captured `settings` (validated again here), backfills it from the current contents of
     /// its inputs (as of the last processed epoch) and makes it visible before returning. The
     /// view depends on the relations its job reads and on those named in `reads` (the
-    /// relations its query names).
+    /// relations its query names). `txn` is the creating transaction (see
+    /// [`Catalog::name_taken`]).
     ///
     /// # Errors
     /// `42P07` when the name is taken (unless `if_not_exists`), `0A000` for unsupported
     /// constructs, `22023` for settings breaking a rule, and any error evaluating the query on
     /// the existing data; `57P01` once the engine is shutting down.
+    #[allow(clippy::too_many_arguments)]
     pub fn create_view(
         &self,
         name: &str,
@@ -107,11 +118,12 @@ impl Engine {
         plan: impl FnOnce() -> Result<StreamPlan>,
         settings: BTreeMap<String, String>,
         if_not_exists: bool,
+        txn: Option<u64>,
     ) -> Result<bool> {
         let settings = SessionVars::validate_job_settings(&settings, &[])?;
         let mut df = lock(&self.dataflow);
         self.check_running()?;
-        if !name_free(&lock(&self.catalog), name, if_not_exists)? {
+        if !name_free(&lock(&self.catalog), name, if_not_exists, txn)? {
             return Ok(false);
         }
         let plan = plan()?;
@@ -179,6 +191,7 @@ impl Engine {
             type_modifiers: Vec::new(),
             primary_key_index: None,
             column_defaults: Vec::new(),
+            dropped_by: None,
         });
         self.persist_catalog(&catalog)?;
         *lock(&self.catalog) = catalog;
@@ -334,7 +347,8 @@ impl Engine {
     /// # Errors
     /// `42P07` when the name is taken (unless `if_not_exists`), `42P01` unknown relation,
     /// `0A000` a unique index on a materialized view, `23505` a unique index over duplicate
-    /// keys; `57P01` once the engine is shutting down.
+    /// keys; `57P01` once the engine is shutting down. `txn` is the creating transaction (see
+    /// [`Catalog::name_taken`]).
     pub fn create_index(
         &self,
         name: &str,
@@ -342,11 +356,12 @@ impl Engine {
         columns: Vec<crate::catalog::IndexColumn>,
         unique: bool,
         if_not_exists: bool,
+        txn: Option<u64>,
     ) -> Result<bool> {
         let mut df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
-        if !name_free(&catalog, name, if_not_exists)? {
+        if !name_free(&catalog, name, if_not_exists, txn)? {
             return Ok(false);
         }
         let Some(target) = catalog.by_name(relation).cloned() else {
@@ -400,30 +415,8 @@ impl Engine {
         let mut df = lock(&self.dataflow);
         self.check_running()?;
         let mut catalog = lock(&self.catalog).clone();
-        let Some(def) = catalog.index_by_name(name).cloned() else {
-            if let Some(table) = catalog.primary_key_owner(name) {
-                return Err(Error::catalog(
-                    "2BP01",
-                    format!(
-                        "cannot drop index {name} because constraint {name} on table {} \
-                         requires it",
-                        table.name
-                    ),
-                ));
-            }
-            if let Some(r) = catalog.by_name(name) {
-                return Err(Error::catalog(
-                    "42809",
-                    format!("\"{name}\" is not an index (it is a {})", r.kind_name()),
-                ));
-            }
-            if if_exists {
-                return Ok(false);
-            }
-            return Err(Error::catalog(
-                "42704",
-                format!("index \"{name}\" does not exist"),
-            ));
+        let Some(def) = index_drop_target(&catalog, name, if_exists)? else {
+            return Ok(false);
         };
         catalog.remove_index(def.id);
         self.persist_catalog(&catalog)?;
@@ -438,21 +431,41 @@ impl Engine {
         Ok(true)
     }
 
-    /// Checks a `DROP TABLE` (`table`) or `DROP MATERIALIZED VIEW` of `name` without making
-    /// it: `None` when there is nothing to drop (`IF EXISTS`), else the names of the views
-    /// that depend on it (a drop without `CASCADE` is refused while there are any).
+    /// Checks a `DROP INDEX` of `name` without making it: `false` when there is nothing to
+    /// drop (`IF EXISTS`).
     ///
     /// # Errors
-    /// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other
-    /// kind or an index.
-    pub fn check_drop(
-        &self,
-        name: &str,
-        table: bool,
-        if_exists: bool,
-    ) -> Result<Option<Vec<String>>> {
-        let catalog = lock(&self.catalog);
-        Ok(drop_target(&catalog, name, table, if_exists)?.map(|(_, d)| d))
+    /// As [`Engine::drop_index`].
+    pub fn check_drop_index(&self, name: &str, if_exists: bool) -> Result<bool> {
+        Ok(index_drop_target(&lock(&self.catalog), name, if_exists)?.is_some())
+    }
+
+    /// Drops the relations a rolled-back transaction created (`created`, oldest first),
+    /// newest first, with the views on them; those gone already are skipped.
+    ///
+    /// # Errors
+    /// Store errors; `57P01` once the engine is shutting down.
+    pub fn drop_created(&self, created: &[RelationId]) -> Result<()> {
+        if created.is_empty() {
+            return Ok(());
+        }
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let catalog = lock(&self.catalog).clone();
+        let mut doomed: Vec<RelationId> = Vec::new();
+        for id in created.iter().rev() {
+            if catalog.get(*id).is_some() {
+                doomed.extend(catalog.dependents_closure(*id));
+            }
+        }
+        doomed.sort_unstable_by(|a, b| b.cmp(a));
+        doomed.dedup();
+        self.remove_relations(&mut df, catalog, &doomed)?;
+        info!(
+            dropped = doomed.len(),
+            "dropped what a rolled-back transaction created"
+        );
+        Ok(())
     }
 
     /// Drops a table or view (and, with `cascade`, the views that read it), with the views'
@@ -471,19 +484,122 @@ impl Engine {
     ) -> Result<bool> {
         let mut df = lock(&self.dataflow);
         self.check_running()?;
-        let mut catalog = lock(&self.catalog).clone();
-        let Some((def, dependents)) = drop_target(&catalog, name, table, if_exists)? else {
+        let catalog = lock(&self.catalog).clone();
+        let Some((def, dependents)) = drop_target(&catalog, name, table, if_exists, None)? else {
             return Ok(false);
         };
         if !dependents.is_empty() && !cascade {
             return Err(dependents_error(&def, name, &dependents));
         }
         let doomed = catalog.dependents_closure(def.id);
-        for id in &doomed {
+        self.remove_relations(&mut df, catalog, &doomed)?;
+        info!(relation = name, dropped = doomed.len(), "dropped");
+        Ok(true)
+    }
+
+    /// `DROP TABLE` (`table`) or `DROP MATERIALIZED VIEW` of `name` in transaction `txn`:
+    /// hides it (and with `cascade` the views that read it) until the transaction ends, see
+    /// [`RelationDef::dropped_by`]; [`Engine::drop_hidden`] drops them at `COMMIT`,
+    /// [`Engine::unhide`] shows them again at `ROLLBACK`. Views the transaction hid already
+    /// do not hold the drop back. Returns the ids hidden (none when there was nothing to
+    /// drop).
+    ///
+    /// # Errors
+    /// As [`Engine::drop_relation`].
+    pub fn hide_relation(
+        &self,
+        name: &str,
+        table: bool,
+        if_exists: bool,
+        cascade: bool,
+        txn: u64,
+    ) -> Result<Vec<RelationId>> {
+        let df = lock(&self.dataflow);
+        self.check_running()?;
+        let mut catalog = lock(&self.catalog).clone();
+        let Some((def, dependents)) = drop_target(&catalog, name, table, if_exists, Some(txn))?
+        else {
+            return Ok(Vec::new());
+        };
+        if !dependents.is_empty() && !cascade {
+            return Err(dependents_error(&def, name, &dependents));
+        }
+        let ids: Vec<RelationId> = catalog
+            .dependents_closure(def.id)
+            .into_iter()
+            .filter(|id| catalog.get(*id).is_some_and(|r| r.dropped_by.is_none()))
+            .collect();
+        catalog.hide(&ids, txn);
+        self.persist_catalog(&catalog)?;
+        *lock(&self.catalog) = catalog;
+        self.publish(&df, None)?;
+        info!(relation = name, "hidden until its transaction ends");
+        Ok(ids)
+    }
+
+    /// The `COMMIT` of a transaction: drops the relations `hidden` its `DROP`s hid (see
+    /// [`Engine::hide_relation`]), with every view that reads them.
+    ///
+    /// # Errors
+    /// Store errors; `57P01` once the engine is shutting down (the relations stay hidden,
+    /// and come back at the next start as the transaction did not commit).
+    pub fn drop_hidden(&self, hidden: &[RelationId]) -> Result<()> {
+        let mut df = lock(&self.dataflow);
+        self.check_running()?;
+        let catalog = lock(&self.catalog).clone();
+        let mut doomed: Vec<RelationId> = Vec::new();
+        for id in hidden {
+            if catalog.get(*id).is_some() {
+                doomed.extend(catalog.dependents_closure(*id));
+            }
+        }
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        doomed.sort_unstable_by(|a, b| b.cmp(a));
+        doomed.dedup();
+        self.remove_relations(&mut df, catalog, &doomed)?;
+        info!(dropped = doomed.len(), "dropped at commit");
+        Ok(())
+    }
+
+    /// The `ROLLBACK` of a transaction (or its end without `COMMIT`, or a `ROLLBACK TO` a
+    /// savepoint before them): shows again the relations `hidden` its `DROP`s hid. Runs
+    /// while the engine shuts down too (a connection closed then rolls back).
+    ///
+    /// # Errors
+    /// Store errors writing the catalog.
+    pub fn unhide(&self, hidden: &[RelationId]) -> Result<()> {
+        let df = lock(&self.dataflow);
+        let mut catalog = lock(&self.catalog).clone();
+        if !catalog.unhide(hidden) {
+            return Ok(());
+        }
+        self.persist_catalog(&catalog)?;
+        *lock(&self.catalog) = catalog;
+        if !self.is_stopping() {
+            self.publish(&df, None)?;
+        }
+        Ok(())
+    }
+
+    /// Removes `doomed` (ids in the order to drop them: views before what they read) from
+    /// `catalog`, makes that durable, then stops their jobs and sources and drops their
+    /// checkpoints, state and rows.
+    ///
+    /// # Errors
+    /// Store errors.
+    fn remove_relations(
+        &self,
+        df: &mut Dataflow,
+        mut catalog: Catalog,
+        doomed: &[RelationId],
+    ) -> Result<()> {
+        for id in doomed {
             catalog.remove(*id);
         }
         self.persist_catalog(&catalog)?;
-        for id in &doomed {
+        for id in doomed {
             if let Some(job) = df.jobs.remove(id)
                 && let Some(mut c) = job.coordinator
             {
@@ -500,14 +616,46 @@ impl Engine {
             self.tables.remove(*id)?;
         }
         *lock(&self.catalog) = catalog;
-        self.publish(&df, None)?;
-        info!(relation = name, dropped = doomed.len(), "dropped");
-        Ok(true)
+        self.publish(df, None)
     }
 }
 
+/// The index a `DROP INDEX name` drops; `None` when it does not exist and `if_exists`.
+///
+/// # Errors
+/// `42704` when it does not exist (unless `if_exists`), `2BP01` for a primary key's index,
+/// `42809` when the name is a table or view.
+fn index_drop_target(catalog: &Catalog, name: &str, if_exists: bool) -> Result<Option<IndexDef>> {
+    if let Some(def) = catalog.index_by_name(name) {
+        return Ok(Some(def.clone()));
+    }
+    if let Some(table) = catalog.primary_key_owner(name) {
+        return Err(Error::catalog(
+            "2BP01",
+            format!(
+                "cannot drop index {name} because constraint {name} on table {} requires it",
+                table.name
+            ),
+        ));
+    }
+    if let Some(r) = catalog.by_name(name) {
+        return Err(Error::catalog(
+            "42809",
+            format!("\"{name}\" is not an index (it is a {})", r.kind_name()),
+        ));
+    }
+    if if_exists {
+        return Ok(None);
+    }
+    Err(Error::catalog(
+        "42704",
+        format!("index \"{name}\" does not exist"),
+    ))
+}
+
 /// The relation a `DROP TABLE` (`table`) or `DROP MATERIALIZED VIEW` of `name` drops and the
-/// names of the views that depend on it; `None` when it does not exist and `if_exists`.
+/// names of the views that depend on it (but those transaction `txn` dropped already);
+/// `None` when it does not exist and `if_exists`.
 ///
 /// # Errors
 /// `42P01` when it does not exist (unless `if_exists`), `42809` when it is of the other kind
@@ -517,6 +665,7 @@ fn drop_target(
     name: &str,
     table: bool,
     if_exists: bool,
+    txn: Option<u64>,
 ) -> Result<Option<(RelationDef, Vec<String>)>> {
     let Some(def) = catalog.by_name(name).cloned() else {
         if catalog.index_by_name(name).is_some() {
@@ -550,6 +699,7 @@ fn drop_target(
         .dependents(def.id)
         .iter()
         .filter_map(|d| catalog.get(*d))
+        .filter(|d| d.dropped_by.is_none() || d.dropped_by != txn)
         .map(|d| d.name.clone())
         .collect();
     Ok(Some((def, dependents)))
@@ -557,7 +707,7 @@ fn drop_target(
 
 /// `2BP01` for a drop of `def` (named `name`) without `CASCADE` while the views `dependents`
 /// depend on it.
-pub(crate) fn dependents_error(def: &RelationDef, name: &str, dependents: &[String]) -> Error {
+fn dependents_error(def: &RelationDef, name: &str, dependents: &[String]) -> Error {
     Error::catalog(
         "2BP01",
         format!(

@@ -50,7 +50,6 @@ mod sources;
 mod tables;
 
 pub use ddl::TableSpec;
-pub(crate) use ddl::dependents_error;
 pub use sources::{CONNECTOR_OPTIONS, MAX_CHUNK_EVENTS, SourceInfo, connector_def, nexmark_table};
 pub use tables::{Abandon, WatermarkInfo};
 
@@ -242,13 +241,13 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// Whether `name` is free for a new relation or index: `Ok(false)` when taken and
-/// `if_not_exists` says to skip.
+/// Whether `name` is free for a new relation or index of transaction `txn` (see
+/// [`Catalog::name_taken`]): `Ok(false)` when taken and `if_not_exists` says to skip.
 ///
 /// # Errors
 /// `42P07` when taken and `if_not_exists` is false.
-fn name_free(catalog: &Catalog, name: &str, if_not_exists: bool) -> Result<bool> {
-    if !catalog.name_taken(name) {
+fn name_free(catalog: &Catalog, name: &str, if_not_exists: bool, txn: Option<u64>) -> Result<bool> {
+    if !catalog.name_taken(name, txn) {
         return Ok(true);
     }
     if if_not_exists {
@@ -340,10 +339,28 @@ impl Engine {
         }
         let state = StateBackend::open(&dir.join("state"), config.memory_limit)?;
         let rows_in = (!config.rows_in_memory).then(|| Arc::clone(&state));
-        let catalog = match store.get_meta("catalog")? {
+        let mut catalog = match store.get_meta("catalog")? {
             Some(bytes) => Catalog::from_json(&bytes)?,
             None => Catalog::default(),
         };
+        let checkpoint_dir = config
+            .checkpoint_dir
+            .clone()
+            .unwrap_or_else(|| dir.join("checkpoints"));
+        if catalog.relations().any(|r| r.dropped_by.is_some()) {
+            // A transaction that dropped relations never ended: they come back, and what it
+            // created under their names goes (its rows with the next table snapshot).
+            let removed = catalog.resolve_hidden();
+            store.put_meta("catalog", &catalog.to_json()?)?;
+            for id in &removed {
+                store.delete_changelog(*id)?;
+                let _ = std::fs::remove_dir_all(checkpoint_dir.join(id.to_string()));
+            }
+            info!(
+                removed = removed.len(),
+                "relations dropped by an unfinished transaction restored"
+            );
+        }
         let roles = match store.get_meta("roles")? {
             Some(bytes) => Roles::from_json(&bytes)?,
             None => Roles::default(),
@@ -369,10 +386,6 @@ impl Engine {
             views: HashMap::new(),
             jobs: Vec::new(),
         }));
-        let checkpoint_dir = config
-            .checkpoint_dir
-            .clone()
-            .unwrap_or_else(|| dir.join("checkpoints"));
         Ok(Arc::new(Engine {
             store,
             state,

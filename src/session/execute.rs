@@ -23,7 +23,7 @@ use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, ObjectType, SelectItem, Statement};
 
-use super::{DeferredDrop, DropKind, PendingCopy, Session, TransactionBlock, cursors};
+use super::{PendingCopy, Session, TransactionBlock, cursors};
 use crate::common::{ChangeBatch, RelationId};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -651,10 +651,9 @@ impl Session {
             }
             Statement::CreateTable(ref ct) => {
                 let name = object_name(&ct.name)?;
-                self.drop_now(&name).await?;
-                let existed = self.engine.relation(&name).is_some();
+                let existed = self.engine.relation(&name).map(|r| r.id);
                 let out = self.create_table(stmt, with_options, time).await?;
-                self.note_created(name, true, existed);
+                self.note_created(&name, existed);
                 Ok(out)
             }
             Statement::CreateIndex(ci) => self.create_index(ci).await,
@@ -670,12 +669,7 @@ impl Session {
                     ));
                 }
                 let name = object_name(&cv.name)?;
-                self.drop_now(&name).await?;
-                if (self.transaction.is_some() || self.implicit_ddl.is_some())
-                    && self.engine.relation(&name).is_none()
-                {
-                    self.note_created(name.clone(), false, false);
-                }
+                let existed = self.engine.relation(&name).map(|r| r.id);
                 let columns: Vec<String> = cv.columns.iter().map(|c| ident(&c.name)).collect();
                 // The query as written: printing the parsed tree back is not always SQL that
                 // parses to the same tree.
@@ -693,18 +687,22 @@ impl Session {
                 let settings = self.vars.job_settings();
                 let engine = Arc::clone(&self.engine);
                 let if_not_exists = cv.if_not_exists;
+                let txn = Some(self.txn);
+                let view = name.clone();
                 tokio::task::spawn_blocking(move || {
                     engine.create_view(
-                        &name,
+                        &view,
                         &query,
                         &reads,
                         || stream_plan::plan_view(&plan, emit),
                         settings,
                         if_not_exists,
+                        txn,
                     )
                 })
                 .await
                 .map_err(|e| Error::Internal(e.to_string()))??;
+                self.note_created(&name, existed);
                 Ok(Output::Command("CREATE MATERIALIZED VIEW".into()))
             }
             Statement::Drop {
@@ -719,7 +717,9 @@ impl Session {
                     ObjectType::Table | ObjectType::MaterializedView | ObjectType::Index
                 );
                 if self.transaction.is_some() || (self.implicit_ddl.is_some() && deferrable) {
-                    return self.defer_drop(object_type, if_exists, cascade, &names);
+                    return self
+                        .defer_drop(object_type, if_exists, cascade, &names)
+                        .await;
                 }
                 if object_type == ObjectType::Index {
                     for n in &names {
@@ -899,7 +899,7 @@ impl Session {
                 let rows = self
                     .engine
                     .catalog()
-                    .relations()
+                    .visible()
                     .filter(|r| r.is_table())
                     .map(|r| vec![r.name.clone()])
                     .collect();
@@ -1089,11 +1089,9 @@ impl Session {
                     // The implicit transaction's writes so far become the block's, as in
                     // PostgreSQL.
                     let read_only = w.windows(2).any(|p| p[0] == "read" && p[1] == "only");
-                    let ddl = self.implicit_ddl.take().unwrap_or_default();
                     self.transaction = Some(TransactionBlock {
                         applied: self.implicit.take().unwrap_or_default(),
-                        created: ddl.created,
-                        drops: ddl.drops,
+                        ddl: self.implicit_ddl.take().unwrap_or_default(),
                         read_only,
                         ..TransactionBlock::default()
                     });
@@ -1135,8 +1133,14 @@ impl Session {
                         "SAVEPOINT can only be used in transaction blocks",
                     ));
                 };
-                let at = log.writes.len();
-                log.savepoints.push((w[1].clone(), at));
+                log.savepoints.push(super::Savepoint {
+                    name: w[1].clone(),
+                    writes: log.writes.len(),
+                    created: log.ddl.created.len(),
+                    hid: log.ddl.hid.len(),
+                    index_drops: log.ddl.index_drops.len(),
+                    created_indexes: log.ddl.created_indexes.len(),
+                });
                 Output::Command("SAVEPOINT".into())
             }
             "release" if (2..=3).contains(&w.len()) => {
@@ -1147,7 +1151,7 @@ impl Session {
                     ));
                 };
                 let name = &w[w.len() - 1];
-                let Some(i) = log.savepoints.iter().rposition(|(n, _)| n == name) else {
+                let Some(i) = log.savepoints.iter().rposition(|s| s.name == *name) else {
                     return Err(Error::plan(
                         "3B001",
                         format!("savepoint \"{name}\" does not exist"),
@@ -1259,7 +1263,7 @@ impl Session {
                         let rows = self
                             .engine
                             .catalog()
-                            .relations()
+                            .visible()
                             .filter(|r| !r.is_table())
                             .map(|r| vec![r.name.clone()])
                             .collect();
@@ -1269,7 +1273,7 @@ impl Session {
                         let rows = self
                             .engine
                             .catalog()
-                            .relations()
+                            .visible()
                             .filter(|r| r.is_table())
                             .map(|r| vec![r.name.clone()])
                             .collect();
@@ -1944,7 +1948,7 @@ impl Session {
                 let catalog = self.engine.catalog();
                 let mut name = base.clone();
                 let mut n = 0;
-                while catalog.name_taken(&name) {
+                while catalog.name_taken(&name, Some(self.txn)) {
                     n += 1;
                     name = format!("{base}{n}");
                 }
@@ -1953,11 +1957,16 @@ impl Session {
         };
         let engine = Arc::clone(&self.engine);
         let (unique, if_not_exists) = (ci.unique, ci.if_not_exists);
-        tokio::task::spawn_blocking(move || {
-            engine.create_index(&name, &relation, columns, unique, if_not_exists)
+        let txn = Some(self.txn);
+        let index = name.clone();
+        let created = tokio::task::spawn_blocking(move || {
+            engine.create_index(&index, &relation, columns, unique, if_not_exists, txn)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
+        if created && let Some(ddl) = self.open_ddl() {
+            ddl.created_indexes.push(name);
+        }
         Ok(Output::Command("CREATE INDEX".into()))
     }
 
@@ -2071,6 +2080,7 @@ impl Session {
         let name = c.name.table().to_string();
         let engine = Arc::clone(&self.engine);
         let if_not_exists = c.if_not_exists;
+        let txn = Some(self.txn);
         tokio::task::spawn_blocking(move || {
             let spec = crate::engine::TableSpec {
                 schema,
@@ -2080,7 +2090,7 @@ impl Session {
                 type_modifiers,
                 column_defaults,
             };
-            engine.create_table(&name, spec, if_not_exists)?;
+            engine.create_table(&name, spec, if_not_exists, txn)?;
             engine.start_sources()
         })
         .await
@@ -2149,8 +2159,7 @@ impl Session {
             check_column_type(&data_type, n)?;
             fields.push(Field::new(n.clone(), data_type, true));
         }
-        self.drop_now(&name).await?;
-        let existed = self.engine.relation(&name).is_some();
+        let existed = self.engine.relation(&name).map(|r| r.id);
         let spec = crate::engine::TableSpec {
             type_modifiers: vec![crate::catalog::TypeModifier::None; fields.len()],
             column_defaults: vec![None; fields.len()],
@@ -2162,15 +2171,16 @@ impl Session {
         let engine = Arc::clone(&self.engine);
         let create_name = name.clone();
         let if_not_exists = ct.if_not_exists;
+        let txn = Some(self.txn);
         let created = tokio::task::spawn_blocking(move || {
-            engine.create_table(&create_name, spec, if_not_exists)
+            engine.create_table(&create_name, spec, if_not_exists, txn)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
         if !created {
             return Ok(Output::Command("CREATE TABLE AS".into()));
         }
-        self.note_created(name.clone(), true, existed);
+        self.note_created(&name, existed);
         if !with_data {
             return Ok(Output::Command("CREATE TABLE AS".into()));
         }
@@ -2299,10 +2309,13 @@ impl Session {
         // The change, its command tag (before the row count) and the rows RETURNING sees.
         let (change, tag, rows) = match op {
             WriteOp::Insert(_) => {
+                let input = self
+                    .values_subqueries_evaluated(input.as_ref().clone())
+                    .await?;
                 let batches = self
-                    .collect_interruptible(input.as_ref().clone())
+                    .collect_interruptible(input.clone())
                     .await
-                    .map_err(|e| not_null_of_table_column(e, input.as_ref(), &name))?;
+                    .map_err(|e| not_null_of_table_column(e, &input, &name))?;
                 let mut batch = concat_as(&schema, &batches)?;
                 if def.time.watermark.is_some() {
                     batch = self.engine.drop_late_rows(def.id, batch)?;
@@ -2696,6 +2709,80 @@ impl Session {
         Ok(self.engine.relation(&object_name(&table)?))
     }
 
+    /// `plan` with each scalar subquery in a `VALUES` list (`INSERT INTO t VALUES ((SELECT
+    /// max(a) FROM t) + 1)`) replaced by its value, computed first: DataFusion plans such
+    /// subqueries in projections and filters but not in `VALUES`. A `VALUES` list cannot
+    /// refer to outer columns, so each is evaluated once, as PostgreSQL does.
+    ///
+    /// # Errors
+    /// `21000` when a subquery returns more than one row; the errors of running it.
+    async fn values_subqueries_evaluated(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+        use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+        let mut subqueries: Vec<datafusion::logical_expr::Subquery> = Vec::new();
+        plan.apply(|node| {
+            if let LogicalPlan::Values(v) = node {
+                for e in v.values.iter().flatten() {
+                    e.apply(|x| {
+                        if let Expr::ScalarSubquery(q) = x
+                            && !subqueries.contains(q)
+                        {
+                            subqueries.push(q.clone());
+                        }
+                        Ok(TreeNodeRecursion::Continue)
+                    })?;
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        if subqueries.is_empty() {
+            return Ok(plan);
+        }
+        let mut values = Vec::with_capacity(subqueries.len());
+        for q in &subqueries {
+            let field = q.subquery.schema().field(0).clone();
+            let batches = self
+                .collect_interruptible(q.subquery.as_ref().clone())
+                .await?;
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            let value = match batches.iter().find(|b| b.num_rows() > 0) {
+                _ if rows > 1 => {
+                    return Err(Error::data(
+                        "21000",
+                        "more than one row returned by a subquery used as an expression",
+                    ));
+                }
+                Some(b) => datafusion::common::ScalarValue::try_from_array(b.column(0), 0)?,
+                None => datafusion::common::ScalarValue::try_from(field.data_type())?,
+            };
+            values.push(value);
+        }
+        let plan = plan
+            .transform_up(|node| {
+                let LogicalPlan::Values(mut v) = node else {
+                    return Ok(Transformed::no(node));
+                };
+                for e in v.values.iter_mut().flatten() {
+                    *e = e
+                        .clone()
+                        .transform_up(|x| match &x {
+                            Expr::ScalarSubquery(q) => {
+                                match subqueries.iter().position(|s| s == q) {
+                                    Some(i) => {
+                                        Ok(Transformed::yes(Expr::Literal(values[i].clone(), None)))
+                                    }
+                                    None => Ok(Transformed::no(x)),
+                                }
+                            }
+                            _ => Ok(Transformed::no(x)),
+                        })?
+                        .data;
+                }
+                Ok(Transformed::yes(LogicalPlan::Values(v)))
+            })?
+            .data;
+        Ok(plan)
+    }
+
     /// The rows of a data-changing statement's source ([`Self::collect`]), abandoned with
     /// `57014` when a cancel request or the `statement_timeout` deadline comes first: nothing
     /// is written before the source is whole, so stopping here loses nothing.
@@ -2863,7 +2950,7 @@ impl Session {
     pub fn begin_implicit_of_several(&mut self) {
         if self.transaction.is_none() && self.implicit.is_none() {
             self.implicit = Some(Vec::new());
-            self.implicit_ddl = Some(super::ImplicitDdl::default());
+            self.implicit_ddl = Some(super::TransactionDdl::default());
         }
     }
 
@@ -2871,20 +2958,13 @@ impl Session {
     /// Query whose statements all succeeded).
     ///
     /// # Errors
-    /// Those of its deferred `DROP`s (checked when they ran: only another session's DDL
-    /// meanwhile makes one fail); the drops before it stay made.
+    /// Those of [`Self::commit_ddl`] (its `DROP`s, made now).
     pub async fn commit_implicit(&mut self) -> Result<()> {
         self.implicit = None;
-        let Some(ddl) = self.implicit_ddl.take() else {
-            return Ok(());
-        };
-        if ddl.drops.is_empty() {
-            return Ok(());
+        match self.implicit_ddl.take() {
+            Some(ddl) => self.commit_ddl(ddl).await,
+            None => Ok(()),
         }
-        let engine = Arc::clone(&self.engine);
-        tokio::task::spawn_blocking(move || make_drops(&engine, ddl.drops))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))?
     }
 
     /// A statement failed, wherever its error came from (parsing, binding its parameters,
@@ -2909,7 +2989,7 @@ impl Session {
             tracing::warn!(error = %e, "undoing a failed implicit transaction");
         }
         if let Some(ddl) = self.implicit_ddl.take() {
-            self.drop_created(ddl.created).await;
+            self.rollback_ddl(ddl).await;
         }
     }
 
@@ -2925,15 +3005,31 @@ impl Session {
                 "ROLLBACK TO SAVEPOINT can only be used in transaction blocks",
             ));
         };
-        let Some(i) = log.savepoints.iter().rposition(|(n, _)| n == name) else {
+        let Some(i) = log.savepoints.iter().rposition(|s| s.name == name) else {
             return Err(Error::plan(
                 "3B001",
                 format!("savepoint \"{name}\" does not exist"),
             ));
         };
-        let at = log.savepoints[i].1;
+        let at = log.savepoints[i].clone();
         log.savepoints.truncate(i + 1);
-        log.writes.truncate(at);
+        log.writes.truncate(at.writes);
+        // The DDL after the savepoint is undone too, as in PostgreSQL.
+        let after = super::TransactionDdl {
+            created: log
+                .ddl
+                .created
+                .split_off(at.created.min(log.ddl.created.len())),
+            hid: log.ddl.hid.split_off(at.hid.min(log.ddl.hid.len())),
+            index_drops: log
+                .ddl
+                .index_drops
+                .split_off(at.index_drops.min(log.ddl.index_drops.len())),
+            created_indexes: log
+                .ddl
+                .created_indexes
+                .split_off(at.created_indexes.min(log.ddl.created_indexes.len())),
+        };
         // Each table's net change again, from the writes kept.
         let mut by_table: HashMap<RelationId, Vec<ChangeBatch>> = HashMap::new();
         for (table, change) in &log.writes {
@@ -2946,6 +3042,7 @@ impl Session {
         }
         self.schema.set_pending(net.clone());
         log.net = net;
+        self.rollback_ddl(after).await;
         Ok(())
     }
 
@@ -2964,123 +3061,134 @@ impl Session {
         Ok(())
     }
 
-    /// Records that the open transaction block created a table (`table`) or materialized
-    /// view, for its `ROLLBACK` to drop (not when it `existed` before: `IF NOT EXISTS`).
-    fn note_created(&mut self, name: String, table: bool, existed: bool) {
-        if existed {
+    /// Records that the open transaction block (or implicit transaction of several
+    /// statements) created the table or materialized view `name`, for its rollback to drop
+    /// (not when `existed` is its id: `IF NOT EXISTS` found it).
+    fn note_created(&mut self, name: &str, existed: Option<RelationId>) {
+        let Some(id) = self.engine.relation(name).map(|r| r.id) else {
+            return;
+        };
+        if existed == Some(id) {
             return;
         }
         if let Some(block) = &mut self.transaction {
-            block.created.push((name, table));
+            block.ddl.created.push(id);
         } else if let Some(ddl) = &mut self.implicit_ddl {
-            ddl.created.push((name, table));
+            ddl.created.push(id);
         }
     }
 
-    /// Makes the open block's deferred `DROP`s of `name` now: a block that drops a relation
-    /// and creates one of the same name (`DROP TABLE IF EXISTS t; CREATE TABLE t ...`) needs
-    /// the name free. A `ROLLBACK` cannot bring such a relation back.
+    /// `DROP` inside a transaction block (or an implicit transaction of several
+    /// statements): a table or view is hidden at once (`42P01` to the block's later
+    /// statements and to other sessions, its name free to the block only; see
+    /// [`Engine::hide_relation`]) and dropped at `COMMIT`, so a `ROLLBACK` keeps it and its
+    /// rows; an index is checked now (`42704` unless `IF EXISTS`) and dropped at `COMMIT`.
     ///
     /// # Errors
-    /// Those of the drop (`2BP01`, ...).
-    async fn drop_now(&mut self, name: &str) -> Result<()> {
-        let drops = match (&mut self.transaction, &mut self.implicit_ddl) {
-            (Some(block), _) => &mut block.drops,
-            (None, Some(ddl)) => &mut ddl.drops,
-            (None, None) => return Ok(()),
-        };
-        let (now, later): (Vec<DeferredDrop>, Vec<DeferredDrop>) = std::mem::take(drops)
-            .into_iter()
-            .partition(|d| d.name == name && d.kind != DropKind::Index);
-        *drops = later;
-        for d in now {
-            let engine = Arc::clone(&self.engine);
-            tokio::task::spawn_blocking(move || {
-                engine.drop_relation(&d.name, d.kind == DropKind::Table, true, d.cascade)
-            })
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
-        }
-        Ok(())
-    }
-
-    /// `DROP` inside a transaction block: each name is checked now (`42P01` unless
-    /// `IF EXISTS`, `42809` for the other kind) and dropped at `COMMIT`, so a `ROLLBACK`
-    /// keeps it; the block's own reads still see it until then.
-    ///
-    /// # Errors
-    /// As said; `0A000` for other objects.
-    fn defer_drop(
+    /// Those of [`Engine::hide_relation`] (`42P01`, `42809`, `2BP01`); `0A000` for other
+    /// objects. Names before the failing one stay hidden until the block ends.
+    async fn defer_drop(
         &mut self,
         object_type: ObjectType,
         if_exists: bool,
         cascade: bool,
         names: &[datafusion::sql::sqlparser::ast::ObjectName],
     ) -> Result<Output> {
-        let (kind, tag) = match object_type {
-            ObjectType::Table => (DropKind::Table, "DROP TABLE"),
-            ObjectType::MaterializedView => (DropKind::MaterializedView, "DROP MATERIALIZED VIEW"),
-            ObjectType::Index => (DropKind::Index, "DROP INDEX"),
+        let (table, tag) = match object_type {
+            ObjectType::Table => (true, "DROP TABLE"),
+            ObjectType::MaterializedView => (false, "DROP MATERIALIZED VIEW"),
+            ObjectType::Index => {
+                let mut drops = Vec::new();
+                for n in names {
+                    let name = object_name(n)?;
+                    if self.engine.check_drop_index(&name, if_exists)? {
+                        drops.push(name);
+                    }
+                }
+                if let Some(ddl) = self.open_ddl() {
+                    ddl.index_drops.extend(drops);
+                }
+                return Ok(Output::Command("DROP INDEX".into()));
+            }
             other => {
                 return Err(Error::not_supported(format!(
                     "DROP {other} is not supported"
                 )));
             }
         };
-        let mut drops: Vec<DeferredDrop> = Vec::new();
         for n in names {
             let name = object_name(n)?;
-            let earlier = |d: &str| {
-                let dropped = |x: &DeferredDrop| x.name == d && x.kind != DropKind::Index;
-                drops.iter().any(dropped)
-                    || self
-                        .transaction
-                        .as_ref()
-                        .is_some_and(|b| b.drops.iter().any(dropped))
-                    || self
-                        .implicit_ddl
-                        .as_ref()
-                        .is_some_and(|i| i.drops.iter().any(dropped))
-            };
-            if kind == DropKind::Index {
-                if self.engine.catalog().index_by_name(&name).is_none() {
-                    if if_exists {
-                        continue;
-                    }
-                    return Err(Error::catalog(
-                        "42P01",
-                        format!("index \"{name}\" does not exist"),
-                    ));
-                }
-            } else if let Some(dependents) =
-                self.engine
-                    .check_drop(&name, kind == DropKind::Table, if_exists)?
-            {
-                // Views the block drops first do not hold the drop back.
-                let left: Vec<String> = dependents.into_iter().filter(|d| !earlier(d)).collect();
-                if !left.is_empty() && !cascade {
-                    let def = self.engine.relation(&name).ok_or_else(|| {
-                        Error::catalog("42P01", format!("relation \"{name}\" does not exist"))
-                    })?;
-                    return Err(crate::engine::dependents_error(&def, &name, &left));
-                }
-            } else {
-                // Nothing to drop (IF EXISTS): a relation the block creates later under the
-                // name is not dropped at COMMIT.
-                continue;
+            let engine = Arc::clone(&self.engine);
+            let txn = self.txn;
+            let hid = tokio::task::spawn_blocking(move || {
+                engine.hide_relation(&name, table, if_exists, cascade, txn)
+            })
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+            if let Some(ddl) = self.open_ddl() {
+                ddl.hid.extend(hid);
             }
-            drops.push(DeferredDrop {
-                name,
-                kind,
-                cascade,
-            });
-        }
-        if let Some(block) = &mut self.transaction {
-            block.drops.extend(drops);
-        } else if let Some(ddl) = &mut self.implicit_ddl {
-            ddl.drops.extend(drops);
         }
         Ok(Output::Command(tag.into()))
+    }
+
+    /// The DDL record of the open transaction block, or else of the implicit transaction of
+    /// several statements.
+    fn open_ddl(&mut self) -> Option<&mut super::TransactionDdl> {
+        match &mut self.transaction {
+            Some(block) => Some(&mut block.ddl),
+            None => self.implicit_ddl.as_mut(),
+        }
+    }
+
+    /// Makes a transaction's DDL final at its `COMMIT`: its `DROP INDEX`es are made and the
+    /// relations its `DROP`s hid dropped.
+    ///
+    /// # Errors
+    /// Those of the drops (store errors; `57P01` at shutdown: the hidden relations then
+    /// come back at the next start, see [`crate::catalog::Catalog::resolve_hidden`]).
+    async fn commit_ddl(&mut self, ddl: super::TransactionDdl) -> Result<()> {
+        if ddl.index_drops.is_empty() && ddl.hid.is_empty() {
+            return Ok(());
+        }
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || {
+            for name in &ddl.index_drops {
+                engine.drop_index(name, true)?;
+            }
+            engine.drop_hidden(&ddl.hid)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?
+    }
+
+    /// Undoes a transaction's DDL when it rolls back: the indexes it created are dropped,
+    /// then the relations it created (newest first, with the views on them), then those its
+    /// `DROP`s hid shown again.
+    /// Failures are logged (at shutdown the next start finishes the work, see
+    /// [`crate::catalog::Catalog::resolve_hidden`]).
+    async fn rollback_ddl(&mut self, ddl: super::TransactionDdl) {
+        if ddl.created.is_empty() && ddl.hid.is_empty() && ddl.created_indexes.is_empty() {
+            return;
+        }
+        let engine = Arc::clone(&self.engine);
+        let undone = tokio::task::spawn_blocking(move || {
+            for name in ddl.created_indexes.iter().rev() {
+                if let Err(e) = engine.drop_index(name, true) {
+                    tracing::warn!(index = %name, error = %e, "dropping an index a rolled-back transaction created");
+                }
+            }
+            if let Err(e) = engine.drop_created(&ddl.created) {
+                tracing::warn!(error = %e, "dropping what a rolled-back transaction created");
+            }
+            if let Err(e) = engine.unhide(&ddl.hid) {
+                tracing::warn!(error = %e, "restoring what a rolled-back transaction dropped");
+            }
+        })
+        .await;
+        if let Err(e) = undone {
+            tracing::warn!(error = %e, "undoing a rolled-back transaction's DDL");
+        }
     }
 
     /// Checks a write of the open transaction block (constraints against the table's
@@ -3121,65 +3229,34 @@ impl Session {
     async fn commit_block(&mut self, block: TransactionBlock) -> Result<()> {
         self.schema.set_pending(HashMap::new());
         let TransactionBlock {
-            net,
-            applied,
-            created,
-            drops,
-            ..
+            net, applied, ddl, ..
         } = block;
         let writes: Vec<(RelationId, ChangeBatch)> = net
             .into_iter()
             .map(|(table, change)| (table, Arc::unwrap_or_clone(change)))
             .collect();
         let engine = Arc::clone(&self.engine);
-        // The drops first: one refused (views depend on the relation, `2BP01`) fails the
-        // commit before anything is written; the writes then skip dropped tables.
+        let dropped = ddl.hid.clone();
+        // The writes first (to tables the block did not drop: writes to those go with
+        // them), then the drops: a failed write rolls the whole block back.
         let written = tokio::task::spawn_blocking(move || {
-            // Writes to a table the block drops go with it; a table another session dropped
-            // fails the commit (see `Engine::write_many`).
-            let dropped: Vec<RelationId> = drops
-                .iter()
-                .filter(|d| d.kind == DropKind::Table)
-                .filter_map(|d| engine.relation(&d.name).map(|r| r.id))
-                .collect();
             let writes: Vec<(RelationId, ChangeBatch)> = writes
                 .into_iter()
                 .filter(|(id, _)| !dropped.contains(id))
                 .collect();
-            make_drops(&engine, drops)?;
             engine.write_many(writes)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))
         .and_then(|r| r);
         if let Err(e) = written {
-            self.drop_created(created).await;
             if let Err(undo) = self.undo(applied).await {
                 tracing::warn!(error = %undo, "undoing a transaction whose commit failed");
             }
+            self.rollback_ddl(ddl).await;
             return Err(e);
         }
-        Ok(())
-    }
-
-    /// Drops the tables and views a rolled-back block created, newest first (with the
-    /// views on them). Failures are logged.
-    async fn drop_created(&mut self, created: Vec<(String, bool)>) {
-        if created.is_empty() {
-            return;
-        }
-        let engine = Arc::clone(&self.engine);
-        let dropped = tokio::task::spawn_blocking(move || {
-            for (name, table) in created.into_iter().rev() {
-                if let Err(e) = engine.drop_relation(&name, table, true, true) {
-                    tracing::warn!(relation = %name, error = %e, "dropping what a rolled-back block created");
-                }
-            }
-        })
-        .await;
-        if let Err(e) = dropped {
-            tracing::warn!(error = %e, "dropping what a rolled-back block created");
-        }
+        self.commit_ddl(ddl).await
     }
 
     /// `ROLLBACK` of a block: its writes are dropped (never written) and the implicit
@@ -3189,8 +3266,9 @@ impl Session {
     /// Those of [`Self::undo`].
     async fn rollback_block(&mut self, block: TransactionBlock) -> Result<()> {
         self.schema.set_pending(HashMap::new());
-        self.drop_created(block.created).await;
-        self.undo(block.applied).await
+        let undone = self.undo(block.applied).await;
+        self.rollback_ddl(block.ddl).await;
+        undone
     }
 
     /// Writes the inverse of `writes`, newest first: what ROLLBACK does to the block's
@@ -3404,24 +3482,6 @@ impl Session {
         };
         Ok((out, schema))
     }
-}
-
-/// Makes a block's or an implicit transaction's deferred `DROP`s, in order. Each was checked
-/// when its statement ran; a relation gone meanwhile is as good as dropped.
-///
-/// # Errors
-/// The first drop's error (`2BP01` when another session made a view depend on it since);
-/// the drops before it stay made.
-fn make_drops(engine: &Engine, drops: Vec<DeferredDrop>) -> Result<()> {
-    for d in drops {
-        match d.kind {
-            DropKind::Index => engine.drop_index(&d.name, true).map(|_| ())?,
-            kind => engine
-                .drop_relation(&d.name, kind == DropKind::Table, true, d.cascade)
-                .map(|_| ())?,
-        }
-    }
-    Ok(())
 }
 
 /// Recompiles every materialized view at start, planning each stored query with a fresh

@@ -69,7 +69,10 @@ pub struct Session {
     /// In the implicit transaction of a simple Query of several statements, its DDL:
     /// relations it created (dropped again when a later statement fails) and its `DROP`s of
     /// tables, views and indexes (made when it ends well), as in a transaction block.
-    pub implicit_ddl: Option<ImplicitDdl>,
+    pub implicit_ddl: Option<TransactionDdl>,
+    /// This session's transaction token: relations its open block's (or implicit
+    /// transaction's) `DROP`s hid carry it (see [`crate::catalog::RelationDef::dropped_by`]).
+    pub txn: u64,
     /// Writes that reached their table but not yet the undo log: a statement writes on a
     /// blocking thread, which pushes its change here (holding the lock from before the
     /// write starts); the statement then moves it to the log. When the statement's future
@@ -86,7 +89,7 @@ pub struct Session {
 }
 
 /// A transaction block (`BEGIN` ... `COMMIT`): its writes, kept in the session until
-/// `COMMIT`, and its savepoints.
+/// `COMMIT`, its savepoints and its DDL.
 ///
 /// Each write is checked when its statement runs (constraints against the table's committed
 /// rows plus the block's earlier writes) but not written: other sessions and views do not see
@@ -104,13 +107,10 @@ pub struct TransactionBlock {
     /// Writes of the implicit transaction that `BEGIN` took over (already written: a simple
     /// Query's statements before its `BEGIN`), undone at `ROLLBACK`.
     pub applied: Vec<(RelationId, crate::common::ChangeBatch)>,
-    /// (savepoint name, `writes.len()` when it was set), oldest first.
-    pub savepoints: Vec<(String, usize)>,
-    /// Tables and materialized views the block created (created at once): `ROLLBACK` drops
-    /// them again, newest first.
-    pub created: Vec<(String, bool)>,
-    /// The block's `DROP`s, checked when they ran and made at `COMMIT`, before its writes.
-    pub drops: Vec<DeferredDrop>,
+    /// The savepoints, oldest first.
+    pub savepoints: Vec<Savepoint>,
+    /// The block's `CREATE`s and `DROP`s.
+    pub ddl: TransactionDdl,
     /// `BEGIN READ ONLY`: writes and DDL are `25006`.
     pub read_only: bool,
     /// A statement of the block failed: until `ROLLBACK` (or `ROLLBACK TO` a savepoint set
@@ -119,38 +119,46 @@ pub struct TransactionBlock {
     pub aborted: bool,
 }
 
-/// The DDL of an implicit transaction spanning several statements (see
-/// [`Session::implicit_ddl`]).
-#[derive(Debug, Default)]
-pub struct ImplicitDdl {
-    /// Tables (`true`) and materialized views it created, oldest first.
-    pub created: Vec<(String, bool)>,
-    /// Its `DROP`s, checked when they ran.
-    pub drops: Vec<DeferredDrop>,
-}
-
-/// A `DROP` inside a transaction block, made at `COMMIT` (so a `ROLLBACK` keeps the
-/// relation and its rows, as in PostgreSQL).
+/// A savepoint of a transaction block (`SAVEPOINT name`): how far the block's writes and DDL
+/// had gone when it was set, for `ROLLBACK TO` to undo what came after.
 #[derive(Debug, Clone)]
-pub struct DeferredDrop {
-    /// The relation's or index's name.
+pub struct Savepoint {
+    /// Its name.
     pub name: String,
-    /// What is dropped.
-    pub kind: DropKind,
-    /// `CASCADE`.
-    pub cascade: bool,
+    /// `writes.len()` of the block then.
+    pub writes: usize,
+    /// `ddl.created.len()` then.
+    pub created: usize,
+    /// `ddl.hid.len()` then.
+    pub hid: usize,
+    /// `ddl.index_drops.len()` then.
+    pub index_drops: usize,
+    /// `ddl.created_indexes.len()` then.
+    pub created_indexes: usize,
 }
 
-/// What a [`DeferredDrop`] drops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropKind {
-    /// A table.
-    Table,
-    /// A materialized view.
-    MaterializedView,
-    /// An index.
-    Index,
+/// The DDL of a transaction block, or of an implicit transaction spanning several
+/// statements (see [`Session::implicit_ddl`]): undone at `ROLLBACK` (or a statement's
+/// failure), made final at `COMMIT`.
+#[derive(Debug, Default)]
+pub struct TransactionDdl {
+    /// The tables and materialized views it created (at once, durable), oldest first:
+    /// dropped again, newest first, when it rolls back.
+    pub created: Vec<RelationId>,
+    /// The relations its `DROP TABLE` and `DROP MATERIALIZED VIEW`s hid (see
+    /// [`crate::engine::Engine::hide_relation`]), in the order hidden: dropped at `COMMIT`,
+    /// shown again when it rolls back.
+    pub hid: Vec<RelationId>,
+    /// Its `DROP INDEX`es, checked when they ran and made at `COMMIT`.
+    pub index_drops: Vec<String>,
+    /// The indexes it created (at once, durable), oldest first: dropped again when it rolls
+    /// back.
+    pub created_indexes: Vec<String>,
 }
+
+/// The next session's transaction token (see [`Session::txn`]); unique within the process,
+/// which is enough: relations hidden by a transaction are resolved at start.
+static NEXT_TXN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Session {
     /// A new session on `engine`.
@@ -253,6 +261,7 @@ impl Session {
             transaction: None,
             implicit: None,
             implicit_ddl: None,
+            txn: NEXT_TXN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             landed: Arc::default(),
             display_zone,
             interrupt,

@@ -424,13 +424,13 @@ fn convert(strings: &ArrayRef, to: &DataType, zone: Option<&str>) -> Result<Arra
             .collect();
         return convert_with_arrow(&(Arc::new(read) as ArrayRef), to);
     }
-    if let (Some(texts), Some((target, name, zone))) = (texts, reading) {
+    if let (Some(texts), Some((target, name, at))) = (texts, reading) {
         // Text neither form reads is left as written, for the cast to refuse.
         let read: arrow::array::StringArray = texts
             .iter()
             .map(|v| {
                 v.map(|s| {
-                    read_datetime_text(target, name, s, zone.as_ref())
+                    read_datetime_text(target, name, s, at.as_ref(), zone)
                         .unwrap_or_else(|_| s.to_string())
                 })
             })

@@ -57,6 +57,8 @@ impl Parser {
                 Arc::new(NumericLiteralRule),
                 // `pg_class` means `pg_catalog.pg_class`, as PostgreSQL's search_path has it.
                 Arc::new(PrependUnqualifiedPgTableName),
+                // ... and the views of `pg_catalog` Weir adds (`pg_indexes`).
+                Arc::new(WeirCatalogViewsRule),
                 // `pg_catalog.pg_get_userbyid(...)` names the same function unqualified.
                 Arc::new(StripCallableQualifier),
                 // `pg_get_serial_sequence(...)` is NULL: Weir has no sequences.
@@ -73,8 +75,12 @@ impl Parser {
                 Arc::new(FetchFirstRule),
                 // `substring(s FROM x [FOR n])` is a call of `substring` (its regex form too).
                 Arc::new(SubstringCallRule),
+                // `array_ndims` and `array_dims` of an empty array are NULL.
+                Arc::new(ArrayDimsRule),
                 // `array_length`, `cardinality`, ... return `integer`.
                 Arc::new(IntegerArrayFunctionsRule),
+                // `current_date`, `localtimestamp`, ... on the session zone's clock.
+                Arc::new(SessionClockRule),
                 // `COLLATE` clauses (Weir has one collation).
                 Arc::new(StripCollate),
                 // `OPERATOR(pg_catalog.~)` is the plain operator.
@@ -857,6 +863,206 @@ impl SqlStatementRewriteRule for IntegerArrayFunctionsRule {
                     array: false,
                     format: None,
                 };
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        s
+    }
+}
+
+/// Gives each unaliased SELECT-list item of `s` (in every query of it) for which `name_of`
+/// says a name that name as its alias, so that a rule rewriting the item's expression keeps
+/// the column name PostgreSQL shows for what was written (`SELECT current_date` is column
+/// `current_date`).
+fn alias_unnamed_items(s: &mut Statement, name_of: impl Fn(&Expr) -> Option<String>) {
+    struct Names<F>(F);
+    impl<F: Fn(&Expr) -> Option<String>> VisitorMut for Names<F> {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+            if let SetExpr::Select(select) = q.body.as_mut() {
+                for item in &mut select.projection {
+                    if let SelectItem::UnnamedExpr(e) = item
+                        && let Some(name) = (self.0)(e)
+                    {
+                        *item = SelectItem::ExprWithAlias {
+                            expr: e.clone(),
+                            alias: Ident::new(name),
+                        };
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = VisitMut::visit(s, &mut Names(name_of));
+}
+
+/// The `pg_catalog` views Weir adds to the library's (`pg_indexes`, see
+/// `crate::sql::system`), named without their schema, read from `pg_catalog` as PostgreSQL
+/// finds them (it searches `pg_catalog` first).
+#[derive(Debug)]
+struct WeirCatalogViewsRule;
+
+impl SqlStatementRewriteRule for WeirCatalogViewsRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        struct Views;
+        impl VisitorMut for Views {
+            type Break = ();
+            fn pre_visit_table_factor(&mut self, t: &mut TableFactor) -> ControlFlow<()> {
+                if let TableFactor::Table { name, .. } = t
+                    && name.0.len() == 1
+                    && name.0[0]
+                        .as_ident()
+                        .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_indexes"))
+                {
+                    name.0.insert(
+                        0,
+                        datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(Ident::new(
+                            "pg_catalog",
+                        )),
+                    );
+                }
+                ControlFlow::Continue(())
+            }
+        }
+        let _ = VisitMut::visit(&mut s, &mut Views);
+        s
+    }
+}
+
+/// `array_ndims(a)` and `array_dims(a)` as PostgreSQL answers them (docs 9.19 "Array Functions
+/// and Operators"): NULL for an empty array (DataFusion's `array_ndims` says 1), and
+/// `array_dims` is the text `[1:n]` (DataFusion's is the list `{n}`); arrays here have one
+/// dimension (Weir refuses others) starting at 1.
+#[derive(Debug)]
+struct ArrayDimsRule;
+
+impl SqlStatementRewriteRule for ArrayDimsRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        alias_unnamed_items(&mut s, |e| match e {
+            Expr::Function(f) => f
+                .name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(|i| i.value.to_ascii_lowercase())
+                .filter(|n| n == "array_ndims" || n == "array_dims"),
+            _ => None,
+        });
+        // Post-order: the calls built here are not visited again.
+        let _ = visit_expressions_mut(&mut s, |e| {
+            let Expr::Function(f) = e else {
+                return ControlFlow::<()>::Continue(());
+            };
+            let Some(name) = f
+                .name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(|i| i.value.to_ascii_lowercase())
+            else {
+                return ControlFlow::Continue(());
+            };
+            let FunctionArguments::List(list) = &f.args else {
+                return ControlFlow::Continue(());
+            };
+            let [FunctionArg::Unnamed(FunctionArgExpr::Expr(array))] = list.args.as_slice() else {
+                return ControlFlow::Continue(());
+            };
+            let text = match name.as_str() {
+                "array_ndims" => {
+                    format!("CASE WHEN cardinality(({array})) > 0 THEN array_ndims(({array})) END")
+                }
+                "array_dims" => format!(
+                    "CASE WHEN cardinality(({array})) > 0 \
+                     THEN '[1:' || CAST(cardinality(({array})) AS TEXT) || ']' END"
+                ),
+                _ => return ControlFlow::Continue(()),
+            };
+            let parsed = SqlParser::new(&WeirDialect)
+                .try_with_sql(&text)
+                .and_then(|mut p| p.parse_expr());
+            if let Ok(rewritten) = parsed {
+                *e = rewritten;
+            }
+            ControlFlow::Continue(())
+        });
+        s
+    }
+}
+
+/// `current_date`, `current_time`, `localtime` and `localtimestamp` are the statement's start
+/// (`now()`) on the clock of the session's zone (PostgreSQL docs 9.9.5 "Current Date/Time"):
+/// they become casts of `now()` to `date`, `time` and `timestamp`, which Weir's semantics
+/// take in the session zone (DataFusion's own `current_date` and `current_time` read UTC,
+/// and it has no `localtime` or `localtimestamp`). An unaliased item of a SELECT list keeps
+/// the function's name as its column name. `current_time` is a `time` here (PostgreSQL's is
+/// a `time with time zone`, which Weir does not have). In a materialized view they are what
+/// `now()` cast is: a temporal filter's bound, refused elsewhere (`0A000`).
+#[derive(Debug)]
+struct SessionClockRule;
+
+impl SessionClockRule {
+    /// The cast standing for `e` when it is one of the functions, with its name.
+    fn replacement(e: &Expr) -> Option<(Expr, &'static str)> {
+        let name = match e {
+            Expr::Function(f)
+                if f.name.0.len() == 1 && matches!(f.args, FunctionArguments::None) =>
+            {
+                f.name.0[0].as_ident()?.value.to_ascii_lowercase()
+            }
+            Expr::Identifier(i) if i.quote_style.is_none() => i.value.to_ascii_lowercase(),
+            _ => return None,
+        };
+        let (name, data_type) = match name.as_str() {
+            "current_date" => ("current_date", SqlDataType::Date),
+            "current_time" => (
+                "current_time",
+                SqlDataType::Time(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+            ),
+            "localtime" => (
+                "localtime",
+                SqlDataType::Time(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+            ),
+            "localtimestamp" => (
+                "localtimestamp",
+                SqlDataType::Timestamp(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+            ),
+            _ => return None,
+        };
+        let now = Expr::Function(Function {
+            name: ObjectName::from(vec![Ident::new("now")]),
+            uses_odbc_syntax: false,
+            parameters: FunctionArguments::None,
+            args: FunctionArguments::List(FunctionArgumentList {
+                duplicate_treatment: None,
+                args: vec![],
+                clauses: vec![],
+            }),
+            filter: None,
+            null_treatment: None,
+            over: None,
+            within_group: vec![],
+        });
+        let cast = Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(now),
+            data_type,
+            array: false,
+            format: None,
+        };
+        Some((cast, name))
+    }
+}
+
+impl SqlStatementRewriteRule for SessionClockRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        alias_unnamed_items(&mut s, |e| {
+            Self::replacement(e).map(|(_, name)| name.to_string())
+        });
+        let _ = visit_expressions_mut(&mut s, |e| {
+            if let Some((cast, _)) = Self::replacement(e) {
+                *e = cast;
             }
             ControlFlow::<()>::Continue(())
         });

@@ -65,7 +65,7 @@ impl SchemaProvider for PublicSchema {
     fn table_names(&self) -> Vec<String> {
         self.engine
             .catalog()
-            .relations()
+            .visible()
             .map(|r| r.name.clone())
             .collect()
     }

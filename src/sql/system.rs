@@ -473,7 +473,7 @@ fn catalog_indexes(catalog: &crate::catalog::Catalog) -> Vec<IndexRow> {
     let names = |r: &crate::catalog::RelationDef| -> Vec<String> {
         r.schema.fields().iter().map(|f| f.name().clone()).collect()
     };
-    let secondary = catalog.indexes().filter_map(|i| {
+    let secondary = catalog.visible_indexes().filter_map(|i| {
         let relation = catalog.get(i.relation)?;
         Some(IndexRow {
             oid: INDEX_OID_BASE + i32::try_from(i.id).ok()?,
@@ -486,7 +486,7 @@ fn catalog_indexes(catalog: &crate::catalog::Catalog) -> Vec<IndexRow> {
             primary: false,
         })
     });
-    let primary = catalog.relations().filter_map(|r| {
+    let primary = catalog.visible().filter_map(|r| {
         let crate::catalog::RelationKind::Table { primary_key } = &r.kind else {
             return None;
         };
@@ -507,17 +507,24 @@ fn catalog_indexes(catalog: &crate::catalog::Catalog) -> Vec<IndexRow> {
 #[async_trait]
 impl SchemaProvider for PgCatalogOverlay {
     fn table_names(&self) -> Vec<String> {
-        self.inner.table_names()
+        let mut names = self.inner.table_names();
+        if !names.iter().any(|n| n == "pg_indexes") {
+            names.push("pg_indexes".into());
+        }
+        names
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if name == "pg_indexes" && !self.inner.table_exist(name) {
+            return pg_indexes(&self.indexes()).map(Some);
+        }
         let table = self.inner.table(name).await?;
         match name {
             "pg_class" => {
                 let views: std::collections::HashSet<String> = self
                     .engine
                     .catalog()
-                    .relations()
+                    .visible()
                     .filter(|r| !r.is_table())
                     .map(|r| r.name.clone())
                     .collect();
@@ -556,7 +563,7 @@ impl SchemaProvider for PgCatalogOverlay {
                 let modifiers = self
                     .engine
                     .catalog()
-                    .relations()
+                    .visible()
                     .filter(|r| r.is_table())
                     .map(|r| {
                         let columns = (0..r.schema.fields().len())
@@ -581,7 +588,7 @@ impl SchemaProvider for PgCatalogOverlay {
                 let views = self
                     .engine
                     .catalog()
-                    .relations()
+                    .visible()
                     .filter_map(|r| match &r.kind {
                         crate::catalog::RelationKind::MaterializedView { query, .. } => {
                             Some(MatViewRow {
@@ -605,7 +612,7 @@ impl SchemaProvider for PgCatalogOverlay {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.inner.table_exist(name)
+        name == "pg_indexes" || self.inner.table_exist(name)
     }
 }
 
@@ -1287,23 +1294,57 @@ impl PgGetIndexDef {
             let k = usize::try_from(column - 1).ok()?;
             return name(*index.keys.get(k)?);
         }
-        let columns = index
-            .keys
-            .iter()
-            .zip(&index.descending)
-            .map(|(k, d)| {
-                let n = name(*k)?;
-                Some(if *d { format!("{n} DESC") } else { n })
-            })
-            .collect::<Option<Vec<String>>>()?;
-        Some(format!(
-            "CREATE {}INDEX {} ON public.{} USING btree ({})",
-            if index.unique { "UNIQUE " } else { "" },
-            quote_ident(&index.name),
-            quote_ident(&index.relation),
-            columns.join(", ")
-        ))
+        index_definition(&index)
     }
+}
+
+/// The `CREATE [UNIQUE] INDEX name ON public.rel USING btree (a, b DESC)` statement of an
+/// index, as PostgreSQL's `pg_get_indexdef` writes it; `None` when a key is no column.
+fn index_definition(index: &IndexRow) -> Option<String> {
+    let columns = index
+        .keys
+        .iter()
+        .zip(&index.descending)
+        .map(|(k, d)| {
+            let c = usize::try_from(*k - 1).ok()?;
+            let n = quote_ident(index.column_names.get(c)?);
+            Some(if *d { format!("{n} DESC") } else { n })
+        })
+        .collect::<Option<Vec<String>>>()?;
+    Some(format!(
+        "CREATE {}INDEX {} ON public.{} USING btree ({})",
+        if index.unique { "UNIQUE " } else { "" },
+        quote_ident(&index.name),
+        quote_ident(&index.relation),
+        columns.join(", ")
+    ))
+}
+
+/// `pg_catalog.pg_indexes` (PostgreSQL docs 54.11): one row per index, `schemaname`,
+/// `tablename`, `indexname` (`name`), `tablespace` (NULL: the default) and `indexdef`
+/// (`text`, as [`index_definition`]).
+fn pg_indexes(indexes: &[IndexRow]) -> DfResult<Arc<dyn TableProvider>> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("schemaname", DataType::Utf8, true),
+        Field::new("tablename", DataType::Utf8, true),
+        Field::new("indexname", DataType::Utf8, true),
+        Field::new("tablespace", DataType::Utf8, true),
+        Field::new("indexdef", DataType::Utf8, true),
+    ]));
+    let column = |f: &dyn Fn(&IndexRow) -> Option<String>| -> ArrayRef {
+        Arc::new(indexes.iter().map(f).collect::<StringArray>())
+    };
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            column(&|_| Some("public".into())),
+            column(&|i| Some(i.relation.clone())),
+            column(&|i| Some(i.name.clone())),
+            column(&|_| None),
+            column(&index_definition),
+        ],
+    )?;
+    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
 }
 
 impl PartialEq for PgGetIndexDef {
@@ -1452,7 +1493,7 @@ impl datafusion::logical_expr::ScalarUDFImpl for ViewDefinition {
                     return None;
                 }
                 let name = names.value(i);
-                catalog.as_ref()?.relations().find_map(|r| match &r.kind {
+                catalog.as_ref()?.visible().find_map(|r| match &r.kind {
                     crate::catalog::RelationKind::MaterializedView { query, .. }
                         if r.name == name =>
                     {

@@ -448,6 +448,8 @@ def implicit_transaction_ddl():
         for script in [
             "DROP TABLE pg3_keep; SELECT 1 / 0",
             "CREATE TABLE pg3_gone (id INT); INSERT INTO pg3_gone VALUES (1); SELECT 1 / 0",
+            # Dropped and created again under the same name: the old table comes back.
+            "DROP TABLE pg3_keep; CREATE TABLE pg3_keep (z TEXT); SELECT 1 / 0",
         ]:
             try:
                 # No parameters: psycopg sends the string as one simple Query.
@@ -457,11 +459,37 @@ def implicit_transaction_ddl():
                 eq(e.sqlstate, "22012", "SQLSTATE of the script")
     eq(c.execute("SELECT count(*) FROM pg3_keep").fetchone(), (2,), "rows of the dropped table")
     eq(
+        c.execute("SELECT id FROM pg3_keep ORDER BY id").fetchall(),
+        [(1,), (2,)],
+        "columns and rows of the table dropped and created again",
+    )
+    eq(
         c.execute("SELECT count(*) FROM pg_catalog.pg_tables WHERE tablename = 'pg3_gone'").fetchone(),
         (0,),
         "tables named pg3_gone",
     )
     c.execute("DROP TABLE pg3_keep")
+    c.close()
+
+
+def copy_special_values_in_session_zone():
+    # COPY reads 'today' on the clock of the session's zone, as a cast does (PostgreSQL):
+    # with the zone at UTC+14, the date is the one there, not UTC's.
+    c = psycopg.connect(conninfo(), autocommit=True)
+    c.execute("DROP TABLE IF EXISTS pg3_today")
+    c.execute("CREATE TABLE pg3_today (d DATE, ts TIMESTAMP)")
+    c.execute("SET TIME ZONE 'Pacific/Kiritimati'")
+    here = "CAST(now() AT TIME ZONE 'Pacific/Kiritimati' AS DATE)"
+    before = c.execute(f"SELECT {here}").fetchone()[0]
+    with c.cursor() as cur:
+        with cur.copy("COPY pg3_today (d, ts) FROM STDIN") as copy:
+            copy.write(b"today\ttoday\n")
+    after = c.execute(f"SELECT {here}").fetchone()[0]
+    d, ts = c.execute("SELECT d, ts FROM pg3_today").fetchone()
+    if d not in (before, after):
+        raise AssertionError(f"'today' read as {d}, the zone's date being {before} then {after}")
+    eq(ts, dt.datetime(d.year, d.month, d.day), "'today' as a timestamp: that date's midnight")
+    c.execute("DROP TABLE pg3_today")
     c.close()
 
 
@@ -497,6 +525,7 @@ for name, fn in [
     ("failed_commit_ends_block", failed_commit_ends_block),
     ("parse_and_bind_errors_abort_block", parse_and_bind_errors_abort_block),
     ("implicit_transaction_ddl", implicit_transaction_ddl),
+    ("copy_special_values_in_session_zone", copy_special_values_in_session_zone),
 ]:
     checks.run(name, fn)
 conn.close()

@@ -389,7 +389,9 @@ impl ScalarUDFImpl for TimestampOutput {
 
 /// One text value read as a cast to `target` reads it (see [`DateTimeText`]; `type_name`
 /// `timestamp` ignores a zone in the text, `timestamp with time zone` reads text without an
-/// offset in `zone`): the text in a form Arrow's cast parses. COPY FROM reads its fields so.
+/// offset in `zone`; `'today'`, `'now'`, ... are read on the clock of `session_zone`, Arrow's
+/// form, `None` for UTC): the text in a form Arrow's cast parses. COPY FROM reads its fields
+/// so.
 ///
 /// # Errors
 /// `22007` when the text is no `type_name`.
@@ -398,8 +400,11 @@ pub fn read_datetime_text(
     type_name: &'static str,
     s: &str,
     zone: Option<&Tz>,
+    session_zone: Option<&str>,
 ) -> Result<String> {
-    DateTimeText::new(target, type_name).convert(s, zone)
+    DateTimeText::new(target, type_name)
+        .in_session_zone(session_zone.map(String::from))
+        .convert(s, zone)
 }
 
 /// True when `t` has a fraction of seconds of more than six digits (PostgreSQL rounds it to
