@@ -1633,16 +1633,18 @@ impl AnalyzerRule for PgOperandTypes {
                 let schema = merge_schema(&plan.inputs());
                 let preserver = NamePreserver::new(&plan);
                 plan.map_expressions(|e| {
-                    let saved = preserver.save(&e);
-                    let e = explicit_bigint_casts(e, &schema)?.data;
-                    let t = e.transform_up(|e| {
-                        date_interval_arith(e, &schema)?
-                            .transform_data(|e| unknown_literals(e, &schema))?
-                            .transform_data(|e| float_meets_numeric(e, &schema))?
-                            .transform_data(|e| super::equal_keys::window_order_keys(e, &schema))?
-                            .transform_data(|e| super::char_compare::char_operands(e, &schema))
-                    })?;
-                    Ok(t.update_data(|e| saved.restore(e)))
+                    keeping_names(&preserver, e, |e| {
+                        let e = explicit_bigint_casts(e, &schema)?.data;
+                        e.transform_up(|e| {
+                            date_interval_arith(e, &schema)?
+                                .transform_data(|e| unknown_literals(e, &schema))?
+                                .transform_data(|e| float_meets_numeric(e, &schema))?
+                                .transform_data(|e| {
+                                    super::equal_keys::window_order_keys(e, &schema)
+                                })?
+                                .transform_data(|e| super::char_compare::char_operands(e, &schema))
+                        })
+                    })
                 })
             })?
             .data)
@@ -2228,6 +2230,73 @@ impl AnalyzerRule for PgSumTypes {
     }
 }
 
+/// `e` (an expression of a plan node) rewritten by `f`, under the name it had (`preserver`
+/// is the node's). A grouping set (`ROLLUP (a % 2)`, `CUBE`, `GROUPING SETS`) keeps each of
+/// its expressions' names instead: the aggregate names its columns after them, and a set
+/// under an alias is no longer a grouping set to DataFusion (its planning then fails with
+/// `No field named ...`).
+fn keeping_names(
+    preserver: &NamePreserver,
+    e: Expr,
+    mut f: impl FnMut(Expr) -> datafusion::common::Result<Transformed<Expr>>,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    use datafusion::logical_expr::GroupingSet;
+    let mut each = |e: Expr| -> datafusion::common::Result<(Expr, bool)> {
+        let saved = preserver.save(&e);
+        let t = f(e)?;
+        Ok(if t.transformed {
+            (saved.restore(t.data), true)
+        } else {
+            (t.data, false)
+        })
+    };
+    let mut all = |exprs: Vec<Expr>| -> datafusion::common::Result<(Vec<Expr>, bool)> {
+        let mut changed = false;
+        let mut out = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            let (e, c) = each(e)?;
+            changed |= c;
+            out.push(e);
+        }
+        Ok((out, changed))
+    };
+    let (e, changed) = match e {
+        Expr::GroupingSet(GroupingSet::Rollup(exprs)) => {
+            let (exprs, c) = all(exprs)?;
+            (Expr::GroupingSet(GroupingSet::Rollup(exprs)), c)
+        }
+        Expr::GroupingSet(GroupingSet::Cube(exprs)) => {
+            let (exprs, c) = all(exprs)?;
+            (Expr::GroupingSet(GroupingSet::Cube(exprs)), c)
+        }
+        Expr::GroupingSet(GroupingSet::GroupingSets(sets)) => {
+            let mut changed = false;
+            let mut out = Vec::with_capacity(sets.len());
+            for set in sets {
+                let (set, c) = all(set)?;
+                changed |= c;
+                out.push(set);
+            }
+            (Expr::GroupingSet(GroupingSet::GroupingSets(out)), changed)
+        }
+        e => {
+            return Ok({
+                let (e, c) = each(e)?;
+                if c {
+                    Transformed::yes(e)
+                } else {
+                    Transformed::no(e)
+                }
+            });
+        }
+    };
+    Ok(if changed {
+        Transformed::yes(e)
+    } else {
+        Transformed::no(e)
+    })
+}
+
 /// Rewrites every expression of one plan node bottom-up with `f`, keeping the node's output
 /// names, and recomputes its schema when anything changed.
 pub(crate) fn map_node_exprs(
@@ -2235,15 +2304,7 @@ pub(crate) fn map_node_exprs(
     mut f: impl FnMut(Expr) -> datafusion::common::Result<Transformed<Expr>>,
 ) -> datafusion::common::Result<Transformed<LogicalPlan>> {
     let preserver = NamePreserver::new(&plan);
-    let t = plan.map_expressions(|e| {
-        let saved = preserver.save(&e);
-        let t = e.transform_up(&mut f)?;
-        Ok(if t.transformed {
-            Transformed::yes(saved.restore(t.data))
-        } else {
-            t
-        })
-    })?;
+    let t = plan.map_expressions(|e| keeping_names(&preserver, e, |e| e.transform_up(&mut f)))?;
     if t.transformed {
         t.map_data(|p| p.recompute_schema())
     } else {
@@ -2305,12 +2366,13 @@ fn rewrite_plan(
     }
     let preserver = NamePreserver::new(&plan);
     let transformed = plan.map_expressions(|e| {
-        let saved = preserver.save(&e);
-        let (e, changed) = rewrite_tree(e, &schema, zone)?;
-        Ok(if changed {
-            Transformed::yes(saved.restore(e))
-        } else {
-            Transformed::no(e)
+        keeping_names(&preserver, e, |e| {
+            let (e, changed) = rewrite_tree(e, &schema, zone)?;
+            Ok(if changed {
+                Transformed::yes(e)
+            } else {
+                Transformed::no(e)
+            })
         })
     })?;
     if transformed.transformed {

@@ -1073,6 +1073,9 @@ fn build_hinted(
             };
             match l.input.as_ref() {
                 LogicalPlan::Sort(s) => top_n(s, skip, fetch, sources),
+                LogicalPlan::Distinct(Distinct::On(d)) if d.sort_expr.is_some() => {
+                    distinct_on_top_n(d, skip, fetch, sources)
+                }
                 _ if skip == 0 && fetch.is_none() => build(&l.input, sources),
                 _ => Err(Error::not_supported(
                     "LIMIT or OFFSET without ORDER BY in a materialized view is not supported \
@@ -1175,6 +1178,52 @@ fn distinct_on(
         exprs,
         schema: nullable_schema(d.schema.as_arrow()),
     })
+}
+
+/// `SELECT DISTINCT ON (keys) exprs ... ORDER BY ... LIMIT n [OFFSET m]`: the rows of
+/// [`distinct_on`], then the Top-N of them in the `ORDER BY` order. DataFusion keeps that
+/// order inside the `DISTINCT ON` node (over its input's columns), so each key is taken as
+/// the output column the select list computes from the same expression.
+///
+/// # Errors
+/// `0A000` when an `ORDER BY` key is not in the select list; as [`build`] for the input.
+fn distinct_on_top_n(
+    d: &datafusion::logical_expr::DistinctOn,
+    skip: usize,
+    fetch: Option<usize>,
+    sources: &mut BTreeSet<RelationId>,
+) -> Result<StreamNode> {
+    let out = d.schema.as_ref();
+    let keys = d
+        .sort_expr
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|k| {
+            let at = d
+                .select_expr
+                .iter()
+                .position(|e| e.clone().unalias() == k.expr.clone().unalias())
+                .ok_or_else(|| {
+                    Error::not_supported(format!(
+                        "DISTINCT ON with LIMIT or OFFSET ordered by {}, which the select list \
+                         does not show, in a materialized view is not supported (select it)",
+                        k.expr
+                    ))
+                })?;
+            let (qualifier, field) = out.qualified_field(at);
+            Ok(SortExpr {
+                expr: Expr::Column(datafusion::common::Column::new(
+                    qualifier.cloned(),
+                    field.name(),
+                )),
+                asc: k.asc,
+                nulls_first: k.nulls_first,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let input = distinct_on(d, sources)?;
+    top_n_over(input, &keys, out, skip, fetch)
 }
 
 /// Most grouping sets one aggregate of a view may have: each set is maintained by its own
@@ -1299,15 +1348,29 @@ fn top_n(
     sources: &mut BTreeSet<RelationId>,
 ) -> Result<StreamNode> {
     let input = build(&sort.input, sources)?;
-    let order = window_order(&sort.expr, sort.input.schema())?;
+    top_n_over(input, &sort.expr, sort.input.schema(), skip, fetch)
+}
+
+/// The rows `skip..skip + fetch` of `input` (of `schema`) in the order of `keys`: an
+/// [`StreamNode::OverWindow`] slice over one partition.
+///
+/// # Errors
+/// As [`window_order`].
+fn top_n_over(
+    input: StreamNode,
+    keys: &[SortExpr],
+    schema: &DFSchema,
+    skip: usize,
+    fetch: Option<usize>,
+) -> Result<StreamNode> {
     Ok(StreamNode::OverWindow {
         input: Box::new(input),
         partition: vec![],
         partition_types: vec![],
-        order,
+        order: window_order(keys, schema)?,
         window: vec![],
         output: WindowOutput::Slice { skip, fetch },
-        schema: nullable_schema(sort.input.schema().as_arrow()),
+        schema: nullable_schema(schema.as_arrow()),
     })
 }
 

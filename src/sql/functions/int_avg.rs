@@ -244,9 +244,12 @@ pub fn int_avg_value(n: i64, sum: i128) -> Option<i128> {
 }
 
 /// The average of `n` values whose exact sum is `sum` in units of 10^-`sum_scale`, in units
-/// of 10^-`scale` (`scale` ≥ `sum_scale`), rounded half away from zero as PostgreSQL's
-/// numeric division rounds; `None` for no values (NULL). Views' aggregates evaluate their
-/// `numeric` averages with it too.
+/// of 10^-`scale` (`scale` ≥ `sum_scale`): the quotient rounded half away from zero to the
+/// decimals PostgreSQL's numeric division gives it (`select_div_scale`, see
+/// [`crate::sql::semantics::pg_div_scale`]: at least 16 significant digits, so an average of
+/// 19 integer digits has none: 4611686018427387903.5 is 4611686018427387904), at most
+/// `scale`, then held at `scale`; `None` for no values (NULL). Views' aggregates evaluate
+/// their averages with it too.
 ///
 /// # Errors
 /// 22003 `numeric field overflow` when the average has more than 38 digits.
@@ -260,16 +263,22 @@ pub fn avg_value(
         return Ok(None);
     }
     let overflow = || crate::error::Error::data("22003", "numeric field overflow");
-    let shift = u32::try_from(scale - sum_scale).map_err(|_| overflow())?;
-    // |sum| < 10^38 and shift ≤ 38: the product fits in 256 bits.
+    let rounding =
+        crate::sql::semantics::pg_div_scale(sum, sum_scale, sum_scale, i128::from(n), 0, 0)
+            .clamp(i32::from(sum_scale), i32::from(scale));
+    let pow = |k: i32| -> crate::error::Result<i256> {
+        i256::from_i128(10)
+            .checked_pow(u32::try_from(k).map_err(|_| overflow())?)
+            .ok_or_else(overflow)
+    };
+    // |sum| < 10^38 and the shift ≤ 38: the product fits in 256 bits.
     let num = i256::from_i128(sum)
-        .checked_mul(
-            i256::from_i128(10)
-                .checked_pow(shift)
-                .ok_or_else(overflow)?,
-        )
+        .checked_mul(pow(rounding - i32::from(sum_scale))?)
         .ok_or_else(overflow)?;
-    let q = div_round(num, i256::from_i128(n as i128)).ok_or_else(overflow)?;
+    let q = div_round(num, i256::from_i128(i128::from(n))).ok_or_else(overflow)?;
+    let q = q
+        .checked_mul(pow(i32::from(scale) - rounding)?)
+        .ok_or_else(overflow)?;
     let q = q.to_i128().ok_or_else(overflow)?;
     if q.unsigned_abs() >= 10u128.pow(38) {
         return Err(overflow());
@@ -614,6 +623,18 @@ mod tests {
         assert_eq!(text(int_avg_value(3, 5)), "1.6666666666666667");
         assert_eq!(text(int_avg_value(3, -5)), "-1.6666666666666667");
         assert_eq!(text(int_avg_value(0, 0)), "NULL");
+        // PostgreSQL's numeric division keeps about 16 significant digits: an average of 19
+        // integer digits has no decimals (PostgreSQL 15: 9223372036854775807::numeric / 2 is
+        // 4611686018427387904), one of 15 has 4 (1000000000000001::numeric / 3 is
+        // 333333333333333.6667), shown here at 16 decimals.
+        assert_eq!(
+            text(int_avg_value(2, i128::from(i64::MAX))),
+            "4611686018427387904.0000000000000000"
+        );
+        assert_eq!(
+            text(int_avg_value(3, 1_000_000_000_000_001)),
+            "333333333333333.6667000000000000"
+        );
         // Two bigints of 2^63 - 1: the sum passes 2^64, the average is exact.
         let max = i64::MAX as i128;
         assert_eq!(
