@@ -185,6 +185,7 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
         .map_err(parse_error)?;
     let mut stmt = crate::sql::dml_with::lift(exactly_one(statements)?)?;
     check_cast_lengths(&stmt)?;
+    check_fetch_with_ties(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
     for rule in &PARSER.rules {
@@ -413,6 +414,34 @@ fn call_depth(sql: &str) -> usize {
         previous_is_name = matches!(t, Token::Word(_));
     }
     deepest
+}
+
+/// Refuses `FETCH ... WITH TIES` in a query without `ORDER BY`, as PostgreSQL's grammar
+/// does (`42601`, "WITH TIES cannot be specified without ORDER BY clause").
+///
+/// # Errors
+/// [`Error::Parse`] as above.
+fn check_fetch_with_ties(stmt: &Statement) -> Result<()> {
+    struct Ties;
+    impl Visitor for Ties {
+        type Break = Error;
+        fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<Error> {
+            let ordered = matches!(
+                &q.order_by,
+                Some(OrderBy { kind: OrderByKind::Expressions(keys), .. }) if !keys.is_empty()
+            );
+            if q.fetch.as_ref().is_some_and(|f| f.with_ties) && !ordered {
+                return ControlFlow::Break(Error::Parse(
+                    "WITH TIES cannot be specified without ORDER BY clause".into(),
+                ));
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    match stmt.visit(&mut Ties) {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
 }
 
 /// Refuses a cast to `varchar(n)` or `char(n)` whose length PostgreSQL refuses
@@ -1073,8 +1102,14 @@ impl SqlStatementRewriteRule for SessionClockRule {
 /// `[OFFSET m {ROW | ROWS}] FETCH {FIRST | NEXT} [n] {ROW | ROWS} ONLY`, the SQL standard's
 /// spelling of `LIMIT n` (PostgreSQL's reference page "SELECT", "LIMIT Clause"; `n` omitted is
 /// 1), which ORMs write and DataFusion does not plan, becomes `LIMIT n [OFFSET m]`.
-/// `WITH TIES`, `PERCENT`, and a query with both `LIMIT` and `FETCH` are left as written
-/// (DataFusion refuses them).
+///
+/// `... WITH TIES` also returns the rows that tie, in the `ORDER BY` keys, with the last of
+/// the `n`: the rows after the first `m` whose rank is at most `m + n` (a row tied with the
+/// `(m + n)`-th has fewer than `m + n` rows strictly before it, and a row after it that does
+/// not tie has at least `m + n`). It becomes a `QUALIFY` on `rank()` and `row_number()` over
+/// the query's `ORDER BY` (see [`with_ties`]), which a materialized view maintains as a
+/// Top-N. `PERCENT`, a query with both `LIMIT` and `FETCH`, and counts that are not integer
+/// constants are left as written (DataFusion refuses them).
 #[derive(Debug)]
 struct FetchFirstRule;
 
@@ -1095,7 +1130,11 @@ impl VisitorMut for FetchFirstVisitor {
         let Some(fetch) = &query.fetch else {
             return ControlFlow::Continue(());
         };
-        if fetch.with_ties || fetch.percent {
+        if fetch.percent {
+            return ControlFlow::Continue(());
+        }
+        if fetch.with_ties {
+            with_ties(query);
             return ControlFlow::Continue(());
         }
         let n = fetch
@@ -1116,6 +1155,191 @@ impl VisitorMut for FetchFirstVisitor {
         query.fetch = None;
         ControlFlow::Continue(())
     }
+}
+
+/// A non-negative integer constant of a `FETCH` or `OFFSET` clause.
+fn count_constant(e: &Expr) -> Option<u64> {
+    match e {
+        Expr::Value(ValueWithSpan {
+            value: Value::Number(n, _),
+            ..
+        }) => n.parse().ok(),
+        Expr::Nested(e) => count_constant(e),
+        _ => None,
+    }
+}
+
+/// The name a `SELECT` item gives its column when it is an alias or a column reference.
+fn item_name(item: &SelectItem) -> Option<Ident> {
+    match item {
+        SelectItem::ExprWithAlias { alias, .. } => Some(alias.clone()),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.clone()),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().cloned(),
+        _ => None,
+    }
+}
+
+/// The `SELECT` list a query body's output columns come from (the first of a set operation).
+fn output_items(body: &SetExpr) -> Option<&[SelectItem]> {
+    match body {
+        SetExpr::Select(s) => Some(&s.projection),
+        SetExpr::SetOperation { left, .. } => output_items(left),
+        SetExpr::Query(q) => output_items(&q.body),
+        _ => None,
+    }
+}
+
+/// Rewrites `ORDER BY keys [OFFSET m] FETCH FIRST n ROWS WITH TIES` (see [`FetchFirstRule`])
+/// into `QUALIFY rank() OVER (ORDER BY keys) <= m + n [AND row_number() OVER (ORDER BY
+/// keys) > m] ORDER BY keys`. The window's keys name what the query's keys name: an ordinal or an
+/// output column's alias becomes that column. A `SELECT` with `DISTINCT`, its own `QUALIFY`,
+/// or a set operation is first wrapped as `SELECT * FROM (body)`, so the ranks count its
+/// output rows. `n = 0` is no rows (no rank is 0). A query this cannot rewrite (no `ORDER BY`,
+/// counts that are not integer constants, an ordinal over `*`) is left for DataFusion to
+/// refuse.
+fn with_ties(query: &mut Query) {
+    use datafusion::sql::sqlparser::ast::{LimitClause, Offset};
+    let Some(fetch) = &query.fetch else { return };
+    let n = match &fetch.quantity {
+        None => Some(1),
+        Some(e) => count_constant(e),
+    };
+    let m = match &query.limit_clause {
+        None => Some(0),
+        Some(LimitClause::LimitOffset {
+            limit: None,
+            offset: None,
+            limit_by,
+        }) if limit_by.is_empty() => Some(0),
+        Some(LimitClause::LimitOffset {
+            limit: None,
+            offset: Some(Offset { value, .. }),
+            limit_by,
+        }) if limit_by.is_empty() => count_constant(value),
+        Some(_) => None,
+    };
+    let (Some(n), Some(m)) = (n, m) else { return };
+    let Some(OrderBy {
+        kind: OrderByKind::Expressions(keys),
+        ..
+    }) = &query.order_by
+    else {
+        return;
+    };
+    if keys.is_empty() {
+        return;
+    }
+    let wrap = match query.body.as_ref() {
+        SetExpr::Select(s) => s.distinct.is_some() || s.qualify.is_some(),
+        _ => true,
+    };
+    // The window's keys: what each ORDER BY key names.
+    let mut window_keys = Vec::with_capacity(keys.len());
+    for key in keys {
+        let mut key = key.clone();
+        let items = output_items(&query.body);
+        let ordinal = count_constant(&key.expr).filter(|_| {
+            matches!(
+                key.expr,
+                Expr::Value(ValueWithSpan {
+                    value: Value::Number(_, _),
+                    ..
+                })
+            )
+        });
+        if let Some(k) = ordinal {
+            let Some(item) = items.and_then(|items| {
+                usize::try_from(k)
+                    .ok()
+                    .and_then(|k| k.checked_sub(1))
+                    .and_then(|k| items.get(k))
+            }) else {
+                return;
+            };
+            key.expr = match (wrap, item) {
+                (false, SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) => {
+                    e.clone()
+                }
+                _ => match item_name(item) {
+                    Some(name) => Expr::Identifier(name),
+                    None => return,
+                },
+            };
+        } else if wrap && let Expr::CompoundIdentifier(parts) = &key.expr {
+            // `t.a` of the wrapped body is the output column `a`.
+            match parts.last() {
+                Some(last) => key.expr = Expr::Identifier(last.clone()),
+                None => return,
+            }
+        } else if !wrap && let Expr::Identifier(id) = &key.expr {
+            // An output column's alias (PostgreSQL looks output names up first).
+            let aliased = items.into_iter().flatten().find_map(|item| match item {
+                SelectItem::ExprWithAlias { expr, alias }
+                    if alias.value.eq_ignore_ascii_case(&id.value) =>
+                {
+                    Some(expr.clone())
+                }
+                _ => None,
+            });
+            if let Some(expr) = aliased {
+                key.expr = expr;
+            }
+        }
+        window_keys.push(key);
+    }
+    let over = format!(
+        "OVER (ORDER BY {})",
+        window_keys
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let filter = if m == 0 || n == 0 {
+        format!("rank() {over} <= {n}")
+    } else {
+        format!(
+            "rank() {over} <= {} AND row_number() {over} > {m}",
+            m.saturating_add(n)
+        )
+    };
+    let Ok(filter) = SqlParser::new(&WeirDialect)
+        .try_with_sql(&filter)
+        .and_then(|mut p| p.parse_expr())
+    else {
+        return;
+    };
+    if wrap {
+        let Ok(mut outer) = SqlParser::new(&WeirDialect)
+            .try_with_sql("SELECT * FROM (SELECT 1) AS weir_ties")
+            .and_then(|mut p| p.parse_query())
+        else {
+            return;
+        };
+        let SetExpr::Select(select) = outer.body.as_mut() else {
+            return;
+        };
+        let Some(TableFactor::Derived { subquery, .. }) =
+            select.from.first_mut().map(|f| &mut f.relation)
+        else {
+            return;
+        };
+        std::mem::swap(&mut subquery.body, &mut query.body);
+        query.body = outer.body;
+        if let Some(OrderBy {
+            kind: OrderByKind::Expressions(keys),
+            ..
+        }) = &mut query.order_by
+        {
+            *keys = window_keys;
+        }
+    }
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    select.qualify = Some(filter);
+    query.fetch = None;
+    query.limit_clause = None;
 }
 
 /// The column of `generate_series` (and of `unnest` of one array) in `FROM` is named as in
