@@ -16,6 +16,8 @@
 //!  count(DISTINCT i)          ─► count(DISTINCT interval_cmp_key(i))
 //!  PARTITION BY i / f         ─► PARTITION BY interval_cmp_key(i) / weir_float_key(f)
 //!  OVER (ORDER BY i)          ─► OVER (ORDER BY interval_cmp_key(i))  (before type coercion)
+//!  OVER (ORDER BY f)          ─► OVER (ORDER BY weir_float_key(f))
+//!  DISTINCT ON (i / f) ... ORDER BY i / f  ─► the same on keys
 //!  x1 = x2, x1 < x2, ...      ─► key(x1) = key(x2), ...
 //!  JOIN ... ON (a.i = b.i)    ─► ON interval_cmp_key(a.i) = interval_cmp_key(b.i)
 //!                                 (INTERSECT / EXCEPT, whose joins are planned with keys)
@@ -48,8 +50,8 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::{format_state_name, merge_schema};
 use datafusion::logical_expr::{
     Accumulator, Aggregate, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, Distinct,
-    Expr, ExprSchemable, LogicalPlan, Operator, Projection, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    DistinctOn, Expr, ExprSchemable, LogicalPlan, Operator, Projection, ScalarFunctionArgs,
+    ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionContext;
@@ -178,6 +180,15 @@ fn rewrite_plan(plan: LogicalPlan) -> datafusion::common::Result<Transformed<Log
                             changed = true;
                         }
                     }
+                    // A float ORDER BY ranks `-0` and `0` as peers (intervals got their key
+                    // before type coercion, see `window_order_keys`). The key is the same
+                    // float otherwise, so a RANGE frame's offsets still apply.
+                    for o in &mut wf.params.order_by {
+                        if expr_kind(&o.expr, &schema) == Some(KeyKind::Float) {
+                            o.expr = key(o.expr.clone(), KeyKind::Float);
+                            changed = true;
+                        }
+                    }
                     Ok(if changed {
                         Transformed::yes(Expr::WindowFunction(wf))
                     } else {
@@ -186,6 +197,33 @@ fn rewrite_plan(plan: LogicalPlan) -> datafusion::common::Result<Transformed<Log
                 }
                 other => Ok(Transformed::no(other)),
             })
+        }
+        // DISTINCT ON (i) / (f) keeps one row per key, and its ORDER BY sorts by keys.
+        LogicalPlan::Distinct(Distinct::On(on))
+            if on
+                .on_expr
+                .iter()
+                .chain(on.sort_expr.iter().flatten().map(|s| &s.expr))
+                .any(|e| expr_kind(e, on.input.schema()).is_some()) =>
+        {
+            let schema = on.input.schema().clone();
+            let keyed = |e: Expr| match expr_kind(&e, &schema) {
+                Some(kind) => key(e, kind),
+                None => e,
+            };
+            let on_expr = on.on_expr.into_iter().map(keyed).collect();
+            let sort_expr = on.sort_expr.map(|sorts| {
+                sorts
+                    .into_iter()
+                    .map(|mut s| {
+                        s.expr = keyed(s.expr);
+                        s
+                    })
+                    .collect()
+            });
+            Ok(Transformed::yes(LogicalPlan::Distinct(Distinct::On(
+                DistinctOn::try_new(on_expr, on.select_expr, sort_expr, on.input)?,
+            ))))
         }
         // ORDER BY an interval or a float sorts by its key (Arrow orders an interval by its
         // parts, and puts `-NaN` first and `-0` before `0`).
