@@ -470,3 +470,30 @@ async fn a_block_cut_short_brings_back_what_it_dropped() {
     }
     stop(dir.path(), &mut child, "TERM", from);
 }
+
+/// SIGTERM while a statement blocks its connection's task (`pg_sleep(60)`) cancels the
+/// statement, as PostgreSQL's fast shutdown does: the client gets an error at once, and the
+/// server exits cleanly within `stop`'s 10 s instead of waiting out the sleep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_cancels_a_sleeping_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = start(dir.path(), port);
+    let c = connect_child(port, &mut child).await;
+    let sleeper = tokio::spawn(async move { c.simple_query("SELECT pg_sleep(60)").await });
+    // Wait until the sleep runs (pg_stat_activity is not kept; the statement just needs to
+    // have reached the server).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let began = Instant::now();
+    stop(dir.path(), &mut child, "TERM", 0);
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        began.elapsed()
+    );
+    let answered = tokio::time::timeout(Duration::from_secs(5), sleeper)
+        .await
+        .expect("the client heard nothing")
+        .unwrap();
+    assert!(answered.is_err(), "the sleep ran to the end: {answered:?}");
+}

@@ -65,6 +65,16 @@ impl CancelKeys {
         sessions.insert(key, Arc::downgrade(interrupt));
     }
 
+    /// Cancels every session's running statement (the server is shutting down). A
+    /// statement that blocks its connection's task (`pg_sleep`) cannot be reached through
+    /// the task; its session's [`Interrupt`] can.
+    pub fn cancel_all(&self) {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        for interrupt in sessions.values().filter_map(std::sync::Weak::upgrade) {
+            interrupt.cancel();
+        }
+    }
+
     fn remove(&self, key: &CancelKey) {
         self.sessions
             .lock()

@@ -86,6 +86,7 @@ pub async fn run_with(
     drop(listener);
     let open = connections.len();
     closing.send_replace(true);
+    cancel_keys.cancel_all();
     let drained = tokio::time::timeout(CLOSE_GRACE, async {
         while connections.join_next().await.is_some() {}
     })
