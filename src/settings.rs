@@ -366,6 +366,9 @@ pub struct SessionVars {
     values: BTreeMap<&'static str, String>,
     /// Server-wide defaults (`--set` flags); `RESET` returns to these.
     defaults: BTreeMap<&'static str, String>,
+    /// Whether the session's user is a superuser (`is_superuser`, read-only; `None` before
+    /// a user is known reads as `on`, the trusted default user).
+    superuser: Option<bool>,
 }
 
 /// Parses a duration: integer milliseconds, or a number with unit `ms`, `s`, `min`, `h`, `d`
@@ -461,6 +464,9 @@ impl SessionVars {
         if s.name == "application_name" {
             return String::new();
         }
+        if s.name == "is_superuser" && self.superuser == Some(false) {
+            return "off".into();
+        }
         s.default.to_string()
     }
 
@@ -548,6 +554,12 @@ impl SessionVars {
         next.check_rules()?;
         *self = next;
         Ok(())
+    }
+
+    /// Records whether the session's user is a superuser, which `SHOW is_superuser` reports
+    /// (PostgreSQL's read-only status setting).
+    pub fn set_superuser(&mut self, superuser: bool) {
+        self.superuser = Some(superuser);
     }
 
     /// Restores every default (`RESET ALL`).

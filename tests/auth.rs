@@ -193,6 +193,11 @@ fn passwords_tls_and_roles_through_psql() {
         )),
         "alice"
     );
+    // PostgreSQL's read-only `is_superuser` tells the two apart.
+    let alice = |sql: &str| ok(psql(port, "alice", "wonder land", "weir", "require", sql));
+    assert_eq!(alice("SHOW is_superuser"), "off");
+    assert_eq!(alice("SELECT current_setting('is_superuser')"), "off");
+    assert_eq!(admin("SHOW is_superuser"), "on");
     refused(
         psql(
             port,

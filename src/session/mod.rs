@@ -323,6 +323,9 @@ impl Session {
     pub fn set_user(&mut self, user: &str) {
         crate::sql::functions::pg_info::register_user(&self.ctx, user);
         self.user = user.to_string();
+        let superuser = self.is_superuser();
+        self.vars.set_superuser(superuser);
+        self.register_settings();
     }
 }
 

@@ -564,10 +564,16 @@ impl SchemaProvider for PgCatalogOverlay {
                     .engine
                     .catalog()
                     .visible()
-                    .filter(|r| r.is_table())
                     .map(|r| {
-                        let columns = (0..r.schema.fields().len())
-                            .map(|c| r.type_modifier(c))
+                        let columns = r
+                            .schema
+                            .fields()
+                            .iter()
+                            .enumerate()
+                            .map(|(c, f)| ColumnType {
+                                modifier: r.type_modifier(c),
+                                oid: column_type_oid(f),
+                            })
                             .collect();
                         (r.name.clone(), columns)
                     })
@@ -719,14 +725,14 @@ enum Overlay {
     },
     /// `pg_attribute`: `atttypmod` of the columns of Weir's tables declared with one
     /// (`varchar(n)`, `char(n)`, `numeric(p, s)`: psql's `\d`, JDBC's `getColumns` and
-    /// SQLAlchemy show it), and `atttypid` `varchar`/`bpchar` for the character types the
-    /// library shows as `text`.
+    /// SQLAlchemy show it), and `atttypid` as the protocol describes the column (the library
+    /// shows `varchar`, `bpchar`, `interval` and arrays as `text`).
     Attribute {
-        /// The library's `pg_class` and `pg_namespace`, for the OIDs of the tables.
+        /// The library's `pg_class` and `pg_namespace`, for the OIDs of the relations.
         class: Arc<dyn TableProvider>,
         namespace: Arc<dyn TableProvider>,
-        /// Each table's columns' modifiers, by table name (schema `public`).
-        modifiers: std::collections::HashMap<String, Vec<TypeModifier>>,
+        /// Each table's and materialized view's column types, by name (schema `public`).
+        modifiers: std::collections::HashMap<String, Vec<ColumnType>>,
     },
     /// `pg_index`: one row per secondary index and primary key (after the library's rows);
     /// the vector columns as arrays ([`VECTOR_COLUMNS`]).
@@ -961,13 +967,38 @@ fn public_relations(
         .collect()
 }
 
-/// `pg_attribute`'s rows with `atttypid` and `atttypmod` set from the declared type
-/// modifiers of the tables in `tables` (OID → name).
+/// A column's type as `pg_attribute` shows it.
+#[derive(Debug, Clone, Copy)]
+struct ColumnType {
+    /// The declared modifier (`varchar(n)`, `char(n)`, `numeric(p, s)`), for `atttypmod`.
+    modifier: TypeModifier,
+    /// The PostgreSQL type OID the protocol describes the column with, for `atttypid`.
+    oid: Option<i32>,
+}
+
+/// The PostgreSQL type OID of a relation's column of Arrow field `f`, as a result row
+/// describes it: `varchar` (1043) and `bpchar` (1042) from the field's text type marker,
+/// otherwise arrow-pg's mapping of the Arrow type (`interval` 1186, `int4[]` 1007, ...).
+fn column_type_oid(f: &Field) -> Option<i32> {
+    use crate::common::schema::PgTextType;
+    if f.data_type() == &DataType::Utf8 {
+        match PgTextType::of(f.metadata()) {
+            PgTextType::Varchar => return Some(1043),
+            PgTextType::Bpchar(_) => return Some(1042),
+            PgTextType::Text => {}
+        }
+    }
+    let oid = arrow_pg::datatypes::into_pg_type(f.data_type()).ok()?.oid();
+    i32::try_from(oid).ok()
+}
+
+/// `pg_attribute`'s rows with `atttypid` and `atttypmod` set from the column types of the
+/// relations in `tables` (OID → name).
 fn attribute_rows(
     batches: Vec<RecordBatch>,
     schema: &SchemaRef,
     tables: &std::collections::HashMap<ScalarValue, String>,
-    modifiers: &std::collections::HashMap<String, Vec<TypeModifier>>,
+    modifiers: &std::collections::HashMap<String, Vec<ColumnType>>,
 ) -> DfResult<Vec<RecordBatch>> {
     let (Ok(rel_idx), Ok(num_idx), Ok(typ_idx), Ok(mod_idx)) = (
         schema.index_of("attrelid"),
@@ -988,7 +1019,7 @@ fn attribute_rows(
         for i in 0..b.num_rows() {
             let old_type = ScalarValue::try_from_array(b.column(typ_idx), i)?;
             let old_mod = ScalarValue::try_from_array(b.column(mod_idx), i)?;
-            let modifier = tables
+            let column = tables
                 .get(&ScalarValue::try_from_array(b.column(rel_idx), i)?)
                 .and_then(|name| modifiers.get(name))
                 .and_then(|columns| {
@@ -997,26 +1028,24 @@ fn attribute_rows(
                         usize::try_from(i64::try_from(num.cast_to(&DataType::Int64).ok()?).ok()?)
                             .ok()?;
                     columns.get(num.checked_sub(1)?).copied()
-                })
-                .filter(|m| *m != TypeModifier::None);
-            match modifier {
-                Some(m) => {
-                    types.push(match m.type_oid() {
-                        Some(oid) => {
-                            ScalarValue::Int32(Some(oid)).cast_to(b.column(typ_idx).data_type())?
-                        }
-                        None => old_type,
-                    });
-                    mods.push(
-                        ScalarValue::Int32(Some(m.typmod()))
-                            .cast_to(b.column(mod_idx).data_type())?,
-                    );
+                });
+            let Some(column) = column else {
+                types.push(old_type);
+                mods.push(old_mod);
+                continue;
+            };
+            let m = column.modifier;
+            types.push(match m.type_oid().or(column.oid) {
+                Some(oid) => {
+                    ScalarValue::Int32(Some(oid)).cast_to(b.column(typ_idx).data_type())?
                 }
-                None => {
-                    types.push(old_type);
-                    mods.push(old_mod);
-                }
-            }
+                None => old_type,
+            });
+            mods.push(if m == TypeModifier::None {
+                old_mod
+            } else {
+                ScalarValue::Int32(Some(m.typmod())).cast_to(b.column(mod_idx).data_type())?
+            });
         }
         let mut columns = b.columns().to_vec();
         columns[typ_idx] = ScalarValue::iter_to_array(types)?;
