@@ -207,6 +207,12 @@ fn classify_datafusion(e: DataFusionError) -> Error {
             "this correlated scalar subquery is not supported: it must be an aggregate (such as count or max) or be correlated by equalities only",
         );
     }
+    if message.contains("only support Literal types for field at idx") {
+        // DataFusion's lag/lead take a constant default only.
+        return Error::not_supported(
+            "lag and lead with a default value that is not a constant are not supported",
+        );
+    }
     if let Some(e) = no_matching_function(&message) {
         return e;
     }
@@ -273,6 +279,18 @@ fn classify_datafusion(e: DataFusionError) -> Error {
                 return Error::data(
                     "23502",
                     format!("null value in column \"{column}\" violates not-null constraint"),
+                );
+            }
+            // DataFusion's "Order by column out of bounds, specified: 4, max: 2":
+            // PostgreSQL's `42P10`.
+            if let Some(rest) = message
+                .split("Order by column out of bounds, specified: ")
+                .nth(1)
+            {
+                let position = rest.split(',').next().unwrap_or(rest).trim();
+                return Error::plan(
+                    "42P10",
+                    format!("ORDER BY position {position} is not in select list"),
                 );
             }
             // DataFusion's "table 'weir.public.t' not found": PostgreSQL's words.
@@ -414,7 +432,9 @@ fn cast_error<'a>(message: &'a str, start: &str) -> Option<&'a str> {
 /// `invalid input syntax for type integer: "abc"`. `NaN` and `Infinity`, which PostgreSQL's
 /// `numeric` holds and Weir's (a 128-bit decimal) cannot, are `0A000` naming them.
 fn invalid_text_input(message: &str) -> Option<Error> {
-    let rest = cast_error(message, "Cannot cast string '")?;
+    // Booleans' parse error says "value" where the others say "string".
+    let rest = cast_error(message, "Cannot cast string '")
+        .or_else(|| cast_error(message, "Cannot cast value '"))?;
     let (value, target) = rest.rsplit_once("' to value of ")?;
     let target = target.strip_suffix(" type")?;
     let type_name = target
@@ -657,6 +677,11 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "invalid input syntax for type integer: \"a'b\""
+        );
+        let e = cast("Cast error: Cannot cast value 'maybe' to value of Boolean type");
+        assert_eq!(
+            e.to_string(),
+            "invalid input syntax for type boolean: \"maybe\""
         );
         let e = cast("Cannot cast string 'x' to value of Decimal128(38, 10) type");
         assert_eq!(

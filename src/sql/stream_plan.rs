@@ -70,6 +70,29 @@ fn at_most_one_row(plan: &LogicalPlan) -> bool {
     }
 }
 
+/// Whether `plan` is the one row of an `array_agg` without `GROUP BY` (under projections,
+/// filters, aliases and sorts): how `IN (subquery)` under `OR` or as a value, and `op ANY` /
+/// `op ALL (subquery)`, are rewritten (see [`at_most_one_row`]).
+fn gathers_rows(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Aggregate(a) => {
+            a.group_expr.is_empty()
+                && a.aggr_expr.iter().any(|e| {
+                    let e = match e {
+                        Expr::Alias(a) => a.expr.as_ref(),
+                        e => e,
+                    };
+                    matches!(e, Expr::AggregateFunction(f) if f.func.name() == "array_agg")
+                })
+        }
+        LogicalPlan::Projection(p) => gathers_rows(&p.input),
+        LogicalPlan::Filter(f) => gathers_rows(&f.input),
+        LogicalPlan::SubqueryAlias(a) => gathers_rows(&a.input),
+        LogicalPlan::Sort(s) => gathers_rows(&s.input),
+        _ => false,
+    }
+}
+
 /// A projection of a filtered join without an equi-key whose one side holds at most one row,
 /// where one conjunct compares an expression of the other side with one of the single row
 /// and nothing above the join reads the single row's columns otherwise (`SELECT id FROM t
@@ -862,9 +885,13 @@ fn build_hinted(
                         JoinKind::Full => false,
                     };
                 if !allowed {
-                    return Err(Error::not_supported(
-                        "a join without an equality condition (cross join) in a materialized view is not supported, unless one side is a single row (an aggregate without GROUP BY) that an outer join does not preserve",
-                    ));
+                    return Err(Error::not_supported(if semi.is_some() {
+                        "IN, NOT IN, EXISTS or NOT EXISTS matched by no equality (a row such as (a, b) NOT IN (subquery), or a correlation by non-equalities only) in a materialized view is not supported"
+                    } else if gathers_rows(&j.left) || gathers_rows(&j.right) {
+                        "IN (subquery) under OR or as a value, and comparisons with ANY or ALL (subquery), in a materialized view are not supported"
+                    } else {
+                        "a join without an equality condition (cross join) in a materialized view is not supported, unless one side is a single row (an aggregate without GROUP BY) that an outer join does not preserve"
+                    }));
                 }
             }
             if j.filter.is_some() && semi.is_some() {
