@@ -678,7 +678,7 @@ mod tests {
             e.to_string(),
             "invalid input syntax for type integer: \"a'b\""
         );
-        let e = cast("Cast error: Cannot cast value 'maybe' to value of Boolean type");
+        let e = cast("Cannot cast value 'maybe' to value of Boolean type");
         assert_eq!(
             e.to_string(),
             "invalid input syntax for type boolean: \"maybe\""
