@@ -875,6 +875,16 @@ async fn output_columns_have_postgres_names() {
         .await,
         ["?column?", "?column?", "a", "varchar", "timezone"]
     );
+    // (PostgreSQL 15: ?column?, text, int4, generate_series, ?column?.)
+    assert_eq!(
+        named("SELECT @ -5, '{a}'::text[], '{1}'::int[], generate_series(1, 2), |/ 4.0").await,
+        ["?column?", "text", "int4", "generate_series", "?column?"]
+    );
+    // A view's IN (subquery) as a value is `?column?` too (PostgreSQL 15: a, ?column?).
+    c.batch_execute("CREATE MATERIALIZED VIEW n_in AS SELECT a, a IN (SELECT 1) FROM n")
+        .await
+        .unwrap();
+    assert_eq!(named("SELECT * FROM n_in").await, ["a", "?column?"]);
     assert_eq!(
         named(
             "SELECT * FROM (SELECT count(*), a + 1, ARRAY(SELECT 1), max(b)::varchar(2) \

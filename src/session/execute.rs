@@ -1358,7 +1358,17 @@ impl Session {
                 "a materialized view needs a SELECT query".into(),
             ));
         }
-        let plan = self.plan_naming_casts(stmt).await?;
+        // The view's forms of subquery comparisons; where they do not plan (a correlated
+        // subquery), the query's forms, and their errors.
+        let view_stmt = parse::parse_view_query(query)?;
+        let plan = if view_stmt == stmt {
+            self.plan_naming_casts(stmt).await?
+        } else {
+            match self.plan_naming_casts(view_stmt).await {
+                Ok(plan) => plan,
+                Err(_) => self.plan_naming_casts(stmt).await?,
+            }
+        };
         let mut reads = Vec::new();
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node

@@ -174,6 +174,19 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 /// [`crate::sql::windows::rewrite_window_functions`] and
 /// [`crate::sql::named_windows::resolve_named_windows`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
+    parse_with(sql, false)
+}
+
+/// [`parse_one`] for a materialized view's query: also rewrites its subquery comparisons
+/// into shapes a view maintains ([`view_subquery_values`]), before the other rewrites.
+///
+/// # Errors
+/// As [`parse_one`].
+pub fn parse_view_query(sql: &str) -> Result<Statement> {
+    parse_with(sql, true)
+}
+
+fn parse_with(sql: &str, view: bool) -> Result<Statement> {
     check_expression_depth(sql)?;
     let lookup = crate::sql::lookup_join::normalize_system_time(sql)?;
     let sql = lookup.as_deref().unwrap_or(sql);
@@ -188,6 +201,9 @@ pub fn parse_one(sql: &str) -> Result<Statement> {
     check_fetch_with_ties(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
+    if view {
+        view_subquery_values(&mut stmt);
+    }
     for rule in &PARSER.rules {
         stmt = rule.rewrite(stmt);
     }
@@ -913,9 +929,17 @@ fn alias_unnamed_items(s: &mut Statement, name_of: impl Fn(&Expr) -> Option<Stri
                     if let SelectItem::UnnamedExpr(e) = item
                         && let Some(name) = (self.0)(e)
                     {
+                        let plain = name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+                            && name
+                                .chars()
+                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
                         *item = SelectItem::ExprWithAlias {
                             expr: e.clone(),
-                            alias: Ident::new(name),
+                            alias: if plain {
+                                Ident::new(name)
+                            } else {
+                                Ident::with_quote('"', name)
+                            },
                         };
                     }
                 }
@@ -2117,6 +2141,19 @@ struct PgCallFormsRule;
 
 impl SqlStatementRewriteRule for PgCallFormsRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
+        // `SELECT @ -5` is column `?column?` (an operator), not `abs`.
+        alias_unnamed_items(&mut s, |e| {
+            matches!(
+                e,
+                Expr::UnaryOp {
+                    op: UnaryOperator::PGAbs
+                        | UnaryOperator::PGSquareRoot
+                        | UnaryOperator::PGCubeRoot,
+                    ..
+                }
+            )
+            .then(|| "?column?".to_string())
+        });
         let _ = VisitMut::visit(&mut s, &mut PgCallFormsVisitor);
         s
     }
@@ -2875,6 +2912,225 @@ fn top_conjuncts(e: &Expr, out: &mut Vec<*const Expr>) {
     }
 }
 
+/// In a materialized view's query, `x [NOT] IN (subquery)` under `OR`, `NOT` or as a
+/// value, and `x op ALL (subquery)` / `x op ANY (subquery)` anywhere (except the forms that
+/// are semi and anti joins: a top-level conjunct `IN`, `= ANY`, `NOT IN`, `<> ALL`), become
+/// shapes a view maintains incrementally: a correlated `EXISTS` (a join on the value) and
+/// uncorrelated single-row aggregates of the subquery (joined with every row, refreshed only
+/// when their value moves). PostgreSQL's NULL rules (docs, 9.23 "Subquery Expressions") are
+/// kept, with `S` the subquery's rows and `v` its one column:
+///
+/// ```text
+///  x IN (S)      ─► CASE WHEN EXISTS (SELECT 1 FROM S WHERE v = x) THEN true
+///                        ELSE CASE (SELECT 0 if S is empty, 2 if a v is NULL, else 1)
+///                             WHEN 0 THEN false WHEN 2 THEN NULL
+///                             ELSE CASE WHEN x IS NULL THEN NULL ELSE false END END END
+///  x > ALL (S)   ─► CASE WHEN (SELECT count(*) FROM S) = 0 THEN true
+///                        WHEN NOT (x > (SELECT max(v) FROM S)) THEN false
+///                        WHEN x IS NULL OR (SELECT count(*) - count(v) FROM S) > 0 THEN NULL
+///                        ELSE true END            (>= with max; < and <= with min)
+///  x = ALL (S)   ─► the same, false when x differs from min(v) or from max(v)
+///  x <> ALL (S)  ─► NOT (x IN (S));   x op ANY (S) ─► NOT (x op' ALL (S)), op' the negation
+/// ```
+///
+/// Queries keep their own forms (an array of the subquery's rows, which a single run reads
+/// once). A subquery of more than one column is left as written.
+fn view_subquery_values(s: &mut Statement) {
+    let _ = VisitMut::visit(s, &mut ViewSubqueryValueVisitor);
+}
+
+struct ViewSubqueryValueVisitor;
+
+impl VisitorMut for ViewSubqueryValueVisitor {
+    type Break = ();
+
+    fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        let mut conjuncts = Vec::new();
+        if let Some(w) = &select.selection {
+            top_conjuncts(w, &mut conjuncts);
+        }
+        let mut values = SubqueryValues {
+            depth: 0,
+            conjuncts,
+        };
+        if let Some(w) = &mut select.selection {
+            let _ = VisitMut::visit(w, &mut values);
+        }
+        values.conjuncts.clear();
+        for item in &mut select.projection {
+            // A comparison's column is `?column?` (PostgreSQL's FigureColname), which the
+            // CASE it becomes would not be.
+            if let SelectItem::UnnamedExpr(e) = item
+                && matches!(
+                    e,
+                    Expr::InSubquery { .. } | Expr::AnyOp { .. } | Expr::AllOp { .. }
+                )
+            {
+                let expr = std::mem::replace(e, Expr::value(Value::Null));
+                *item = SelectItem::ExprWithAlias {
+                    expr,
+                    alias: Ident::with_quote('"', "?column?"),
+                };
+            }
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                let _ = VisitMut::visit(e, &mut values);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Rewrites the subquery comparisons of one clause (see [`view_subquery_values`]), not
+/// those of the subqueries within it (their own `SELECT` is visited on its own).
+struct SubqueryValues {
+    /// How many subqueries deep the visit is.
+    depth: usize,
+    /// The clause's top-level conjuncts (by address), where `IN` is a semi join.
+    conjuncts: Vec<*const Expr>,
+}
+
+impl VisitorMut for SubqueryValues {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if self.depth > 0 {
+            return ControlFlow::Continue(());
+        }
+        let conjunct = self.conjuncts.contains(&(expr as *const Expr));
+        let rewritten = match expr {
+            Expr::InSubquery {
+                expr: x,
+                subquery,
+                negated,
+            } if !conjunct => in_value(x, subquery, *negated),
+            Expr::AnyOp {
+                left,
+                compare_op,
+                right,
+                ..
+            } => match (right.as_ref(), compare_op) {
+                (Expr::Subquery(_), BinaryOperator::Eq) if conjunct => None,
+                (Expr::Subquery(q), op) => {
+                    negated_op(op).and_then(|op| all_value(left, &op, q).map(not))
+                }
+                _ => None,
+            },
+            Expr::AllOp {
+                left,
+                compare_op,
+                right,
+            } => match (right.as_ref(), compare_op) {
+                (Expr::Subquery(_), BinaryOperator::NotEq) if conjunct => None,
+                (Expr::Subquery(q), op) => all_value(left, op, q),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(rewritten) = rewritten {
+            *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `NOT (e)`.
+fn not(e: Expr) -> Expr {
+    Expr::UnaryOp {
+        op: UnaryOperator::Not,
+        expr: Box::new(Expr::Nested(Box::new(e))),
+    }
+}
+
+/// The comparison that is true exactly where `op` is false (for non-NULL operands).
+fn negated_op(op: &BinaryOperator) -> Option<BinaryOperator> {
+    Some(match op {
+        BinaryOperator::Eq => BinaryOperator::NotEq,
+        BinaryOperator::NotEq => BinaryOperator::Eq,
+        BinaryOperator::Lt => BinaryOperator::GtEq,
+        BinaryOperator::LtEq => BinaryOperator::Gt,
+        BinaryOperator::Gt => BinaryOperator::LtEq,
+        BinaryOperator::GtEq => BinaryOperator::Lt,
+        _ => return None,
+    })
+}
+
+/// The subquery's rows as the one column `weir_sq_v` of `FROM (q) AS weir_sq(weir_sq_v)`;
+/// `None` unless `q` has exactly one output column.
+fn one_column_rows(q: &Query) -> Option<String> {
+    let items = output_items(&q.body)?;
+    match items {
+        [SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }] => {
+            Some(format!("({q}) AS weir_sq(weir_sq_v)"))
+        }
+        _ => None,
+    }
+}
+
+/// An expression parsed from Weir's own text (`None` if it does not parse).
+fn parsed_expr(text: &str) -> Option<Expr> {
+    SqlParser::new(&WeirDialect)
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_expr())
+        .ok()
+}
+
+/// `x [NOT] IN (q)` as a value (see [`view_subquery_values`]).
+fn in_value(x: &Expr, q: &Query, negated: bool) -> Option<Expr> {
+    if matches!(x, Expr::Tuple(_)) {
+        return None;
+    }
+    let rows = one_column_rows(q)?;
+    let value = parsed_expr(&format!(
+        "CASE WHEN EXISTS (SELECT 1 FROM {rows} WHERE weir_sq_v = ({x})) THEN TRUE \
+         ELSE CASE (SELECT CASE WHEN count(*) = 0 THEN 0 \
+                                WHEN count(*) > count(weir_sq_v) THEN 2 ELSE 1 END FROM {rows}) \
+              WHEN 0 THEN FALSE WHEN 2 THEN NULL \
+              ELSE CASE WHEN ({x}) IS NULL THEN NULL ELSE FALSE END END END"
+    ))?;
+    Some(if negated { not(value) } else { value })
+}
+
+/// `x op ALL (q)` as a value (see [`view_subquery_values`]); `<> ALL` is `NOT IN`.
+fn all_value(x: &Expr, op: &BinaryOperator, q: &Query) -> Option<Expr> {
+    if matches!(x, Expr::Tuple(_)) {
+        return None;
+    }
+    let rows = one_column_rows(q)?;
+    let extreme = |f: &str| format!("(SELECT {f}(weir_sq_v) FROM {rows})");
+    let differs = match op {
+        BinaryOperator::NotEq => return in_value(x, q, true),
+        BinaryOperator::Gt | BinaryOperator::GtEq => {
+            format!("NOT (({x}) {op} {})", extreme("max"))
+        }
+        BinaryOperator::Lt | BinaryOperator::LtEq => {
+            format!("NOT (({x}) {op} {})", extreme("min"))
+        }
+        BinaryOperator::Eq => format!(
+            "(({x}) <> {} OR ({x}) <> {})",
+            extreme("min"),
+            extreme("max")
+        ),
+        _ => return None,
+    };
+    parsed_expr(&format!(
+        "CASE WHEN (SELECT count(*) FROM {rows}) = 0 THEN TRUE \
+         WHEN {differs} THEN FALSE \
+         WHEN ({x}) IS NULL OR (SELECT count(*) - count(weir_sq_v) FROM {rows}) > 0 THEN NULL \
+         ELSE TRUE END"
+    ))
+}
+
 /// A string literal in PostgreSQL's array form (`'{1,2}'`) as an `ARRAY[...]` of its
 /// elements ([`parse_array_text`]); other expressions unchanged.
 fn array_literal(e: &Expr) -> Expr {
@@ -3053,6 +3309,22 @@ struct ArrayTextRule;
 
 impl SqlStatementRewriteRule for ArrayTextRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
+        // `SELECT '{a}'::text[]` is column `text` (a cast of a constant: its type's name),
+        // not the `array` of the `ARRAY[...]` it becomes.
+        alias_unnamed_items(&mut s, |e| {
+            matches!(
+                e,
+                Expr::Cast {
+                    expr: inner,
+                    data_type: SqlDataType::Array(_),
+                    ..
+                } if matches!(
+                    inner.as_ref(),
+                    Expr::Value(ValueWithSpan { value: Value::SingleQuotedString(_), .. })
+                )
+            )
+            .then(|| crate::sql::names::figure_name(e))
+        });
         let _ = visit_expressions_mut(&mut s, |e| {
             if let Expr::Cast {
                 expr: inner,
@@ -3430,6 +3702,24 @@ struct SetReturningCallRule;
 
 impl SqlStatementRewriteRule for SetReturningCallRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
+        // `SELECT generate_series(1, 3)` is column `generate_series`, not the `unnest` it
+        // becomes.
+        alias_unnamed_items(&mut s, |e| match e {
+            Expr::Function(f)
+                if f.over.is_none()
+                    && f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
+                        [
+                            "generate_series",
+                            "generate_subscripts",
+                            EXPAND_ARRAY_FUNCTION,
+                        ]
+                        .contains(&i.value.to_lowercase().as_str())
+                    }) =>
+            {
+                Some(crate::sql::names::figure_name(e))
+            }
+            _ => None,
+        });
         let _ = VisitMut::visit(&mut s, &mut SetReturningCallVisitor);
         s
     }
