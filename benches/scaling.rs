@@ -23,7 +23,10 @@
 //! filter, each move of the average reads the rows it passes over), and with
 //! `WEIR_SCALING_DYNFILTER=cross` the same view written `v - (SELECT ...) > 0`, which compares
 //! no column of `t` with the row and so stays a cross join with the one-row average and a
-//! filter (each move re-reads every row). With `WEIR_SCALING_SESSION=1` it has session
+//! filter (each move re-reads every row). With `WEIR_SCALING_DYNFILTER=in_or` it has instead
+//! `in_or`, the rows whose group is in a 100-row table `s` or whose `v` is below 1,000
+//! (`WHERE grp IN (SELECT k FROM s) OR v < 1000`: an `IN` under `OR`, an EXISTS join on `grp`
+//! and a single-row aggregate of `s`). With `WEIR_SCALING_SESSION=1` it has session
 //! windows too: `tt`, each row of `t` with a time (a group's rows 5 s apart, a 60 s pause after
 //! every tenth), and `sess`, the rows per session of each group (`SESSION` with a 10 s gap:
 //! sessions of ten rows, each insert joining the last one). Each N
@@ -130,6 +133,15 @@ async fn measure(rows: u64, samples: usize, in_memory: bool, limit: u64) -> Figu
             )
             .await
             .expect("cross join schema"),
+        Some("in_or") => client
+            .batch_execute(
+                "CREATE TABLE s (k BIGINT);
+                 INSERT INTO s SELECT g * 10 FROM generate_series(0, 99) AS g(g);
+                 CREATE MATERIALIZED VIEW in_or AS SELECT id, v FROM t \
+                 WHERE grp IN (SELECT k FROM s) OR v < 1000",
+            )
+            .await
+            .expect("IN under OR schema"),
         _ => {}
     }
     let t0 = Instant::now();
@@ -270,7 +282,18 @@ async fn check_answers(client: &tokio_postgres::Client, rows: u64) {
             "sess"
         );
     }
-    if dynfilter().is_some() {
+    if dynfilter().as_deref() == Some("in_or") {
+        // The groups 0, 10, ..., 990 are in s.
+        let kept: Vec<i128> = (0..rows)
+            .filter(|id| id % 10 == 0 || mix(*id) % 1_000_000 < 1000)
+            .map(|id| (mix(id) % 1_000_000) as i128)
+            .collect();
+        assert_eq!(
+            scalar(client, "SELECT count(*), sum(v) FROM in_or").await,
+            vec![kept.len() as i128, kept.iter().sum::<i128>()],
+            "in_or"
+        );
+    } else if dynfilter().is_some() {
         // v > sum / n, compared exactly as v * n > sum.
         let above: Vec<i128> = (0..rows)
             .map(|id| (mix(id) % 1_000_000) as i128)

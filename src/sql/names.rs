@@ -235,6 +235,13 @@ fn type_name(t: &DataType) -> String {
             .and_then(|p| p.as_ident())
             .map(|i| i.value.to_ascii_lowercase())
             .unwrap_or_else(|| "?column?".into()),
+        // PostgreSQL names a cast to an array type after its element type (`'{1}'::int[]`
+        // is `int4`).
+        DataType::Array(
+            datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(inner, _)
+            | datafusion::sql::sqlparser::ast::ArrayElemTypeDef::AngleBracket(inner)
+            | datafusion::sql::sqlparser::ast::ArrayElemTypeDef::Parenthesis(inner),
+        ) => type_name(inner),
         DataType::Array(_) => "array".into(),
         other => {
             let text = other.to_string().to_ascii_lowercase();

@@ -1492,6 +1492,47 @@ fn list_element_type(t: &DataType) -> Option<&DataType> {
     }
 }
 
+/// `values` in a form whose Arrow comparisons are PostgreSQL's: floats with `-0` as `0` and
+/// one NaN (above every number, as Arrow's total order has it), intervals as their
+/// [`interval_cmp_value`] (a month is 30 days, a day 24 hours); other types unchanged.
+fn comparable(values: &ArrayRef) -> ArrayRef {
+    use arrow::array::{Float32Array, Float64Array};
+    use arrow::datatypes::{Float32Type, Float64Type, IntervalMonthDayNanoType};
+    let float = |v: f64| {
+        if v.is_nan() {
+            f64::NAN
+        } else if v == 0.0 {
+            0.0
+        } else {
+            v
+        }
+    };
+    match values.data_type() {
+        DataType::Float64 => Arc::new(
+            values
+                .as_primitive::<Float64Type>()
+                .iter()
+                .map(|v| v.map(float))
+                .collect::<Float64Array>(),
+        ),
+        DataType::Float32 => Arc::new(
+            values
+                .as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| v.map(|v| float(f64::from(v)) as f32))
+                .collect::<Float32Array>(),
+        ),
+        DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano) => Arc::new(
+            values
+                .as_primitive::<IntervalMonthDayNanoType>()
+                .iter()
+                .map(|v| v.map(interval_cmp_value))
+                .collect::<Decimal128Array>(),
+        ),
+        _ => Arc::clone(values),
+    }
+}
+
 impl ScalarUDFImpl for AnyOp {
     fn name(&self) -> &str {
         crate::sql::parse::ANY_OP_FUNCTION
@@ -1551,7 +1592,7 @@ impl ScalarUDFImpl for AnyOp {
             }
         };
         let arrays = ColumnarValue::values_to_arrays(&args.args[..2])?;
-        let needle = &arrays[0];
+        let needle = &comparable(&arrays[0]);
         let lists = arrays[1].as_list::<i32>();
         let mut out = Vec::with_capacity(needle.len());
         for i in 0..needle.len() {
@@ -1559,7 +1600,7 @@ impl ScalarUDFImpl for AnyOp {
                 out.push(None);
                 continue;
             }
-            let elems = lists.value(i);
+            let elems = comparable(&lists.value(i));
             if elems.is_empty() {
                 out.push(Some(false));
                 continue;
