@@ -635,7 +635,7 @@ impl Default for FloatKey {
 }
 
 /// `v` with `-0` as `0` and NaN as the positive NaN.
-fn float_key64(v: f64) -> f64 {
+pub(crate) fn float_key64(v: f64) -> f64 {
     if v.is_nan() {
         f64::NAN
     } else if v == 0.0 {

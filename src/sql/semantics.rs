@@ -1498,15 +1498,7 @@ fn list_element_type(t: &DataType) -> Option<&DataType> {
 fn comparable(values: &ArrayRef) -> ArrayRef {
     use arrow::array::{Float32Array, Float64Array};
     use arrow::datatypes::{Float32Type, Float64Type, IntervalMonthDayNanoType};
-    let float = |v: f64| {
-        if v.is_nan() {
-            f64::NAN
-        } else if v == 0.0 {
-            0.0
-        } else {
-            v
-        }
-    };
+    let float = crate::sql::equal_keys::float_key64;
     match values.data_type() {
         DataType::Float64 => Arc::new(
             values
