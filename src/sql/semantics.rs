@@ -1792,10 +1792,24 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
     > {
         use datafusion::logical_expr::planner::PlannerResult;
         use datafusion::sql::sqlparser::ast::BinaryOperator;
-        let (lt, rt) = (
+        let mut expr = expr;
+        let (mut lt, mut rt) = (
             expr.left.get_type(schema).ok(),
             expr.right.get_type(schema).ok(),
         );
+        // An untyped literal beside a date, time or interval takes the type PostgreSQL's
+        // operator resolution gives it (`iv = '1 day'`, `ts + '1 hour'`).
+        if untyped_literal(&expr.left)
+            && let Some(t) = unknown_beside_datetime(&expr.op, rt.as_ref(), false)?
+        {
+            expr.left = expr.left.cast_to(&t, schema)?;
+            lt = Some(t);
+        } else if untyped_literal(&expr.right)
+            && let Some(t) = unknown_beside_datetime(&expr.op, lt.as_ref(), true)?
+        {
+            expr.right = expr.right.cast_to(&t, schema)?;
+            rt = Some(t);
+        }
         // The difference of two timestamps is justified into days and time, as
         // PostgreSQL's `timestamp_mi` returns it (`2 days 05:00:00`, not `53:00:00`).
         let timestamp = |t: &Option<DataType>| matches!(t, Some(DataType::Timestamp(..)));
@@ -1816,7 +1830,7 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
         // An untyped literal beside a number in arithmetic is read as that number's type
         // (PostgreSQL resolves `unknown` to the other operand's type: `'1' + 1` is 2, `'a' + 1`
         // is `22P02`); DataFusion refuses to add text to a number.
-        let untyped = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)), _));
+        let untyped = untyped_literal;
         let arithmetic = matches!(
             expr.op,
             BinaryOperator::Plus
@@ -1825,7 +1839,6 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
                 | BinaryOperator::Divide
                 | BinaryOperator::Modulo
         );
-        let mut expr = expr;
         match (&lt, &rt) {
             (_, Some(t)) if arithmetic && untyped(&expr.left) && t.is_numeric() => {
                 expr.left = expr.left.cast_to(&unknown_read_as(t), schema)?;
@@ -1837,6 +1850,64 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
         }
         self.plan_interval_scale(expr, schema, lt, rt)
     }
+}
+
+/// Whether `e` is a string literal as written, PostgreSQL's `unknown`.
+fn untyped_literal(e: &Expr) -> bool {
+    matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)), _))
+}
+
+/// The type PostgreSQL reads an untyped literal as when it is an operand of `op` beside an
+/// operand of type `other` (on its left when `literal_on_right`), for the date and time
+/// types, where DataFusion finds no common type; `None` for other operands. PostgreSQL's
+/// operator resolution (docs 10.2 "Operators"): an `interval` beside an `interval` in a
+/// comparison, `+` or `-`, a `double precision` factor of an `interval`, an `interval` added
+/// to a `timestamp`, `timestamptz` or `time`, and the other operand's own type subtracted from
+/// or from a `timestamp`, `time` or `date` (`ts - '2024-01-01'` is an `interval`,
+/// `ts - '1 hour'` is `22007`).
+///
+/// # Errors
+/// `date + unknown` is `42725`: `date + integer`, `date + interval` and `date + time` are
+/// all candidates, so PostgreSQL refuses to choose.
+fn unknown_beside_datetime(
+    op: &datafusion::sql::sqlparser::ast::BinaryOperator,
+    other: Option<&DataType>,
+    literal_on_right: bool,
+) -> datafusion::common::Result<Option<DataType>> {
+    use datafusion::sql::sqlparser::ast::BinaryOperator as Op;
+    let interval = DataType::Interval(IntervalUnit::MonthDayNano);
+    let Some(other) = other else {
+        return Ok(None);
+    };
+    let comparison = matches!(
+        op,
+        Op::Eq | Op::NotEq | Op::Lt | Op::LtEq | Op::Gt | Op::GtEq
+    );
+    Ok(match other {
+        DataType::Interval(_) => match op {
+            _ if comparison => Some(interval),
+            Op::Plus | Op::Minus => Some(interval),
+            Op::Multiply => Some(DataType::Float64),
+            Op::Divide if literal_on_right => Some(DataType::Float64),
+            _ => None,
+        },
+        DataType::Timestamp(..) | DataType::Time32(_) | DataType::Time64(_) => match op {
+            Op::Plus => Some(interval),
+            Op::Minus => Some(other.clone()),
+            _ => None,
+        },
+        DataType::Date32 | DataType::Date64 => match op {
+            Op::Plus => {
+                return Err(ours(Error::plan(
+                    "42725",
+                    "operator is not unique: date + unknown",
+                )));
+            }
+            Op::Minus => Some(other.clone()),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 impl IntervalTimesNumber {

@@ -9,6 +9,7 @@
 //!  make_interval(years, months, weeks, days, hours, mins, secs)     see `make_interval`
 //!  EXTRACT(field FROM x), date_part('field', x)                    see `extract`
 //!  justify_hours(i), justify_days(i), justify_interval(i)           see `justify`
+//!  coalesce, greatest, least of intervals (and untyped literals)    see `interval_args`
 //! ```
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
@@ -22,6 +23,7 @@ pub mod datetime_input;
 pub mod extract;
 pub mod float_sum;
 pub mod int_avg;
+pub mod interval_args;
 pub mod json;
 pub mod justify;
 pub mod make_date;
@@ -69,6 +71,23 @@ pub fn register(ctx: &SessionContext) {
         ctx.register_udf(ScalarUDF::new_from_impl(date_bin::PgDateTrunc::new(
             inner.as_ref().clone(),
         )));
+    }
+    for (inner, wrap) in [
+        (
+            datafusion::functions::core::coalesce(),
+            interval_args::IntervalArgs::coalesce as fn(ScalarUDF) -> _,
+        ),
+        (
+            datafusion::functions::core::greatest(),
+            interval_args::IntervalArgs::greatest,
+        ),
+        (
+            datafusion::functions::core::least(),
+            interval_args::IntervalArgs::least,
+        ),
+    ] {
+        ctx.deregister_udf(inner.name());
+        ctx.register_udf(ScalarUDF::new_from_impl(wrap(inner.as_ref().clone())));
     }
     ctx.deregister_udf("date_bin");
     ctx.register_udf(ScalarUDF::new_from_impl(date_bin::DateBin::new()));
