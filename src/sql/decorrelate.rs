@@ -260,6 +260,8 @@ fn candidate(exprs: &[Expr], input: &LogicalPlan) -> Option<Subquery> {
 fn rewrite_node(plan: LogicalPlan, next: &mut usize) -> Result<Transformed<LogicalPlan>> {
     let mut plan = plan;
     let mut changed = false;
+    // A filter's output columns before its first rewrite: the filter keeps them.
+    let mut filter_columns: Option<Vec<Expr>> = None;
     loop {
         let (exprs, input) = match &plan {
             LogicalPlan::Projection(p) => (p.expr.clone(), p.input.clone()),
@@ -294,17 +296,26 @@ fn rewrite_node(plan: LogicalPlan, next: &mut usize) -> Result<Transformed<Logic
                 LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(joined))?)
             }
             LogicalPlan::Filter(f) => {
+                // The filter stays on top while its other subqueries are rewritten (`EXISTS
+                // (...) OR EXISTS (...)`), each joined in below it.
+                filter_columns.get_or_insert_with(|| {
+                    input
+                        .schema()
+                        .columns()
+                        .into_iter()
+                        .map(Expr::Column)
+                        .collect()
+                });
                 let predicate = replace(f.predicate)?;
-                let filtered = LogicalPlan::Filter(Filter::try_new(predicate, Arc::new(joined))?);
-                // The filter's output keeps the columns it had.
-                let columns = input.schema().columns().into_iter().map(Expr::Column);
-                LogicalPlanBuilder::from(filtered)
-                    .project(columns)?
-                    .build()?
+                LogicalPlan::Filter(Filter::try_new(predicate, Arc::new(joined))?)
             }
             other => other,
         };
         changed = true;
+    }
+    if let Some(columns) = filter_columns {
+        // The filter's output keeps the columns it had.
+        plan = LogicalPlanBuilder::from(plan).project(columns)?.build()?;
     }
     Ok(if changed {
         Transformed::yes(plan)

@@ -1730,6 +1730,40 @@ fn rotate_distinct(a: Expr, rhs: Expr, not: bool) -> Expr {
     }
 }
 
+/// `a IS DISTINCT FROM 'text'` as `(a <> 'text') IS NOT FALSE`, and `a IS NOT DISTINCT FROM
+/// 'text'` as `(a = 'text') IS TRUE` (either side the untyped literal), the same values as
+/// the literal is never NULL; `None` for other operands. The comparison types the literal as
+/// PostgreSQL does beside an `interval` or a date and time type (DataFusion plans `IS
+/// DISTINCT FROM` without that hook and finds no common type of `interval` and text).
+fn distinct_from_literal(a: &mut Box<Expr>, b: &mut Box<Expr>, not: bool) -> Option<Expr> {
+    let untyped = |e: &Expr| {
+        matches!(
+            e,
+            Expr::Value(ValueWithSpan {
+                value: Value::SingleQuotedString(_),
+                ..
+            })
+        )
+    };
+    if !(untyped(a) || untyped(b)) {
+        return None;
+    }
+    let a = std::mem::replace(a.as_mut(), Expr::value(Value::Null));
+    let b = std::mem::replace(b.as_mut(), Expr::value(Value::Null));
+    let compare = |op| {
+        Box::new(Expr::Nested(Box::new(Expr::BinaryOp {
+            left: Box::new(a),
+            op,
+            right: Box::new(b),
+        })))
+    };
+    Some(if not {
+        Expr::IsTrue(compare(BinaryOperator::Eq))
+    } else {
+        Expr::IsNotFalse(compare(BinaryOperator::NotEq))
+    })
+}
+
 /// `NOT` applied to the leftmost operand of a chain of `AND`/`OR`.
 fn rotate_not(e: Expr) -> Expr {
     match e {
@@ -1784,6 +1818,9 @@ impl VisitorMut for DistinctFromVisitor {
                 ..
             }
         ) {
+            if let Some(e) = distinct_from_literal(a, b, not) {
+                *expr = e;
+            }
             return ControlFlow::Continue(());
         }
         let a = std::mem::replace(a.as_mut(), Expr::value(Value::Null));
