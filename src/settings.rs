@@ -216,7 +216,9 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "client_min_messages",
-        kind: Kind::Text,
+        kind: Kind::Enum(&[
+            "debug5", "debug4", "debug3", "debug2", "debug1", "log", "notice", "warning", "error",
+        ]),
         default: "notice",
         description: "Lowest message level sent to the client.",
     },

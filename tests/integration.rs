@@ -1654,3 +1654,228 @@ async fn character_values_are_padded_on_output() {
     assert_eq!(row.get::<_, String>(0), "ab");
     assert_eq!(row.get::<_, String>(1), "ab ");
 }
+
+/// A client whose notices and warnings ([`tokio_postgres::AsyncMessage::Notice`]) arrive on
+/// the returned channel as (severity, SQLSTATE, message).
+async fn client_with_notices(
+    addr: std::net::SocketAddr,
+) -> (
+    tokio_postgres::Client,
+    tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
+) {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(addr.ip().to_string())
+        .port(addr.port())
+        .user("weir")
+        .dbname("weir");
+    let (client, mut conn) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+        while let Some(Ok(message)) = futures::StreamExt::next(&mut messages).await {
+            if let tokio_postgres::AsyncMessage::Notice(n) = message {
+                let _ = tx.send((
+                    n.severity().to_string(),
+                    n.code().code().to_string(),
+                    n.message().to_string(),
+                ));
+            }
+        }
+    });
+    (client, rx)
+}
+
+/// A client and the notices it was sent.
+struct Notices {
+    client: tokio_postgres::Client,
+    rx: tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
+}
+
+impl Notices {
+    /// Runs `sql` (simple protocol) and checks the notices it raised.
+    async fn expect(&mut self, sql: &str, want: &[(&str, &str, &str)]) {
+        self.client.batch_execute(sql).await.unwrap();
+        // Each notice precedes its statement's CommandComplete, so all have arrived.
+        let mut got = Vec::new();
+        while let Ok(n) = self.rx.try_recv() {
+            got.push(n);
+        }
+        let want: Vec<(String, String, String)> = want
+            .iter()
+            .map(|(s, c, m)| (s.to_string(), c.to_string(), m.to_string()))
+            .collect();
+        assert_eq!(got, want, "{sql}");
+    }
+}
+
+/// Notices and warnings come as PostgreSQL sends them (PostgreSQL 15 on the same statements:
+/// the same severities, SQLSTATEs and words), before the statement's result, in both
+/// protocols, and `client_min_messages` holds back the lower levels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notices_and_warnings_reach_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::TestServer::start(dir.path()).await;
+    let (c, notices) = client_with_notices(server.addr).await;
+    let mut notices = Notices {
+        client: c,
+        rx: notices,
+    };
+    notices.expect("CREATE TABLE nt (a INT)", &[]).await;
+    notices
+        .expect(
+            "CREATE TABLE IF NOT EXISTS nt (a INT)",
+            &[(
+                "NOTICE",
+                "42P07",
+                "relation \"nt\" already exists, skipping",
+            )],
+        )
+        .await;
+    notices
+        .expect(
+            "CREATE MATERIALIZED VIEW IF NOT EXISTS nt AS SELECT 1 AS x",
+            &[(
+                "NOTICE",
+                "42P07",
+                "relation \"nt\" already exists, skipping",
+            )],
+        )
+        .await;
+    notices.expect("CREATE INDEX nt_a ON nt (a)", &[]).await;
+    notices
+        .expect(
+            "CREATE INDEX IF NOT EXISTS nt_a ON nt (a)",
+            &[(
+                "NOTICE",
+                "42P07",
+                "relation \"nt_a\" already exists, skipping",
+            )],
+        )
+        .await;
+    notices
+        .expect(
+            "DROP TABLE IF EXISTS nt_missing, nt_gone",
+            &[
+                (
+                    "NOTICE",
+                    "00000",
+                    "table \"nt_missing\" does not exist, skipping",
+                ),
+                (
+                    "NOTICE",
+                    "00000",
+                    "table \"nt_gone\" does not exist, skipping",
+                ),
+            ],
+        )
+        .await;
+    notices
+        .expect(
+            "DROP MATERIALIZED VIEW IF EXISTS mv_missing",
+            &[(
+                "NOTICE",
+                "00000",
+                "materialized view \"mv_missing\" does not exist, skipping",
+            )],
+        )
+        .await;
+    notices
+        .expect(
+            "DROP INDEX IF EXISTS ix_missing",
+            &[(
+                "NOTICE",
+                "00000",
+                "index \"ix_missing\" does not exist, skipping",
+            )],
+        )
+        .await;
+    // In a block, where drops are deferred to COMMIT.
+    notices
+        .expect(
+            "BEGIN; DROP TABLE IF EXISTS nt_missing; DROP INDEX IF EXISTS ix_missing; COMMIT",
+            &[
+                (
+                    "NOTICE",
+                    "00000",
+                    "table \"nt_missing\" does not exist, skipping",
+                ),
+                (
+                    "NOTICE",
+                    "00000",
+                    "index \"ix_missing\" does not exist, skipping",
+                ),
+            ],
+        )
+        .await;
+    notices
+        .expect(
+            "COMMIT",
+            &[("WARNING", "25P01", "there is no transaction in progress")],
+        )
+        .await;
+    notices
+        .expect(
+            "ROLLBACK",
+            &[("WARNING", "25P01", "there is no transaction in progress")],
+        )
+        .await;
+    notices
+        .expect(
+            "BEGIN; BEGIN; COMMIT",
+            &[(
+                "WARNING",
+                "25001",
+                "there is already a transaction in progress",
+            )],
+        )
+        .await;
+    notices
+        .expect(
+            "SET LOCAL application_name = 'x'",
+            &[(
+                "WARNING",
+                "25P01",
+                "SET LOCAL can only be used in transaction blocks",
+            )],
+        )
+        .await;
+    // The extended protocol sends them too.
+    notices
+        .client
+        .execute("DROP TABLE IF EXISTS nt_missing", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        notices.rx.try_recv().ok(),
+        Some((
+            "NOTICE".to_string(),
+            "00000".to_string(),
+            "table \"nt_missing\" does not exist, skipping".to_string()
+        ))
+    );
+    // `warning` holds back notices, `error` warnings too.
+    notices
+        .expect("SET client_min_messages = warning", &[])
+        .await;
+    notices.expect("DROP TABLE IF EXISTS nt_missing", &[]).await;
+    notices
+        .expect(
+            "COMMIT",
+            &[("WARNING", "25P01", "there is no transaction in progress")],
+        )
+        .await;
+    notices.expect("SET client_min_messages = error", &[]).await;
+    notices.expect("COMMIT", &[]).await;
+    let err = notices
+        .client
+        .batch_execute("SET client_min_messages = 'loud'")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("22023"), "{err}");
+    drop(notices);
+    server.stop().await;
+}

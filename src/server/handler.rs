@@ -1051,9 +1051,10 @@ impl SimpleQueryHandler for Conn {
             return Err(PgWireError::NotReadyForQuery);
         }
         client.set_state(PgWireConnectionState::QueryInProgress);
-        let responses = SimpleQueryHandler::do_query(self, client, &query.query).await?;
+        let responses = self.simple_responses(&query.query).await?;
         let mut copy_in = false;
-        for response in responses {
+        for (notices, response) in responses {
+            send_notices(client, notices).await?;
             match response {
                 Response::EmptyQuery => {
                     client
@@ -1107,6 +1108,42 @@ impl SimpleQueryHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        Ok(self
+            .simple_responses(query)
+            .await?
+            .into_iter()
+            .map(|(_, response)| response)
+            .collect())
+    }
+}
+
+/// Sends a statement's notices and warnings ([`crate::session::Notice`]), before its result.
+async fn send_notices<C>(client: &mut C, notices: Vec<crate::session::Notice>) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    for n in notices {
+        let info = ErrorInfo::new(
+            n.level.severity().to_string(),
+            n.code.to_string(),
+            n.message,
+        );
+        client
+            .feed(PgWireBackendMessage::NoticeResponse(info.into()))
+            .await?;
+    }
+    Ok(())
+}
+
+impl Conn {
+    /// The responses of a simple Query's statements, each with the notices it raised: the
+    /// statements of one Query are one implicit transaction (see `Session::implicit`); the
+    /// first that fails ends the Query with its error.
+    async fn simple_responses(
+        &self,
+        query: &str,
+    ) -> PgWireResult<Vec<(Vec<crate::session::Notice>, Response)>> {
         let mut session = self.session.lock().await;
         let mut responses = Vec::new();
         // The statements of one Query are one implicit transaction (see `Session::implicit`);
@@ -1142,12 +1179,14 @@ impl SimpleQueryHandler for Conn {
             match result {
                 Ok((out, reservation)) => {
                     let copy = matches!(out, Output::CopyIn { .. });
-                    responses.push(to_response(
+                    let response = to_response(
                         out,
                         &Format::UnifiedText,
                         &session.display_zone,
                         reservation,
-                    )?);
+                    );
+                    let notices = session.take_notices();
+                    responses.push((notices, response?));
                     if copy {
                         break;
                     }
@@ -1155,16 +1194,17 @@ impl SimpleQueryHandler for Conn {
                 Err(e) => {
                     tracing::debug!(error = %e, code = e.sqlstate(), "statement failed");
                     session.statement_failed().await;
-                    responses.push(Response::Error(Box::new(error_info(&e))));
+                    let notices = session.take_notices();
+                    responses.push((notices, Response::Error(Box::new(error_info(&e)))));
                     break;
                 }
             }
         }
         if let Err(e) = session.commit_implicit().await {
-            responses.push(Response::Error(Box::new(error_info(&e))));
+            responses.push((Vec::new(), Response::Error(Box::new(error_info(&e)))));
         }
         if responses.is_empty() {
-            responses.push(Response::EmptyQuery);
+            responses.push((Vec::new(), Response::EmptyQuery));
         }
         Ok(responses)
     }
@@ -1497,7 +1537,7 @@ impl ExtendedQueryHandler for Conn {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Prepared>,
         _max_rows: usize,
     ) -> PgWireResult<Response>
@@ -1541,6 +1581,7 @@ impl ExtendedQueryHandler for Conn {
                 let reservation = ResultReservation::for_output(&out, &session.memory)?;
                 Ok((out, reservation))
             });
+        send_notices(client, session.take_notices()).await?;
         match result {
             Ok((out, reservation)) => to_response(
                 out,

@@ -576,7 +576,7 @@ impl Session {
             "rollback" | "abort" | "commit" | "end" => {
                 self.cursors.rollback();
                 if let Some(block) = self.transaction.take() {
-                    self.rollback_block(block).await?;
+                    self.rollback_block_and_settings(block).await?;
                 }
                 Ok(Output::TransactionEnd("ROLLBACK".into()))
             }
@@ -689,7 +689,7 @@ impl Session {
                 let if_not_exists = cv.if_not_exists;
                 let txn = Some(self.txn);
                 let view = name.clone();
-                tokio::task::spawn_blocking(move || {
+                let created = tokio::task::spawn_blocking(move || {
                     engine.create_view(
                         &view,
                         &query,
@@ -702,6 +702,9 @@ impl Session {
                 })
                 .await
                 .map_err(|e| Error::Internal(e.to_string()))??;
+                if !created {
+                    self.already_exists(&name);
+                }
                 self.note_created(&name, existed);
                 Ok(Output::Command("CREATE MATERIALIZED VIEW".into()))
             }
@@ -725,9 +728,15 @@ impl Session {
                     for n in &names {
                         let name = object_name(n)?;
                         let engine = Arc::clone(&self.engine);
-                        tokio::task::spawn_blocking(move || engine.drop_index(&name, if_exists))
-                            .await
-                            .map_err(|e| Error::Internal(e.to_string()))??;
+                        let target = name.clone();
+                        let dropped = tokio::task::spawn_blocking(move || {
+                            engine.drop_index(&target, if_exists)
+                        })
+                        .await
+                        .map_err(|e| Error::Internal(e.to_string()))??;
+                        if !dropped {
+                            self.does_not_exist("index", &name);
+                        }
                     }
                     return Ok(Output::Command("DROP INDEX".into()));
                 }
@@ -743,11 +752,18 @@ impl Session {
                 for n in &names {
                     let name = object_name(n)?;
                     let engine = Arc::clone(&self.engine);
-                    tokio::task::spawn_blocking(move || {
-                        engine.drop_relation(&name, table, if_exists, cascade)
+                    let target = name.clone();
+                    let dropped = tokio::task::spawn_blocking(move || {
+                        engine.drop_relation(&target, table, if_exists, cascade)
                     })
                     .await
                     .map_err(|e| Error::Internal(e.to_string()))??;
+                    if !dropped {
+                        self.does_not_exist(
+                            if table { "table" } else { "materialized view" },
+                            &name,
+                        );
+                    }
                 }
                 Ok(Output::Command(tag.into()))
             }
@@ -1085,7 +1101,13 @@ impl Session {
                 self.alter_view(sql).await?
             }
             "begin" | "start" => {
-                if self.transaction.is_none() {
+                if self.transaction.is_some() {
+                    self.notify(
+                        super::NoticeLevel::Warning,
+                        "25001",
+                        "there is already a transaction in progress",
+                    );
+                } else {
                     // The implicit transaction's writes so far become the block's, as in
                     // PostgreSQL.
                     let read_only = w.windows(2).any(|p| p[0] == "read" && p[1] == "only");
@@ -1093,6 +1115,7 @@ impl Session {
                         applied: self.implicit.take().unwrap_or_default(),
                         ddl: self.implicit_ddl.take().unwrap_or_default(),
                         read_only,
+                        settings_at_begin: Some(self.vars.clone()),
                         ..TransactionBlock::default()
                     });
                 }
@@ -1103,8 +1126,15 @@ impl Session {
                 // that no transaction is in progress).
                 self.commit_implicit().await?;
                 self.cursors.commit();
-                if let Some(block) = self.transaction.take() {
-                    self.commit_block(block).await?;
+                match self.transaction.take() {
+                    Some(mut block) => {
+                        let without_local = block.settings_without_local.take();
+                        self.commit_block(block).await?;
+                        if let Some(vars) = without_local {
+                            self.restore_settings(vars);
+                        }
+                    }
+                    None => self.no_transaction(),
                 }
                 Output::TransactionEnd("COMMIT".into())
             }
@@ -1120,9 +1150,10 @@ impl Session {
                 self.cursors.rollback();
                 if self.transaction.is_none() {
                     self.abort_implicit().await;
+                    self.no_transaction();
                 }
                 if let Some(block) = self.transaction.take() {
-                    self.rollback_block(block).await?;
+                    self.rollback_block_and_settings(block).await?;
                 }
                 Output::TransactionEnd("ROLLBACK".into())
             }
@@ -1200,10 +1231,29 @@ impl Session {
                     .or_else(|| rest.strip_prefix("session "))
                     .unwrap_or(rest)
                     .trim();
-                if rest.to_ascii_lowercase().starts_with("transaction")
-                    || rest.to_ascii_lowercase().starts_with("local ")
-                {
+                if rest.to_ascii_lowercase().starts_with("transaction") {
                     return Ok(Some(Output::Command("SET".into())));
+                }
+                // `SET LOCAL` lasts until the block ends; outside one it does nothing but
+                // warn (PostgreSQL's reference page "SET").
+                let local = rest.len() > 6 && rest[..6].eq_ignore_ascii_case("local ");
+                let rest = if local { rest[6..].trim() } else { rest };
+                if local {
+                    match &mut self.transaction {
+                        None => {
+                            self.notify(
+                                super::NoticeLevel::Warning,
+                                "25P01",
+                                "SET LOCAL can only be used in transaction blocks",
+                            );
+                            return Ok(Some(Output::Command("SET".into())));
+                        }
+                        Some(block) => {
+                            if block.settings_without_local.is_none() {
+                                block.settings_without_local = Some(self.vars.clone());
+                            }
+                        }
+                    }
                 }
                 let lower = rest.to_ascii_lowercase();
                 let (name, value) = if let Some(v) = lower.strip_prefix("time zone") {
@@ -1227,22 +1277,46 @@ impl Session {
                 let name = unquote(&name);
                 let local_zone =
                     name.eq_ignore_ascii_case("timezone") && value.eq_ignore_ascii_case("local");
-                if value.eq_ignore_ascii_case("default") || local_zone {
-                    self.vars.reset(&name)?;
-                } else {
-                    self.vars.set(&name, &unquote(&value))?;
+                let reset = value.eq_ignore_ascii_case("default") || local_zone;
+                let apply = |vars: &mut crate::settings::SessionVars| {
+                    if reset {
+                        vars.reset(&name)
+                    } else {
+                        vars.set(&name, &unquote(&value))
+                    }
+                };
+                apply(&mut self.vars)?;
+                // A plain SET after a SET LOCAL in the block outlives the block.
+                if !local
+                    && let Some(vars) = self
+                        .transaction
+                        .as_mut()
+                        .and_then(|b| b.settings_without_local.as_mut())
+                {
+                    apply(vars)?;
                 }
                 self.settings_changed();
                 Output::Command("SET".into())
             }
             // `RESET TIME ZONE` is `RESET timezone` (as `SET TIME ZONE` is `SET timezone`).
             "reset" if w.len() == 2 || (w.len() == 3 && w[1] == "time" && w[2] == "zone") => {
-                if w[1] == "all" {
-                    self.vars.reset_all();
-                } else if w.len() == 3 {
-                    self.vars.reset("timezone")?;
-                } else {
-                    self.vars.reset(&w[1])?;
+                let apply = |vars: &mut crate::settings::SessionVars| {
+                    if w[1] == "all" {
+                        vars.reset_all();
+                        Ok(())
+                    } else if w.len() == 3 {
+                        vars.reset("timezone")
+                    } else {
+                        vars.reset(&w[1])
+                    }
+                };
+                apply(&mut self.vars)?;
+                if let Some(vars) = self
+                    .transaction
+                    .as_mut()
+                    .and_then(|b| b.settings_without_local.as_mut())
+                {
+                    apply(vars)?;
                 }
                 self.settings_changed();
                 Output::Command("RESET".into())
@@ -1974,7 +2048,9 @@ impl Session {
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
-        if created && let Some(ddl) = self.open_ddl() {
+        if !created {
+            self.already_exists(&name);
+        } else if let Some(ddl) = self.open_ddl() {
             ddl.created_indexes.push(name);
         }
         Ok(Output::Command("CREATE INDEX".into()))
@@ -2091,7 +2167,8 @@ impl Session {
         let engine = Arc::clone(&self.engine);
         let if_not_exists = c.if_not_exists;
         let txn = Some(self.txn);
-        tokio::task::spawn_blocking(move || {
+        let create_name = name.clone();
+        let created = tokio::task::spawn_blocking(move || {
             let spec = crate::engine::TableSpec {
                 schema,
                 primary_key: pk,
@@ -2100,11 +2177,15 @@ impl Session {
                 type_modifiers,
                 column_defaults,
             };
-            engine.create_table(&name, spec, if_not_exists, txn)?;
-            engine.start_sources()
+            let created = engine.create_table(&create_name, spec, if_not_exists, txn)?;
+            engine.start_sources()?;
+            Ok::<_, Error>(created)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
+        if !created {
+            self.already_exists(&name);
+        }
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
@@ -2188,6 +2269,7 @@ impl Session {
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
         if !created {
+            self.already_exists(&name);
             return Ok(Output::Command("CREATE TABLE AS".into()));
         }
         self.note_created(&name, existed);
@@ -3113,6 +3195,8 @@ impl Session {
                     let name = object_name(n)?;
                     if self.engine.check_drop_index(&name, if_exists)? {
                         drops.push(name);
+                    } else {
+                        self.does_not_exist("index", &name);
                     }
                 }
                 if let Some(ddl) = self.open_ddl() {
@@ -3130,16 +3214,39 @@ impl Session {
             let name = object_name(n)?;
             let engine = Arc::clone(&self.engine);
             let txn = self.txn;
+            let target = name.clone();
             let hid = tokio::task::spawn_blocking(move || {
-                engine.hide_relation(&name, table, if_exists, cascade, txn)
+                engine.hide_relation(&target, table, if_exists, cascade, txn)
             })
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
+            if hid.is_empty() {
+                self.does_not_exist(if table { "table" } else { "materialized view" }, &name);
+            }
             if let Some(ddl) = self.open_ddl() {
                 ddl.hid.extend(hid);
             }
         }
         Ok(Output::Command(tag.into()))
+    }
+
+    /// PostgreSQL's notice for a `CREATE ... IF NOT EXISTS` of a name taken (`42P07`).
+    fn already_exists(&mut self, name: &str) {
+        self.notify(
+            super::NoticeLevel::Notice,
+            "42P07",
+            format!("relation \"{name}\" already exists, skipping"),
+        );
+    }
+
+    /// PostgreSQL's notice for a `DROP ... IF EXISTS` of a `kind` (`table`, `materialized
+    /// view`, `index`) that does not exist.
+    fn does_not_exist(&mut self, kind: &str, name: &str) {
+        self.notify(
+            super::NoticeLevel::Notice,
+            "00000",
+            format!("{kind} \"{name}\" does not exist, skipping"),
+        );
     }
 
     /// The DDL record of the open transaction block, or else of the implicit transaction of
@@ -3267,6 +3374,33 @@ impl Session {
             return Err(e);
         }
         self.commit_ddl(ddl).await
+    }
+
+    /// `ROLLBACK` of a block ([`Self::rollback_block`]), and the settings as they were at
+    /// its `BEGIN` (its `SET`s undone).
+    ///
+    /// # Errors
+    /// Those of [`Self::rollback_block`] (the settings are restored first).
+    async fn rollback_block_and_settings(&mut self, mut block: TransactionBlock) -> Result<()> {
+        if let Some(vars) = block.settings_at_begin.take() {
+            self.restore_settings(vars);
+        }
+        self.rollback_block(block).await
+    }
+
+    /// Puts back settings saved when a block began or ran its first `SET LOCAL`.
+    fn restore_settings(&mut self, vars: crate::settings::SessionVars) {
+        self.vars = vars;
+        self.settings_changed();
+    }
+
+    /// PostgreSQL's warning for `COMMIT` or `ROLLBACK` outside a block.
+    fn no_transaction(&mut self) {
+        self.notify(
+            super::NoticeLevel::Warning,
+            "25P01",
+            "there is no transaction in progress",
+        );
     }
 
     /// `ROLLBACK` of a block: its writes are dropped (never written) and the implicit

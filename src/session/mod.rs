@@ -86,6 +86,41 @@ pub struct Session {
     pub interrupt: Arc<interrupt::Interrupt>,
     /// Open cursors (`DECLARE`), by name.
     pub cursors: cursors::Cursors,
+    /// Notices and warnings of the running statement, sent to the client before its result
+    /// (see [`Session::notify`]).
+    pub notices: Vec<Notice>,
+}
+
+/// The level of a [`Notice`], lowest first (PostgreSQL's `elog` levels a client is sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NoticeLevel {
+    /// `NOTICE`: something the user may want to know (`... does not exist, skipping`).
+    Notice,
+    /// `WARNING`: probably not what the user meant (`COMMIT` outside a block).
+    Warning,
+}
+
+impl NoticeLevel {
+    /// The severity word of the protocol's NoticeResponse.
+    pub fn severity(self) -> &'static str {
+        match self {
+            NoticeLevel::Notice => "NOTICE",
+            NoticeLevel::Warning => "WARNING",
+        }
+    }
+}
+
+/// A message for the client beside a statement's result: PostgreSQL's NoticeResponse
+/// (protocol docs 55.2.6 "Asynchronous Operations": a notice may come at any time; Weir sends
+/// a statement's notices before its CommandComplete, as PostgreSQL does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// NOTICE or WARNING.
+    pub level: NoticeLevel,
+    /// The SQLSTATE (`00000` for a plain notice, `25P01`, `42P07`, ...).
+    pub code: &'static str,
+    /// The message, PostgreSQL's words.
+    pub message: String,
 }
 
 /// A transaction block (`BEGIN` ... `COMMIT`): its writes, kept in the session until
@@ -117,6 +152,13 @@ pub struct TransactionBlock {
     /// before the failure) every other statement is refused with `25P02`, and `COMMIT`
     /// rolls the block back, as in PostgreSQL.
     pub aborted: bool,
+    /// The session's settings at `BEGIN`: a `ROLLBACK` restores them (PostgreSQL undoes a
+    /// `SET` of a transaction that aborts).
+    pub settings_at_begin: Option<crate::settings::SessionVars>,
+    /// Once a `SET LOCAL` ran in the block: the settings without its `SET LOCAL`s, which
+    /// `COMMIT` restores (a `SET LOCAL` lasts until the block ends; a plain `SET` after it
+    /// in the block applies here too and outlives the block).
+    pub settings_without_local: Option<crate::settings::SessionVars>,
 }
 
 /// A savepoint of a transaction block (`SAVEPOINT name`): how far the block's writes and DDL
@@ -266,6 +308,7 @@ impl Session {
             display_zone,
             interrupt,
             cursors: cursors::Cursors::default(),
+            notices: Vec::new(),
         };
         session.register_settings();
         Ok(session)
@@ -308,6 +351,34 @@ impl Session {
                 .map(|(name, value, _)| (name.to_ascii_lowercase(), value))
                 .collect(),
         );
+    }
+
+    /// Queues a notice or warning for the client, unless `client_min_messages` asks for
+    /// higher levels only (`warning` drops notices, `error` both; the `debug` levels and
+    /// `log` let both through).
+    pub fn notify(&mut self, level: NoticeLevel, code: &'static str, message: impl Into<String>) {
+        let min = self
+            .vars
+            .get("client_min_messages")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let sent = match min.as_str() {
+            "error" => false,
+            "warning" => level >= NoticeLevel::Warning,
+            _ => true,
+        };
+        if sent {
+            self.notices.push(Notice {
+                level,
+                code,
+                message: message.into(),
+            });
+        }
+    }
+
+    /// The notices queued so far, taken.
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
     }
 
     /// `statement_timeout`, `None` when it is 0 (no limit).
