@@ -12,7 +12,8 @@
 //!                  FROM (SELECT DISTINCT t.c AS k FROM t) d
 //!                  LEFT JOIN (SELECT x.*, true AS present FROM x) ON p(x, d.k)
 //!                  GROUP BY k) s
-//!       ON t.c IS NOT DISTINCT FROM s.k
+//!       ON t.c IS NOT DISTINCT FROM s.k      -- as (t.c IS NULL) = (s.k IS NULL)
+//!                                            --    AND coalesce(t.c, d) = coalesce(s.k, d)
 //! ```
 //!
 //! Outer columns read by the aggregates' arguments or the subquery's projection
@@ -31,7 +32,7 @@ use std::sync::Arc;
 
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, JoinType, NullEquality, Result};
+use datafusion::common::{Column, ExprSchema, JoinType, NullEquality, Result};
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::logical_plan::{Filter, Projection};
@@ -106,6 +107,66 @@ impl AnalyzerRule for ExistsAsValues {
                 other => crate::sql::semantics::map_node_exprs(other, exists_as_value),
             })?
             .data)
+    }
+}
+
+/// `EXISTS`, `IN` and `NOT IN` over a subquery that is an aggregate without `GROUP BY` (or
+/// `HAVING`, or a limit), which yields exactly one row whatever its input: `EXISTS` is
+/// `true` (`NOT EXISTS` `false`) and `x [NOT] IN (subquery)` is `x = (subquery)` (`<>`), a
+/// scalar subquery, whose NULL and `count`-of-no-rows are PostgreSQL's. DataFusion planned
+/// them as semi and anti joins on the aggregate's rows per correlated key, which has no row
+/// for a key without input rows (`EXISTS (SELECT count(*) ... WHERE b.k = a.k)` was false
+/// there, `a.g IN (SELECT count(*) ...)` never matched 0). Runs before [`ExistsAsValues`].
+#[derive(Debug)]
+pub struct SingleRowSubqueries;
+
+impl AnalyzerRule for SingleRowSubqueries {
+    fn name(&self) -> &str {
+        "weir_single_row_subqueries"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        Ok(plan
+            .transform_up_with_subqueries(|p| {
+                crate::sql::semantics::map_node_exprs(p, single_row_subquery)
+            })?
+            .data)
+    }
+}
+
+/// Whether `plan` yields exactly one row: an aggregate without grouping under projections
+/// and aliases only.
+fn one_row_plan(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Projection(p) => one_row_plan(&p.input),
+        LogicalPlan::SubqueryAlias(a) => one_row_plan(&a.input),
+        LogicalPlan::Aggregate(a) => a.group_expr.is_empty(),
+        _ => false,
+    }
+}
+
+/// One expression as [`SingleRowSubqueries`] rewrites it.
+fn single_row_subquery(e: Expr) -> Result<Transformed<Expr>> {
+    match e {
+        Expr::Exists(x) if one_row_plan(&x.subquery.subquery) => {
+            Ok(Transformed::yes(lit(!x.negated)))
+        }
+        Expr::InSubquery(q)
+            if q.subquery.subquery.schema().fields().len() == 1
+                && one_row_plan(&q.subquery.subquery) =>
+        {
+            let op = if q.negated {
+                Operator::NotEq
+            } else {
+                Operator::Eq
+            };
+            Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                q.expr,
+                op,
+                Box::new(Expr::ScalarSubquery(q.subquery)),
+            ))))
+        }
+        other => Ok(Transformed::no(other)),
     }
 }
 
@@ -428,17 +489,42 @@ fn decorrelate(outer: Arc<LogicalPlan>, sq: &Subquery, n: usize) -> Result<(Logi
         )?
         .build()?;
 
-    let joined = LogicalPlanBuilder::from(outer.as_ref().clone())
-        .join_detailed(
-            per_key,
-            JoinType::Left,
-            (
-                columns.clone(),
-                (0..columns.len()).map(key).collect::<Vec<_>>(),
-            ),
-            None,
-            NullEquality::NullEqualsNull,
-        )?
-        .build()?;
+    // Each outer row meets the row of its values, NULLs included. The keys are compared as
+    // `(c IS NULL) = (k IS NULL) AND coalesce(c, d) = coalesce(k, d)`, never NULL, rather
+    // than by a join whose NULLs are equal: the optimizer may move the comparison with the
+    // subquery's value (`p1.k = (SELECT ...)`) into this join, where NULLs equal would let
+    // `NULL = NULL` through.
+    let mut on = Vec::with_capacity(columns.len());
+    for (i, c) in columns.iter().enumerate() {
+        let t = outer.schema().field_from_column(c)?.data_type().clone();
+        let Ok(d) = datafusion::common::ScalarValue::new_default(&t) else {
+            on.clear();
+            break;
+        };
+        let (l, r) = (Expr::Column(c.clone()), Expr::Column(key(i)));
+        let both_null = l.clone().is_null().eq(r.clone().is_null());
+        let coalesced =
+            |e: Expr| datafusion::functions::core::expr_fn::coalesce(vec![e, lit(d.clone())]);
+        on.push(both_null.and(coalesced(l).eq(coalesced(r))));
+    }
+    let joined = if on.len() == columns.len() {
+        LogicalPlanBuilder::from(outer.as_ref().clone())
+            .join_on(per_key, JoinType::Left, on)?
+            .build()?
+    } else {
+        // A key type without a default value: NULLs equal in the join.
+        LogicalPlanBuilder::from(outer.as_ref().clone())
+            .join_detailed(
+                per_key,
+                JoinType::Left,
+                (
+                    columns.clone(),
+                    (0..columns.len()).map(key).collect::<Vec<_>>(),
+                ),
+                None,
+                NullEquality::NullEqualsNull,
+            )?
+            .build()?
+    };
     Ok((joined, Column::new_unqualified(value_name)))
 }

@@ -383,6 +383,72 @@ pub fn unique_output_names(stmt: &Statement) -> Option<(Statement, Vec<String>)>
     Some((stmt, names))
 }
 
+/// The ORDER BY items of each `SELECT` in `stmt` that are a bare name of one output column
+/// computed from something else (`SELECT v::text ... ORDER BY v`, `SELECT -v AS v ... ORDER
+/// BY v`) replaced by that column's position: PostgreSQL resolves a bare ORDER BY name to an
+/// output column first and to an input column only when no output column has the name
+/// (docs, 7.5 "Sorting Rows"; `findTargetlistEntrySQL92`), where DataFusion took the input
+/// column. A list with a wildcard, a name two output columns share (PostgreSQL's `42702`),
+/// `DISTINCT ON` (whose keys resolve alike in PostgreSQL, here to the input columns) and set
+/// operations (whose ORDER BY sees output columns only) are left as written.
+pub fn order_by_output_names(stmt: &mut Statement) {
+    use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
+    use std::ops::ControlFlow;
+    struct Names;
+    impl VisitorMut for Names {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            let SetExpr::Select(select) = query.body.as_ref() else {
+                return ControlFlow::Continue(());
+            };
+            // DISTINCT ON's keys must lead the ORDER BY as written.
+            if matches!(
+                select.distinct,
+                Some(datafusion::sql::sqlparser::ast::Distinct::On(_))
+            ) {
+                return ControlFlow::Continue(());
+            }
+            let Some(order) = &mut query.order_by else {
+                return ControlFlow::Continue(());
+            };
+            let OrderByKind::Expressions(exprs) = &mut order.kind else {
+                return ControlFlow::Continue(());
+            };
+            let mut names = Vec::with_capacity(select.projection.len());
+            for item in &select.projection {
+                match item {
+                    SelectItem::UnnamedExpr(e) => names.push((figure_name(e), Some(e))),
+                    SelectItem::ExprWithAlias { alias, .. } => {
+                        names.push((alias_name(alias), None))
+                    }
+                    _ => return ControlFlow::Continue(()),
+                }
+            }
+            for o in exprs {
+                let Expr::Identifier(ident) = &o.expr else {
+                    continue;
+                };
+                let name = alias_name(ident);
+                let mut at = names.iter().enumerate().filter(|(_, (n, _))| *n == name);
+                let (Some((i, (_, expr))), None) = (at.next(), at.next()) else {
+                    continue;
+                };
+                // The column itself (`SELECT v ... ORDER BY v`, `SELECT t.v ...`): as written.
+                let itself = matches!(
+                    expr,
+                    Some(Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                );
+                if !itself {
+                    o.expr =
+                        Expr::Value(Value::Number((i + 1).to_string(), false).with_empty_span());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = VisitMut::visit(stmt, &mut Names);
+}
+
 /// Name of the identity function [`name_casts`] wraps casts in (see
 /// `crate::sql::semantics`'s `CastNamed`).
 pub const CAST_NAMED_FUNCTION: &str = "weir_cast_named";

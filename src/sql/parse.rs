@@ -71,6 +71,8 @@ impl Parser {
                 Arc::new(FixArrayLiteral),
                 // `current_schema`, `current_role` without parentheses are calls.
                 Arc::new(CurrentSchemaRule),
+                // `SELECT v::text ... ORDER BY v` sorts by the output column `v`.
+                Arc::new(OrderByOutputNamesRule),
                 // `FETCH FIRST n ROWS ONLY` is `LIMIT n`.
                 Arc::new(FetchFirstRule),
                 // `substring(s FROM x [FOR n])` is a call of `substring` (its regex form too).
@@ -201,6 +203,7 @@ fn parse_with(sql: &str, view: bool) -> Result<Statement> {
     check_fetch_with_ties(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
+    one_row_in(&mut stmt);
     if view {
         view_subquery_values(&mut stmt);
     }
@@ -1136,6 +1139,18 @@ impl SqlStatementRewriteRule for SessionClockRule {
 /// constants are left as written (DataFusion refuses them).
 #[derive(Debug)]
 struct FetchFirstRule;
+
+/// ORDER BY names of output columns as their positions
+/// ([`crate::sql::names::order_by_output_names`]).
+#[derive(Debug)]
+struct OrderByOutputNamesRule;
+
+impl SqlStatementRewriteRule for OrderByOutputNamesRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        crate::sql::names::order_by_output_names(&mut s);
+        s
+    }
+}
 
 impl SqlStatementRewriteRule for FetchFirstRule {
     fn rewrite(&self, mut s: Statement) -> Statement {
@@ -3078,6 +3093,104 @@ impl VisitorMut for SubqueryValues {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// `x [NOT] IN (subquery)` where the subquery is an aggregate without `GROUP BY`, `HAVING`
+/// or a limit (`SELECT count(*) FROM b WHERE b.k = a.k`), which yields exactly one row, as
+/// `x = (subquery)` (`<>`): the same value, NULLs included, and a scalar subquery whose
+/// `count` of no rows is 0 where a semi join on the aggregate's rows had no row for a key
+/// without input rows (see also `crate::sql::decorrelate::SingleRowSubqueries`).
+fn one_row_in(stmt: &mut Statement) {
+    struct OneRowIn;
+    impl VisitorMut for OneRowIn {
+        type Break = ();
+        fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            if let Expr::InSubquery {
+                expr: x,
+                subquery,
+                negated,
+            } = expr
+                && one_row_aggregate(subquery)
+            {
+                let op = if *negated {
+                    BinaryOperator::NotEq
+                } else {
+                    BinaryOperator::Eq
+                };
+                let left = std::mem::replace(x.as_mut(), Expr::value(Value::Null));
+                let query = std::mem::replace(subquery.as_mut(), *empty_query());
+                *expr = Expr::BinaryOp {
+                    left: Box::new(left),
+                    op,
+                    right: Box::new(Expr::Subquery(Box::new(query))),
+                };
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = VisitMut::visit(stmt, &mut OneRowIn);
+}
+
+/// A placeholder query (`SELECT 1`) to move a subquery out of an expression with.
+fn empty_query() -> Box<Query> {
+    match SqlParser::new(&WeirDialect)
+        .try_with_sql("SELECT 1")
+        .and_then(|mut p| p.parse_query())
+    {
+        Ok(q) => q,
+        Err(_) => unreachable!("invariant: SELECT 1 parses"),
+    }
+}
+
+/// Whether `q` is a single `SELECT` of aggregates without `GROUP BY`, `HAVING`, window
+/// functions, `WITH`, `ORDER BY ... LIMIT` or `OFFSET`: exactly one row.
+fn one_row_aggregate(q: &Query) -> bool {
+    let SetExpr::Select(select) = q.body.as_ref() else {
+        return false;
+    };
+    let no_groups = match &select.group_by {
+        GroupByExpr::Expressions(exprs, modifiers) => exprs.is_empty() && modifiers.is_empty(),
+        GroupByExpr::All(_) => false,
+    };
+    if !no_groups
+        || select.having.is_some()
+        || q.with.is_some()
+        || q.limit_clause.is_some()
+        || q.fetch.is_some()
+    {
+        return false;
+    }
+    struct Calls {
+        aggregate: bool,
+        window: bool,
+    }
+    impl Visitor for Calls {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            if let Expr::Function(f) = e {
+                if f.over.is_some() {
+                    self.window = true;
+                } else if AGGREGATES.contains(&f.name.to_string().to_ascii_lowercase().as_str()) {
+                    self.aggregate = true;
+                }
+            }
+            ControlFlow::Continue(())
+        }
+        // A subquery within: its aggregates are its own; left as written.
+        fn pre_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+            ControlFlow::Break(())
+        }
+    }
+    let mut calls = Calls {
+        aggregate: false,
+        window: false,
+    };
+    for item in &select.projection {
+        if Visit::visit(item, &mut calls).is_break() {
+            return false;
+        }
+    }
+    calls.aggregate && !calls.window
 }
 
 /// `NOT (e)`.

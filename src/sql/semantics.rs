@@ -143,7 +143,8 @@ impl ScalarUDFImpl for CastNamed {
 
 /// The analyzer rules of a session: `INTERSECT ALL`/`EXCEPT ALL` by row counts
 /// ([`super::set_ops`]), [`PgSumTypes`], [`PgOperandTypes`], DataFusion's, then [`PgSemantics`] on the coerced
-/// types and DataFusion's type coercion again around its new result types, values PostgreSQL calls equal as one key ([`super::equal_keys`]), `EXISTS` as a
+/// types and DataFusion's type coercion again around its new result types, `EXISTS` and `IN`
+/// over one-row aggregates ([`super::decorrelate::SingleRowSubqueries`]), values PostgreSQL calls equal as one key ([`super::equal_keys`]), `EXISTS` as a
 /// value ([`super::decorrelate::ExistsAsValues`]), then the decorrelation of the scalar subqueries DataFusion cannot decorrelate
 /// ([`super::decorrelate`]).
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
@@ -162,6 +163,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     rules.push(Arc::new(Recoerce(
         datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new(),
     )));
+    rules.push(Arc::new(super::decorrelate::SingleRowSubqueries));
     rules.push(Arc::new(super::equal_keys::EqualKeys));
     rules.push(Arc::new(super::decorrelate::ExistsAsValues));
     rules.push(Arc::new(super::decorrelate::DecorrelateScalarSubqueries));
@@ -1799,12 +1801,14 @@ impl datafusion::logical_expr::planner::ExprPlanner for IntervalTimesNumber {
         );
         // An untyped literal beside a date, time or interval takes the type PostgreSQL's
         // operator resolution gives it (`iv = '1 day'`, `ts + '1 hour'`).
-        if untyped_literal(&expr.left)
+        let unknown =
+            |e: &Expr| untyped_literal(e) || matches!(e, Expr::Literal(ScalarValue::Null, _));
+        if unknown(&expr.left)
             && let Some(t) = unknown_beside_datetime(&expr.op, rt.as_ref(), false)?
         {
             expr.left = expr.left.cast_to(&t, schema)?;
             lt = Some(t);
-        } else if untyped_literal(&expr.right)
+        } else if unknown(&expr.right)
             && let Some(t) = unknown_beside_datetime(&expr.op, lt.as_ref(), true)?
         {
             expr.right = expr.right.cast_to(&t, schema)?;
@@ -1868,7 +1872,8 @@ fn untyped_literal(e: &Expr) -> bool {
 ///
 /// # Errors
 /// `date + unknown` is `42725`: `date + integer`, `date + interval` and `date + time` are
-/// all candidates, so PostgreSQL refuses to choose.
+/// all candidates, so PostgreSQL refuses to choose. Other arithmetic (`date * '2'`) is
+/// `42883` `operator does not exist`, naming the types as PostgreSQL does.
 fn unknown_beside_datetime(
     op: &datafusion::sql::sqlparser::ast::BinaryOperator,
     other: Option<&DataType>,
@@ -1883,7 +1888,32 @@ fn unknown_beside_datetime(
         op,
         Op::Eq | Op::NotEq | Op::Lt | Op::LtEq | Op::Gt | Op::GtEq
     );
-    Ok(match other {
+    let arithmetic = matches!(
+        op,
+        Op::Plus | Op::Minus | Op::Multiply | Op::Divide | Op::Modulo
+    );
+    let temporal = matches!(
+        other,
+        DataType::Interval(_)
+            | DataType::Timestamp(..)
+            | DataType::Date32
+            | DataType::Date64
+            | DataType::Time32(_)
+            | DataType::Time64(_)
+    );
+    let no_operator = || {
+        let other = crate::sql::functions::pg_type_name(other);
+        let (l, r) = if literal_on_right {
+            (other.as_str(), "unknown")
+        } else {
+            ("unknown", other.as_str())
+        };
+        ours(Error::plan(
+            "42883",
+            format!("operator does not exist: {l} {op} {r}"),
+        ))
+    };
+    let resolved = match other {
         DataType::Interval(_) => match op {
             _ if comparison => Some(interval),
             Op::Plus | Op::Minus => Some(interval),
@@ -1907,7 +1937,11 @@ fn unknown_beside_datetime(
             _ => None,
         },
         _ => None,
-    })
+    };
+    match resolved {
+        None if temporal && arithmetic => Err(no_operator()),
+        resolved => Ok(resolved),
+    }
 }
 
 impl IntervalTimesNumber {
@@ -3281,6 +3315,7 @@ fn datetime_text_cast(
         DataType::Timestamp(_, Some(_)) => (Target::Timestamp, "timestamp with time zone"),
         DataType::Timestamp(_, None) => (Target::Timestamp, "timestamp"),
         DataType::Date32 => (Target::Date, "date"),
+        DataType::Time64(_) | DataType::Time32(_) => (Target::Time, "time without time zone"),
         _ => return number_text_cast(c, schema),
     };
     let rewritten = matches!(c.expr.as_ref(), Expr::ScalarFunction(f)

@@ -41,6 +41,10 @@ pub enum Target {
     /// `date` text: a timestamp's text is its date (PostgreSQL's `date_in` ignores a time
     /// and a zone after the date: `'2024-01-02 12:00'::date` is `2024-01-02`).
     Date,
+    /// `time` text: a clock time (`hh:mm[:ss[.f]]`, Arrow's parser reads the rest) or
+    /// `allballs` (midnight); text without a `:` is `22007` (Arrow's parser read `'1'` as
+    /// midnight).
+    Time,
 }
 
 /// `pg_interval_text(text)` / `pg_timestamp_text(text)` / `pg_date_text(text)`: the text in a
@@ -93,6 +97,7 @@ impl DateTimeText {
             Target::Interval => "pg_interval_text",
             Target::Timestamp => "pg_timestamp_text",
             Target::Date => "pg_date_text",
+            Target::Time => "pg_time_text",
         }
     }
 }
@@ -431,6 +436,19 @@ impl DateTimeText {
     /// `22007` `invalid input syntax for type <type>: "<text>"` (PostgreSQL's message) when
     /// neither parses.
     fn convert(&self, s: &str, zone: Option<&Tz>) -> Result<String> {
+        if self.target == Target::Time {
+            let t = s.trim();
+            return if t.eq_ignore_ascii_case("allballs") {
+                Ok("00:00:00".into())
+            } else if t.contains(':') {
+                Ok(s.to_string())
+            } else {
+                Err(DataFusionError::External(Box::new(Error::data(
+                    "22007",
+                    format!("invalid input syntax for type {}: \"{s}\"", self.type_name),
+                ))))
+            };
+        }
         if self.target != Target::Interval
             && let Some(text) = self.special_value(s, zone)?
         {
@@ -460,6 +478,7 @@ impl DateTimeText {
         let parsed = |t: &str| -> Option<String> {
             match (self.target, zone) {
                 (Target::Interval, _) => parse_interval_month_day_nano(t).ok().map(|_| t.into()),
+                (Target::Time, _) => Some(t.into()),
                 (Target::Date, _) => {
                     use arrow::compute::kernels::cast_utils::Parser;
                     arrow::datatypes::Date32Type::parse(t).map(|_| t.into())
@@ -500,7 +519,7 @@ impl DateTimeText {
                     Cow::Owned(o) => Cow::Owned(timestamp_text(&o).into_owned()),
                 }
             }
-            Target::Timestamp | Target::Date => timestamp_text(s),
+            Target::Timestamp | Target::Date | Target::Time => timestamp_text(s),
         };
         parsed(&rewritten)
             .or_else(|| {
@@ -582,7 +601,7 @@ impl DateTimeText {
                 at.and_utc()
                     .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
             }
-            Target::Timestamp | Target::Interval => {
+            Target::Timestamp | Target::Interval | Target::Time => {
                 local.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
             }
         }))
@@ -642,6 +661,53 @@ fn interval_unit(word: &str) -> Option<&'static str> {
     })
 }
 
+/// Whether `token` is a number as interval text writes one (`1`, `-2.5`, `+3`, `.5`).
+fn is_plain_number(token: &str) -> bool {
+    let digits = token.strip_prefix(['+', '-']).unwrap_or(token);
+    !digits.is_empty()
+        && digits.bytes().any(|b| b.is_ascii_digit())
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && digits.bytes().filter(|b| *b == b'.').count() <= 1
+}
+
+/// Whether `word` names an interval unit (PostgreSQL's abbreviations or Arrow's names,
+/// singular or plural).
+fn is_unit_word(word: &str) -> bool {
+    if interval_unit(word).is_some() {
+        return true;
+    }
+    matches!(
+        word.to_ascii_lowercase().as_str(),
+        "millennium"
+            | "millennia"
+            | "millenniums"
+            | "century"
+            | "centuries"
+            | "decade"
+            | "decades"
+            | "year"
+            | "years"
+            | "month"
+            | "months"
+            | "week"
+            | "weeks"
+            | "day"
+            | "days"
+            | "hour"
+            | "hours"
+            | "minute"
+            | "minutes"
+            | "second"
+            | "seconds"
+            | "millisecond"
+            | "milliseconds"
+            | "microsecond"
+            | "microseconds"
+            | "nanosecond"
+            | "nanoseconds"
+    )
+}
+
 /// `[+-]h:mm[:ss[.f]]` as (negative, hours, minutes, seconds).
 fn clock_time(token: &str) -> Option<(bool, &str, &str, &str)> {
     let (negative, rest) = match token.as_bytes().first()? {
@@ -670,7 +736,16 @@ fn clock_time(token: &str) -> Option<(bool, &str, &str, &str)> {
 pub fn interval_text(s: &str) -> Cow<'_, str> {
     let mut changed = false;
     let mut out: Vec<String> = Vec::new();
-    for token in s.split_whitespace() {
+    let tokens: Vec<&str> = s.split_whitespace().collect();
+    for (i, &token) in tokens.iter().enumerate() {
+        // A number no unit follows is seconds (`'1'` is `00:00:01`, `'1 day 1'` one day and
+        // a second), where Arrow's parser took it for months.
+        if is_plain_number(token) && !tokens.get(i + 1).is_some_and(|next| is_unit_word(next)) {
+            let number = token.strip_prefix('+').unwrap_or(token);
+            out.push(format!("{number} seconds"));
+            changed = true;
+            continue;
+        }
         if token == "@" {
             changed = true;
             continue;
@@ -840,6 +915,12 @@ mod tests {
         assert_eq!(interval_text("+3 days"), "3 days");
         assert!(matches!(interval_text("3 days"), Cow::Borrowed(_)));
         assert!(matches!(interval_text("nonsense"), Cow::Borrowed(_)));
+        // A number without a unit is seconds (PostgreSQL 15: `'1'::interval` is `00:00:01`,
+        // `'1 day 1'` is `1 day 00:00:01`).
+        assert_eq!(interval_text("1"), "1 seconds");
+        assert_eq!(interval_text("+2.5"), "2.5 seconds");
+        assert_eq!(interval_text("1 day -1"), "1 day -1 seconds");
+        assert_eq!(interval_text("1 year 1 mon"), "1 year 1 months");
     }
 
     /// New York skips 02:00–03:00 on 2024-03-10 (-05 before) and shows 01:00–02:00 twice on

@@ -1,45 +1,66 @@
-//! `coalesce`, `greatest` and `least` over intervals, as PostgreSQL has them:
-//! - an `interval` argument beside untyped literals (`coalesce(iv, '1 hour')`) makes them
-//!   intervals (docs 10.5 "UNION, CASE, and Related Constructs": an `unknown` input takes the
-//!   type of the others), where DataFusion finds no common type of `interval` and `text` and
-//!   the call fails while it is planned;
+//! `coalesce`, `nullif`, `greatest` and `least` over intervals and the date and time types,
+//! as PostgreSQL has them:
+//! - an `interval`, `timestamp`, `timestamptz`, `date` or `time` argument beside untyped
+//!   literals (`coalesce(iv, '1 hour')`, `coalesce(ts, '2024-01-01')`) makes them of its type
+//!   (docs 10.5 "UNION, CASE, and Related Constructs": an `unknown` input takes the type of
+//!   the others), where DataFusion finds no common type with `text` and the call fails while
+//!   it is planned;
 //! - `greatest` and `least` of intervals compare them as PostgreSQL's `interval_cmp` does (a
 //!   month is 30 days, a day 24 hours: `greatest('1 mon', '29 days 25 hours')` is the
 //!   second), where DataFusion compares months, then days, then nanoseconds. Of equal values
 //!   the first is kept (`greatest('24 hours', '1 day')` is `24:00:00`), as PostgreSQL's
-//!   `ExecEvalMinMax` keeps it.
+//!   `ExecEvalMinMax` keeps it;
+//! - `nullif` of intervals or floats compares them as `=` does (`nullif('1 day', '24 hours')`
+//!   and `nullif('-0'::float8, 0)` are NULL), where DataFusion compared their bits.
 //!
 //! Every other call is DataFusion's function, which these wrap.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, IntervalMonthDayNanoArray};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, IntervalMonthDayNanoArray};
 use arrow::datatypes::{DataType, FieldRef, IntervalMonthDayNano, IntervalUnit};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature,
+    ScalarUDFImpl, Signature, Volatility,
 };
 
 use crate::sql::semantics::{interval_cmp_value, shape_result};
 
-/// DataFusion's `coalesce`, `greatest` or `least` (`inner`), whose argument types resolve
-/// an `interval` beside text or NULL arguments to `interval` for all of them, and which
-/// picks the greatest or least of intervals by PostgreSQL's order.
+/// DataFusion's `coalesce`, `nullif`, `greatest` or `least` (`inner`), whose argument types
+/// resolve a date, time or interval type beside text or NULL arguments to that type for all
+/// of them, and which picks the greatest or least of intervals by PostgreSQL's order.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct IntervalArgs {
     inner: ScalarUDF,
-    /// `Greater` for `greatest`, `Less` for `least`, `None` for `coalesce`.
+    /// `Greater` for `greatest`, `Less` for `least`, `None` for `coalesce` and `nullif`.
     pick: Option<Ordering>,
+    /// A user-defined signature in place of the inner function's own (`nullif`'s is
+    /// "comparable", whose coercion [`ScalarUDFImpl::coerce_types`] would not see).
+    signature: Option<Signature>,
 }
 
 impl IntervalArgs {
     /// `coalesce`, wrapping DataFusion's (`inner`).
     pub fn coalesce(inner: ScalarUDF) -> Self {
-        IntervalArgs { inner, pick: None }
+        IntervalArgs {
+            inner,
+            pick: None,
+            signature: None,
+        }
+    }
+
+    /// `nullif`, wrapping DataFusion's (`inner`); other argument types coerce as its own
+    /// signature does.
+    pub fn nullif(inner: ScalarUDF) -> Self {
+        IntervalArgs {
+            inner,
+            pick: None,
+            signature: Some(Signature::user_defined(Volatility::Immutable)),
+        }
     }
 
     /// `greatest`, wrapping DataFusion's (`inner`).
@@ -47,6 +68,7 @@ impl IntervalArgs {
         IntervalArgs {
             inner,
             pick: Some(Ordering::Greater),
+            signature: None,
         }
     }
 
@@ -55,6 +77,7 @@ impl IntervalArgs {
         IntervalArgs {
             inner,
             pick: Some(Ordering::Less),
+            signature: None,
         }
     }
 }
@@ -99,21 +122,90 @@ fn pick_intervals(args: &[ColumnarValue], rows: usize, pick: Ordering) -> Result
     Ok(Arc::new(out))
 }
 
-/// `interval` for every argument when one is an `interval` and the others are intervals,
-/// text or untyped NULLs; `None` otherwise.
-fn intervals(arg_types: &[DataType]) -> Option<Vec<DataType>> {
-    let interval = |t: &DataType| matches!(t, DataType::Interval(_));
-    let fits = |t: &DataType| {
-        interval(t)
-            || matches!(
-                t,
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-            )
+/// The type of every argument when one is an `interval`, `timestamp[tz]`, `date` or `time`
+/// and the others are of that type, text or untyped NULLs (at least one text); `None`
+/// otherwise.
+fn temporal_args(arg_types: &[DataType]) -> Option<Vec<DataType>> {
+    let temporal = arg_types.iter().find(|t| {
+        matches!(
+            t,
+            DataType::Interval(_)
+                | DataType::Timestamp(..)
+                | DataType::Date32
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+        )
+    })?;
+    let target = match temporal {
+        DataType::Interval(_) => DataType::Interval(IntervalUnit::MonthDayNano),
+        other => other.clone(),
     };
-    (arg_types.iter().any(interval)
-        && !arg_types.iter().all(interval)
-        && arg_types.iter().all(fits))
-    .then(|| vec![DataType::Interval(IntervalUnit::MonthDayNano); arg_types.len()])
+    let textual =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    (arg_types.iter().any(textual)
+        && arg_types
+            .iter()
+            .all(|t| textual(t) || t.is_null() || t == temporal))
+    .then(|| vec![target; arg_types.len()])
+}
+
+/// `nullif(a, b)` of intervals: NULL where `a = b` as PostgreSQL compares intervals
+/// (`nullif('1 day', '24 hours')` is NULL), else `a`.
+fn nullif_intervals(args: &[ColumnarValue], rows: usize) -> Result<ArrayRef> {
+    let arrays = args
+        .iter()
+        .map(|a| a.to_array(rows))
+        .collect::<Result<Vec<_>>>()?;
+    let [a, b] = arrays.as_slice() else {
+        return Err(DataFusionError::Internal("nullif of two arguments".into()));
+    };
+    let (Some(a), Some(b)) = (
+        a.as_any().downcast_ref::<IntervalMonthDayNanoArray>(),
+        b.as_any().downcast_ref::<IntervalMonthDayNanoArray>(),
+    ) else {
+        return Err(DataFusionError::Internal(
+            "nullif of two intervals of one unit".into(),
+        ));
+    };
+    let out: IntervalMonthDayNanoArray = a
+        .iter()
+        .zip(b.iter())
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) if interval_cmp_value(x) == interval_cmp_value(y) => None,
+            (x, _) => x,
+        })
+        .collect();
+    Ok(Arc::new(out))
+}
+
+/// `nullif(a, b)` of floats: NULL where `a = b` as PostgreSQL compares floats (`-0 = 0`,
+/// `NaN = NaN`: `nullif('-0'::float8, 0)` is NULL, so `y / nullif(f, 0)` never divides by a
+/// zero), else `a`, of `a`'s type (`real` or `double precision`).
+fn nullif_floats(args: &[ColumnarValue], rows: usize) -> Result<ArrayRef> {
+    let arrays = args
+        .iter()
+        .map(|a| a.to_array(rows))
+        .collect::<Result<Vec<_>>>()?;
+    let [a, b] = arrays.as_slice() else {
+        return Err(DataFusionError::Internal("nullif of two arguments".into()));
+    };
+    let out_type = a.data_type().clone();
+    let as_f64 = |x: &ArrayRef| -> Result<Float64Array> {
+        Ok(arrow::compute::cast(x, &DataType::Float64)?
+            .as_primitive::<arrow::datatypes::Float64Type>()
+            .clone())
+    };
+    let (x, y) = (as_f64(a)?, as_f64(b)?);
+    let key = crate::sql::equal_keys::float_key64;
+    let out: Float64Array = x
+        .iter()
+        .zip(y.iter())
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) if key(x).to_bits() == key(y).to_bits() => None,
+            (x, _) => x,
+        })
+        .collect();
+    Ok(arrow::compute::cast(&out, &out_type)?)
 }
 
 impl ScalarUDFImpl for IntervalArgs {
@@ -130,7 +222,9 @@ impl ScalarUDFImpl for IntervalArgs {
     }
 
     fn signature(&self) -> &Signature {
-        self.inner.signature()
+        self.signature
+            .as_ref()
+            .unwrap_or_else(|| self.inner.signature())
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
@@ -146,9 +240,23 @@ impl ScalarUDFImpl for IntervalArgs {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let intervals = matches!(args.return_field.data_type(), DataType::Interval(_));
         match self.pick {
-            Some(pick) if matches!(args.return_field.data_type(), DataType::Interval(_)) => {
+            Some(pick) if intervals => {
                 let out = pick_intervals(&args.args, args.number_rows, pick)?;
+                shape_result(&args.args, out)
+            }
+            None if intervals && self.signature.is_some() => {
+                let out = nullif_intervals(&args.args, args.number_rows)?;
+                shape_result(&args.args, out)
+            }
+            None if self.signature.is_some()
+                && matches!(
+                    args.return_field.data_type(),
+                    DataType::Float64 | DataType::Float32
+                ) =>
+            {
+                let out = nullif_floats(&args.args, args.number_rows)?;
                 shape_result(&args.args, out)
             }
             _ => self.inner.invoke_with_args(args),
@@ -175,8 +283,24 @@ impl ScalarUDFImpl for IntervalArgs {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        match intervals(arg_types) {
+        match temporal_args(arg_types) {
             Some(types) => Ok(types),
+            // The inner function's own signature (`nullif`'s "comparable").
+            None if self.signature.is_some() => {
+                let fields: Vec<FieldRef> = arg_types
+                    .iter()
+                    .map(|t| Arc::new(arrow::datatypes::Field::new("a", t.clone(), true)))
+                    .collect();
+                Ok(
+                    datafusion::logical_expr::type_coercion::functions::fields_with_udf(
+                        &fields,
+                        &self.inner,
+                    )?
+                    .iter()
+                    .map(|f| f.data_type().clone())
+                    .collect(),
+                )
+            }
             None => self.inner.coerce_types(arg_types),
         }
     }
@@ -191,15 +315,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_interval_beside_text_or_null_makes_them_all_intervals() {
+    fn a_date_time_or_interval_beside_text_or_null_makes_them_all_of_its_type() {
         let iv = DataType::Interval(IntervalUnit::MonthDayNano);
         assert_eq!(
-            intervals(&[iv.clone(), DataType::Utf8, DataType::Null]),
+            temporal_args(&[iv.clone(), DataType::Utf8, DataType::Null]),
             Some(vec![iv.clone(); 3])
         );
-        assert_eq!(intervals(&[iv.clone(), iv.clone()]), None);
-        assert_eq!(intervals(&[iv.clone(), DataType::Int64]), None);
-        assert_eq!(intervals(&[DataType::Utf8, DataType::Utf8]), None);
+        let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, None);
+        assert_eq!(
+            temporal_args(&[DataType::Utf8, ts.clone()]),
+            Some(vec![ts.clone(); 2])
+        );
+        assert_eq!(temporal_args(&[iv.clone(), iv.clone()]), None);
+        assert_eq!(temporal_args(&[iv.clone(), DataType::Int64]), None);
+        assert_eq!(temporal_args(&[ts, DataType::Date32, DataType::Utf8]), None);
+        assert_eq!(temporal_args(&[DataType::Utf8, DataType::Utf8]), None);
     }
 
     #[test]

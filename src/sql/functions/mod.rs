@@ -9,7 +9,7 @@
 //!  make_interval(years, months, weeks, days, hours, mins, secs)     see `make_interval`
 //!  EXTRACT(field FROM x), date_part('field', x)                    see `extract`
 //!  justify_hours(i), justify_days(i), justify_interval(i)           see `justify`
-//!  coalesce, greatest, least of intervals (and untyped literals)    see `interval_args`
+//!  coalesce, nullif, greatest, least of dates, times, intervals     see `interval_args`
 //! ```
 //!
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
@@ -76,6 +76,10 @@ pub fn register(ctx: &SessionContext) {
         (
             datafusion::functions::core::coalesce(),
             interval_args::IntervalArgs::coalesce as fn(ScalarUDF) -> _,
+        ),
+        (
+            datafusion::functions::core::nullif(),
+            interval_args::IntervalArgs::nullif,
         ),
         (
             datafusion::functions::core::greatest(),
