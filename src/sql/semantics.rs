@@ -1866,9 +1866,9 @@ fn untyped_literal(e: &Expr) -> bool {
 /// types, where DataFusion finds no common type; `None` for other operands. PostgreSQL's
 /// operator resolution (docs 10.2 "Operators"): an `interval` beside an `interval` in a
 /// comparison, `+` or `-`, a `double precision` factor of an `interval`, an `interval` added
-/// to a `timestamp`, `timestamptz` or `time`, and the other operand's own type subtracted from
-/// or from a `timestamp`, `time` or `date` (`ts - '2024-01-01'` is an `interval`,
-/// `ts - '1 hour'` is `22007`).
+/// to a `timestamp`, `timestamptz` or `time`, and of the other operand's type on either side
+/// of a `-` with a `timestamp`, `time` or `date` (`ts - '2024-01-01'` is an `interval`,
+/// `ts - '1 hour'` is `22007`). An untyped NULL is read alike.
 ///
 /// # Errors
 /// `date + unknown` is `42725`: `date + integer`, `date + interval` and `date + time` are
