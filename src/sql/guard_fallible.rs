@@ -53,14 +53,9 @@ pub struct GuardFallible;
 /// and another expression use (`count(*) FILTER (WHERE b <> 0 AND a / b > 1)` beside
 /// `sum(a / b) FILTER (WHERE b <> 0)`) for every row, in a projection below them; and last,
 /// for the conditions the other rules merged (a subquery's `WHERE b <> 0` into the outer
-/// `WHERE a / b > 1`); without `single_distinct_aggregation_to_group_by` (see below).
+/// `WHERE a / b > 1`).
 pub fn optimizer_rules() -> Vec<std::sync::Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Optimizer::new().rules;
-    // `single_distinct_aggregation_to_group_by` computes `count(DISTINCT x)` beside `sum(x)`
-    // as a sum of sums grouped by `x` too, whose type (`numeric(30, s)`) is not the one the
-    // analyzer typed a HAVING comparison for (`numeric(20, s)`): the query failed in Arrow.
-    // Without it, DataFusion's aggregate (and a view's) counts distinct values itself.
-    rules.retain(|r| r.name() != "single_distinct_aggregation_to_group_by");
     let at = rules
         .iter()
         .position(|r| r.name() == "common_sub_expression_eliminate")
