@@ -286,21 +286,7 @@ impl ScalarUDFImpl for IntervalArgs {
         match temporal_args(arg_types) {
             Some(types) => Ok(types),
             // The inner function's own signature (`nullif`'s "comparable").
-            None if self.signature.is_some() => {
-                let fields: Vec<FieldRef> = arg_types
-                    .iter()
-                    .map(|t| Arc::new(arrow::datatypes::Field::new("a", t.clone(), true)))
-                    .collect();
-                Ok(
-                    datafusion::logical_expr::type_coercion::functions::fields_with_udf(
-                        &fields,
-                        &self.inner,
-                    )?
-                    .iter()
-                    .map(|f| f.data_type().clone())
-                    .collect(),
-                )
-            }
+            None if self.signature.is_some() => super::coerce_as_signature(arg_types, &self.inner),
             None => self.inner.coerce_types(arg_types),
         }
     }

@@ -172,6 +172,28 @@ pub fn register(ctx: &SessionContext) {
     }
 }
 
+/// The types `inner`'s own signature coerces `arg_types` to (for a wrapper whose
+/// `coerce_types` handles some argument types itself and leaves the rest to the wrapped
+/// function's signature).
+///
+/// # Errors
+/// DataFusion's planning error when the signature takes no such arguments.
+pub(crate) fn coerce_as_signature(
+    arg_types: &[DataType],
+    inner: &ScalarUDF,
+) -> datafusion::common::Result<Vec<DataType>> {
+    let fields: Vec<arrow::datatypes::FieldRef> = arg_types
+        .iter()
+        .map(|t| std::sync::Arc::new(arrow::datatypes::Field::new("a", t.clone(), true)))
+        .collect();
+    Ok(
+        datafusion::logical_expr::type_coercion::functions::fields_with_udf(&fields, inner)?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect(),
+    )
+}
+
 /// The PostgreSQL name of an Arrow type as Weir maps them (`integer` for `Int32`, `text` for
 /// `Utf8`, `integer[]` for a list of `Int32`); the Arrow name for a type PostgreSQL lacks.
 pub(crate) fn pg_type_name(t: &DataType) -> String {

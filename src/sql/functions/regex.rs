@@ -243,19 +243,7 @@ impl ScalarUDFImpl for PgSubstring {
             return Ok(vec![DataType::Utf8, DataType::Utf8]);
         }
         // Any other call is coerced as DataFusion's signature of `substr` says.
-        let fields: Vec<arrow::datatypes::FieldRef> = arg_types
-            .iter()
-            .map(|t| Arc::new(Field::new("a", t.clone(), true)))
-            .collect();
-        Ok(
-            datafusion::logical_expr::type_coercion::functions::fields_with_udf(
-                &fields,
-                &self.inner,
-            )?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect(),
-        )
+        super::coerce_as_signature(arg_types, &self.inner)
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
