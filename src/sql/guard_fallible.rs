@@ -48,7 +48,9 @@ use arrow::datatypes::DataType;
 #[derive(Debug, Default)]
 pub struct GuardFallible;
 
-/// DataFusion's optimizer rules with [`GuardFallible`] twice: before common subexpression
+/// DataFusion's optimizer rules, `push_down_filter` kept out of aggregates without `GROUP BY`
+/// ([`KeepGlobalAggregateFilters`](crate::sql::push_down_filter::KeepGlobalAggregateFilters)),
+/// with [`GuardFallible`] twice: before common subexpression
 /// elimination, which would otherwise compute an expression that both a guarded condition
 /// and another expression use (`count(*) FILTER (WHERE b <> 0 AND a / b > 1)` beside
 /// `sum(a / b) FILTER (WHERE b <> 0)`) for every row, in a projection below them; and last,
@@ -56,6 +58,13 @@ pub struct GuardFallible;
 /// `WHERE a / b > 1`).
 pub fn optimizer_rules() -> Vec<std::sync::Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Optimizer::new().rules;
+    for rule in &mut rules {
+        if rule.name() == "push_down_filter" {
+            *rule = std::sync::Arc::new(
+                crate::sql::push_down_filter::KeepGlobalAggregateFilters::default(),
+            );
+        }
+    }
     let at = rules
         .iter()
         .position(|r| r.name() == "common_sub_expression_eliminate")

@@ -20,6 +20,7 @@ pub(crate) mod names;
 pub mod oid_columns;
 pub mod parse;
 pub mod provider;
+pub mod push_down_filter;
 pub mod semantics;
 pub mod set_ops;
 pub mod stream_plan;
