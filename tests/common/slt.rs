@@ -87,6 +87,17 @@ impl<'a> FromSql<'a> for Raw {
                 }
                 s
             }
+            Type::TIME => {
+                // `time_send`: microseconds since midnight.
+                let us = i64::from_sql(&Type::INT8, raw)?;
+                let t = chrono::NaiveTime::MIN + chrono::Duration::microseconds(us);
+                let mut s = t.format("%H:%M:%S").to_string();
+                let fraction = us.rem_euclid(1_000_000);
+                if fraction != 0 {
+                    s.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+                }
+                s
+            }
             Type::INTERVAL => {
                 let micros = i64::from_be_bytes(raw[0..8].try_into()?);
                 let days = i32::from_be_bytes(raw[8..12].try_into()?);
