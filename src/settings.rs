@@ -28,6 +28,10 @@ enum Kind {
     Text,
     /// A time zone: an IANA name or hours east of UTC (`TimeZone`).
     TimeZone,
+    /// `DateStyle`: an output style and a field order, comma-separated, either may be left
+    /// out (PostgreSQL docs, 20.11.2). Weir writes dates in the ISO style and reads them in
+    /// the month-day-year order only, so those are the values it takes.
+    DateStyle,
 }
 
 struct Spec {
@@ -224,7 +228,7 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "datestyle",
-        kind: Kind::Text,
+        kind: Kind::DateStyle,
         default: "ISO, MDY",
         description: "Display format for dates.",
     },
@@ -236,7 +240,7 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "intervalstyle",
-        kind: Kind::Text,
+        kind: Kind::Enum(&["postgres"]),
         default: "postgres",
         description: "Display format for intervals.",
     },
@@ -248,7 +252,7 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "standard_conforming_strings",
-        kind: Kind::Text,
+        kind: Kind::Enum(&["on"]),
         default: "on",
         description: "Backslashes in ordinary string literals are literal.",
     },
@@ -730,6 +734,24 @@ fn normalize(s: &Spec, value: &str) -> Result<String> {
             _ => Err(bad("allowed values are: true, false".into())),
         },
         Kind::Text => Ok(v.to_string()),
+        Kind::DateStyle => {
+            // `ISO`, `MDY`, `ISO, MDY`, `MDY, ISO` (also `US`, `NonEuropean`, `Default` for
+            // the order); PostgreSQL shows the two together.
+            let ok = v.split(',').all(|part| {
+                matches!(
+                    part.trim().to_ascii_lowercase().as_str(),
+                    "iso" | "mdy" | "us" | "noneuropean" | "default"
+                )
+            });
+            if ok {
+                Ok("ISO, MDY".into())
+            } else {
+                Err(bad(
+                    "allowed values are: ISO, MDY (Weir writes dates in the ISO style and reads the month-day-year order)"
+                        .into(),
+                ))
+            }
+        }
         Kind::TimeZone => crate::sql::functions::datetime_input::parse_time_zone(v)
             .map(|z| z.setting)
             .ok_or_else(|| {

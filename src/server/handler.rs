@@ -178,10 +178,7 @@ impl Handlers {
                 }));
                 scram.set_iterations(crate::catalog::roles::SCRAM_ITERATIONS as usize);
                 Authentication::Scram(Box::new(
-                    SASLAuthStartupHandler::new(
-                        Arc::new(DefaultServerParameterProvider::default()),
-                    )
-                    .with_scram(scram),
+                    SASLAuthStartupHandler::new(Arc::new(startup_parameters())).with_scram(scram),
                 ))
             }
         };
@@ -243,10 +240,63 @@ impl PgWireServerHandlers for Handlers {
     }
 }
 
-/// Startup without a password (`trust`): pgwire's no-op handler.
+/// Startup without a password (`trust`): pgwire's no-op handler, which reports pgwire's
+/// default settings; those Weir's differ from are reported again ([`startup_parameters`]).
 struct Trust;
 
-impl NoopStartupHandler for Trust {}
+#[async_trait]
+impl NoopStartupHandler for Trust {
+    async fn post_startup<C>(
+        &self,
+        client: &mut C,
+        _message: pgwire::messages::PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        use pgwire::api::auth::ServerParameterProvider;
+        let sent = DefaultServerParameterProvider::default()
+            .server_parameters(client)
+            .unwrap_or_default();
+        let ours = startup_parameters()
+            .server_parameters(client)
+            .unwrap_or_default();
+        let mut changed: Vec<_> = ours
+            .into_iter()
+            .filter(|(name, value)| sent.get(name) != Some(value))
+            .collect();
+        changed.sort();
+        for (name, value) in changed {
+            client
+                .feed(PgWireBackendMessage::ParameterStatus(
+                    pgwire::messages::startup::ParameterStatus::new(name, value),
+                ))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The settings reported to the client at startup (ParameterStatus): pgwire's defaults with
+/// the values of Weir's own settings where they are Weir's (`server_version`, `TimeZone`,
+/// `DateStyle`, `IntervalStyle`), so that what drivers are told is what `SHOW` gives (pgwire
+/// reported `DateStyle` `ISO, YMD`, Weir shows and follows `ISO, MDY`).
+fn startup_parameters() -> DefaultServerParameterProvider {
+    let vars = crate::settings::SessionVars::default();
+    let mut p = DefaultServerParameterProvider::default();
+    let take = |name: &str, into: &mut String| {
+        if let Ok(v) = vars.get(name) {
+            *into = v;
+        }
+    };
+    take("server_version", &mut p.server_version);
+    take("timezone", &mut p.time_zone);
+    take("datestyle", &mut p.date_style);
+    take("intervalstyle", &mut p.interval_style);
+    p
+}
 
 /// The database a connection may name: Weir's one database, or `postgres` (the name tools
 /// connect to first); anything else is `3D000`, as in PostgreSQL.
@@ -1117,13 +1167,21 @@ impl SimpleQueryHandler for Conn {
     }
 }
 
-/// Sends a statement's notices and warnings ([`crate::session::Notice`]), before its result.
-async fn send_notices<C>(client: &mut C, notices: Vec<crate::session::Notice>) -> PgWireResult<()>
+/// Sends a statement's notices and warnings ([`crate::session::Notice`]) and the settings it
+/// changed that PostgreSQL reports (ParameterStatus), before its result.
+async fn send_notices<C>(client: &mut C, messages: crate::session::Messages) -> PgWireResult<()>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
-    for n in notices {
+    for (name, value) in messages.parameters {
+        client
+            .feed(PgWireBackendMessage::ParameterStatus(
+                pgwire::messages::startup::ParameterStatus::new(name.to_string(), value),
+            ))
+            .await?;
+    }
+    for n in messages.notices {
         let info = ErrorInfo::new(
             n.level.severity().to_string(),
             n.code.to_string(),
@@ -1143,7 +1201,7 @@ impl Conn {
     async fn simple_responses(
         &self,
         query: &str,
-    ) -> PgWireResult<Vec<(Vec<crate::session::Notice>, Response)>> {
+    ) -> PgWireResult<Vec<(crate::session::Messages, Response)>> {
         let mut session = self.session.lock().await;
         let mut responses = Vec::new();
         // The statements of one Query are one implicit transaction (see `Session::implicit`);
@@ -1185,7 +1243,7 @@ impl Conn {
                         &session.display_zone,
                         reservation,
                     );
-                    let notices = session.take_notices();
+                    let notices = session.take_messages();
                     responses.push((notices, response?));
                     if copy {
                         break;
@@ -1194,17 +1252,20 @@ impl Conn {
                 Err(e) => {
                     tracing::debug!(error = %e, code = e.sqlstate(), "statement failed");
                     session.statement_failed().await;
-                    let notices = session.take_notices();
+                    let notices = session.take_messages();
                     responses.push((notices, Response::Error(Box::new(error_info(&e)))));
                     break;
                 }
             }
         }
         if let Err(e) = session.commit_implicit().await {
-            responses.push((Vec::new(), Response::Error(Box::new(error_info(&e)))));
+            responses.push((
+                session.take_messages(),
+                Response::Error(Box::new(error_info(&e))),
+            ));
         }
         if responses.is_empty() {
-            responses.push((Vec::new(), Response::EmptyQuery));
+            responses.push((session.take_messages(), Response::EmptyQuery));
         }
         Ok(responses)
     }
@@ -1548,12 +1609,16 @@ impl ExtendedQueryHandler for Conn {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let stmt = &portal.statement.statement;
+        let mut session = self.session.lock().await;
         let params = if portal.parameter_len() > 0 {
-            Some(bind_parameters(portal, &stmt.params))
+            Some(bind_parameters(
+                portal,
+                &stmt.params,
+                &session.vars.time_zone(),
+            ))
         } else {
             None
         };
-        let mut session = self.session.lock().await;
         // A parameter value that does not decode fails the transaction as the statement would.
         let params = match params.transpose() {
             Ok(p) => p,
@@ -1581,7 +1646,7 @@ impl ExtendedQueryHandler for Conn {
                 let reservation = ResultReservation::for_output(&out, &session.memory)?;
                 Ok((out, reservation))
             });
-        send_notices(client, session.take_notices()).await?;
+        send_notices(client, session.take_messages()).await?;
         match result {
             Ok((out, reservation)) => to_response(
                 out,
@@ -1642,12 +1707,16 @@ fn same_result_type(prepared: Option<&arrow::datatypes::Schema>, out: Output) ->
 /// found for placeholder"); it is put back as an untyped NULL, which takes the type its use
 /// gives it, as PostgreSQL's `unknown` NULL does.
 ///
+/// Dates, times, timestamps and intervals in text format are read as a cast reads their
+/// text ([`datetime_text_parameters`]), in the session's time zone `zone`.
+///
 /// # Errors
-/// arrow-pg's, for a value that does not decode as its type; `42P18` when some other
-/// parameter has no value.
+/// arrow-pg's, for a value that does not decode as its type; `22007` for date/time text
+/// that is none; `42P18` when some other parameter has no value.
 fn bind_parameters(
     portal: &Portal<Prepared>,
     inferred: &[Option<DataType>],
+    zone: &crate::sql::functions::datetime_input::TimeZoneSetting,
 ) -> PgWireResult<datafusion::common::ParamValues> {
     use datafusion::common::{ParamValues, ScalarValue};
     if let Format::Individual(codes) = &portal.parameter_format
@@ -1666,19 +1735,45 @@ fn bind_parameters(
         check_binary_parameter(portal, i).map_err(|e| pg_error(&e))?;
     }
     let types: Vec<Option<&DataType>> = inferred.iter().map(|t| t.as_ref()).collect();
-    let mut values = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
+    let datetimes = datetime_text_parameters(portal, inferred, zone).map_err(|e| pg_error(&e))?;
+    let mut values = if datetimes.iter().all(Option::is_none) {
+        arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?
+    } else {
+        // arrow-pg reads the others; the date/time values read here stand in its place as
+        // NULLs of their type, then take their slots back.
+        let mut others = Portal::<()>::default();
+        others.statement = Arc::new(pgwire::api::stmt::StoredStatement::new(
+            String::new(),
+            (),
+            portal.statement.parameter_types.clone(),
+        ));
+        others.parameter_format = portal.parameter_format.clone();
+        others.parameters = portal
+            .parameters
+            .iter()
+            .zip(&datetimes)
+            .map(|(bytes, read)| if read.is_some() { None } else { bytes.clone() })
+            .collect();
+        let mut values = arrow_pg::datatypes::df::deserialize_parameters(&others, &types)?;
+        if let ParamValues::List(list) = &mut values
+            && list.len() == datetimes.len()
+        {
+            for (slot, read) in list.iter_mut().zip(datetimes) {
+                if let Some(v) = read {
+                    *slot = v.into();
+                }
+            }
+        } else {
+            values = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
+        }
+        values
+    };
     let n = portal.parameter_len();
     if let ParamValues::List(list) = &mut values
         && list.len() < n
     {
         for i in 0..n {
-            let declared = portal
-                .statement
-                .parameter_types
-                .get(i)
-                .cloned()
-                .flatten()
-                .filter(|t| *t != Type::UNKNOWN);
+            let declared = declared_type(portal, i);
             let untyped = declared.is_none() && inferred.get(i).is_none_or(Option::is_none);
             if untyped && portal.parameters.get(i).is_some_and(Option::is_none) {
                 list.insert(i.min(list.len()), ScalarValue::Null.into());
@@ -1733,6 +1828,134 @@ fn bind_parameters(
         }
     }
     Ok(values)
+}
+
+/// The type the Parse message declared for parameter `i` of `portal`; `None` when it declared
+/// none or `unknown` (OID 0 or 705).
+fn declared_type(portal: &Portal<Prepared>, i: usize) -> Option<Type> {
+    portal
+        .statement
+        .parameter_types
+        .get(i)
+        .cloned()
+        .flatten()
+        .filter(|t| *t != Type::UNKNOWN)
+}
+
+/// The text-format parameters of `portal` that are dates, times, timestamps or intervals (the
+/// client's declared type, or else the one the statement implies, `inferred`), read as a cast
+/// of their text reads it ([`read_datetime_text`](crate::sql::functions::datetime_input::
+/// read_datetime_text): PostgreSQL's input forms, `'13:00'` for a time, `'2000-01-01 00:00
+/// America/Los_Angeles'` and text without an offset in the session's zone `zone` for a
+/// `timestamptz`, an interval in PostgreSQL's output form `'-1 days +02:00:00'`); `None` for
+/// the other parameters, which arrow-pg reads. arrow-pg's own reading refused those forms
+/// (`22P02`), which node-postgres and psycopg2 send as they are, all in text.
+///
+/// # Errors
+/// `22007` `invalid input syntax for type <type>` for text that is none; `22021` for text
+/// that is not UTF-8; `22008` for a value out of Weir's range.
+fn datetime_text_parameters(
+    portal: &Portal<Prepared>,
+    inferred: &[Option<DataType>],
+    zone: &crate::sql::functions::datetime_input::TimeZoneSetting,
+) -> Result<Vec<Option<datafusion::common::ScalarValue>>> {
+    use crate::sql::functions::datetime_input::{Target, read_datetime_text};
+    use arrow::datatypes::{IntervalUnit, TimeUnit};
+    let mut out = Vec::with_capacity(portal.parameter_len());
+    for i in 0..portal.parameter_len() {
+        let bytes = match portal.parameters.get(i) {
+            Some(Some(b))
+                if portal.parameter_format.format_for(i)
+                    == pgwire::api::results::FieldFormat::Text =>
+            {
+                b
+            }
+            _ => {
+                out.push(None);
+                continue;
+            }
+        };
+        let declared = declared_type(portal, i);
+        let inferred = inferred.get(i).cloned().flatten();
+        let kind = match declared {
+            Some(t) => t,
+            None => match inferred.as_ref().map(into_pg_type) {
+                Some(Ok(t)) => t,
+                _ => {
+                    out.push(None);
+                    continue;
+                }
+            },
+        };
+        // The Arrow type to read into: the statement's when it is of the declared kind.
+        let (target, type_name, to) = match (&kind, inferred) {
+            (&Type::DATE, Some(DataType::Date32) | None) => {
+                (Target::Date, "date", DataType::Date32)
+            }
+            (&Type::TIME, Some(t @ (DataType::Time64(_) | DataType::Time32(_)))) => {
+                (Target::Time, "time without time zone", t)
+            }
+            (&Type::TIME, None) => (
+                Target::Time,
+                "time without time zone",
+                DataType::Time64(TimeUnit::Microsecond),
+            ),
+            (&Type::TIMESTAMP, Some(t @ DataType::Timestamp(_, None))) => {
+                (Target::Timestamp, "timestamp", t)
+            }
+            (&Type::TIMESTAMP, None) => (
+                Target::Timestamp,
+                "timestamp",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+            ),
+            (&Type::TIMESTAMPTZ, Some(t @ DataType::Timestamp(_, Some(_)))) => {
+                (Target::Timestamp, "timestamp with time zone", t)
+            }
+            (&Type::TIMESTAMPTZ, None) => (
+                Target::Timestamp,
+                "timestamp with time zone",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+            ),
+            (&Type::INTERVAL, Some(t @ DataType::Interval(_))) => (Target::Interval, "interval", t),
+            (&Type::INTERVAL, None) => (
+                Target::Interval,
+                "interval",
+                DataType::Interval(IntervalUnit::MonthDayNano),
+            ),
+            _ => {
+                out.push(None);
+                continue;
+            }
+        };
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| Error::data("22021", format!("invalid UTF-8 in parameter ${}", i + 1)))?;
+        let invalid = || {
+            Error::data(
+                "22007",
+                format!("invalid input syntax for type {type_name}: \"{text}\""),
+            )
+        };
+        let offsetless_in = (type_name == "timestamp with time zone").then_some(&zone.zone);
+        let session_zone = (zone.setting != "UTC").then_some(zone.arrow.as_str());
+        let read = read_datetime_text(target, type_name, text, offsetless_in, session_zone)
+            .map_err(|_| invalid())?;
+        let strings = arrow::array::StringArray::from(vec![read]);
+        let options = arrow::compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        // Text that reads as a date or time but does not fit Weir's range (timestamps run
+        // from 1677-09-21 to 2262-04-11).
+        let typed = arrow::compute::cast_with_options(&strings, &to, &options).map_err(|_| {
+            Error::data(
+                "22008",
+                format!("date/time field value out of range: \"{text}\""),
+            )
+        })?;
+        let value = datafusion::common::ScalarValue::try_from_array(&typed, 0)?;
+        out.push(Some(value));
+    }
+    Ok(out)
 }
 
 /// Checks text parameter `i` as arrow-pg read it (`value`) against what PostgreSQL's input

@@ -89,6 +89,38 @@ pub struct Session {
     /// Notices and warnings of the running statement, sent to the client before its result
     /// (see [`Session::notify`]).
     pub notices: Vec<Notice>,
+    /// The values of the [`REPORTED`] settings the client was last told of.
+    reported: Vec<String>,
+}
+
+/// What a statement sends the client before its result ([`Session::take_messages`]).
+#[derive(Debug, Default)]
+pub struct Messages {
+    /// Its notices and warnings.
+    pub notices: Vec<Notice>,
+    /// The [`REPORTED`] settings it changed: reported name, new value.
+    pub parameters: Vec<(&'static str, String)>,
+}
+
+/// The settings PostgreSQL reports to the client with a ParameterStatus message whenever they
+/// change (its `GUC_REPORT` settings that a `SET` can change; protocol docs, 55.2.7
+/// "Asynchronous Operations"): the name they are reported under, Weir's setting name. Drivers
+/// read them: psycopg shows `timestamptz` values in the reported `TimeZone`.
+pub const REPORTED: [(&str, &str); 6] = [
+    ("TimeZone", "timezone"),
+    ("DateStyle", "datestyle"),
+    ("IntervalStyle", "intervalstyle"),
+    ("application_name", "application_name"),
+    ("client_encoding", "client_encoding"),
+    ("standard_conforming_strings", "standard_conforming_strings"),
+];
+
+/// The values of the [`REPORTED`] settings in `vars`, in that order.
+fn reported_values(vars: &SessionVars) -> Vec<String> {
+    REPORTED
+        .iter()
+        .map(|(_, name)| vars.get(name).unwrap_or_default())
+        .collect()
 }
 
 /// The level of a [`Notice`], lowest first (PostgreSQL's `elog` levels a client is sent).
@@ -292,6 +324,7 @@ impl Session {
         let interrupt = Arc::new(interrupt::Interrupt::default());
         crate::sql::functions::pg_info::register(&ctx, DEFAULT_USER, Arc::clone(&interrupt));
         let display_zone = vars.time_zone().zone;
+        let reported = reported_values(&vars);
         let session = Session {
             engine,
             vars,
@@ -309,6 +342,7 @@ impl Session {
             interrupt,
             cursors: cursors::Cursors::default(),
             notices: Vec::new(),
+            reported,
         };
         session.register_settings();
         Ok(session)
@@ -379,6 +413,31 @@ impl Session {
     /// The notices queued so far, taken.
     pub fn take_notices(&mut self) -> Vec<Notice> {
         std::mem::take(&mut self.notices)
+    }
+
+    /// What the client is to be sent beside the result of the statement that just ran: its
+    /// notices ([`Session::take_notices`]) and the reported settings it changed
+    /// ([`Session::take_parameter_changes`]).
+    pub fn take_messages(&mut self) -> Messages {
+        Messages {
+            notices: self.take_notices(),
+            parameters: self.take_parameter_changes(),
+        }
+    }
+
+    /// The [`REPORTED`] settings whose values changed since the last call (a `SET`, `RESET`,
+    /// or a `ROLLBACK` that undid one), each with the name it is reported under and its new
+    /// value (the connection's startup reported the values the session began with).
+    pub fn take_parameter_changes(&mut self) -> Vec<(&'static str, String)> {
+        let now = reported_values(&self.vars);
+        let changed = REPORTED
+            .iter()
+            .zip(now.iter().zip(&self.reported))
+            .filter(|(_, (new, old))| new != old)
+            .map(|((reported, _), (new, _))| (*reported, new.clone()))
+            .collect();
+        self.reported = now;
+        changed
     }
 
     /// `statement_timeout`, `None` when it is 0 (no limit).

@@ -494,6 +494,61 @@ def copy_special_values_in_session_zone():
     c.close()
 
 
+def text_datetime_params():
+    # Dates, times and intervals sent as text parameters (`%t`; node-postgres and psycopg2
+    # send every value so) are read as PostgreSQL reads their text: a time without seconds,
+    # an interval in PostgreSQL's own output form, a timestamptz naming its zone.
+    c = psycopg.connect(conninfo(), autocommit=True)
+    cases = [
+        ("SELECT %t::time", "13:00", dt.time(13, 0)),
+        ("SELECT %t::time", "12:34:56.5", dt.time(12, 34, 56, 500000)),
+        ("SELECT %t::interval", "-1 days +02:00:00", dt.timedelta(days=-1, hours=2)),
+        ("SELECT %t::interval", "0", dt.timedelta(0)),
+        ("SELECT %t::interval", "1 day 02:03:04", dt.timedelta(days=1, seconds=7384)),
+        # Los Angeles is 8 hours behind UTC in January.
+        (
+            "SELECT %t::timestamptz",
+            "2000-01-01 00:00:00 America/Los_Angeles",
+            dt.datetime(2000, 1, 1, 8, 0, tzinfo=UTC),
+        ),
+        ("SELECT %t::timestamptz", "2000-01-01 00:00:00 UTC", dt.datetime(2000, 1, 1, tzinfo=UTC)),
+        ("SELECT %t::date", "2024-02-29", dt.date(2024, 2, 29)),
+    ]
+    for query, text, expected in cases:
+        eq(c.execute(query, (text,)).fetchone()[0], expected, f"{query} with {text!r}")
+    try:
+        c.execute("SELECT %t::time", ("noon-ish",))
+        raise AssertionError("a time parameter that is no time was read")
+    except psycopg.Error as e:
+        eq(e.sqlstate, "22007", "SQLSTATE of a time parameter that is no time")
+    c.close()
+
+
+def parameter_status():
+    # A SET of a setting PostgreSQL reports (TimeZone, DateStyle, ...) sends its new value
+    # (ParameterStatus); psycopg shows timestamptz values in the reported zone.
+    c = psycopg.connect(conninfo(), autocommit=True)
+    eq(c.info.parameter_status("DateStyle"), "ISO, MDY", "DateStyle at startup")
+    c.execute("SET TimeZone = 'Asia/Kolkata'")
+    eq(c.info.parameter_status("TimeZone"), "Asia/Kolkata", "TimeZone after SET")
+    ts = c.execute("SELECT '2020-06-15 12:00+00'::timestamptz").fetchone()[0]
+    eq(ts.utcoffset(), dt.timedelta(hours=5, minutes=30), "offset of a timestamptz")
+    eq(ts, dt.datetime(2020, 6, 15, 12, 0, tzinfo=UTC), "the instant")
+    c.execute("BEGIN")
+    c.execute("SET TimeZone = 'America/New_York'")
+    eq(c.info.parameter_status("TimeZone"), "America/New_York", "TimeZone in a block")
+    c.execute("ROLLBACK")
+    eq(c.info.parameter_status("TimeZone"), "Asia/Kolkata", "TimeZone after ROLLBACK")
+    c.execute("SET application_name = 'weir-check'")
+    eq(c.info.parameter_status("application_name"), "weir-check", "application_name")
+    try:
+        c.execute("SET IntervalStyle = 'iso_8601'")
+        raise AssertionError("an IntervalStyle Weir does not write was accepted")
+    except psycopg.Error as e:
+        eq(e.sqlstate, "22023", "SQLSTATE of an IntervalStyle Weir does not write")
+    c.close()
+
+
 for name, fn in [
     ("connect", connect),
     ("select_int4_literal", select_int4_literal),
@@ -527,6 +582,8 @@ for name, fn in [
     ("parse_and_bind_errors_abort_block", parse_and_bind_errors_abort_block),
     ("implicit_transaction_ddl", implicit_transaction_ddl),
     ("copy_special_values_in_session_zone", copy_special_values_in_session_zone),
+    ("text_datetime_params", text_datetime_params),
+    ("parameter_status", parameter_status),
 ]:
     checks.run(name, fn)
 conn.close()
