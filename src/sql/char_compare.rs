@@ -36,6 +36,18 @@ fn operand(e: &Expr, schema: &DFSchema) -> Operand {
     if matches!(e, Expr::Literal(ScalarValue::Utf8(Some(_)), _)) {
         return Operand::Converts;
     }
+    // A cast to text is `text`, whatever it casts (`char_col::text = 'ab  '` compares texts);
+    // DataFusion's field of a text-to-text cast keeps its operand's `character(n)` marking.
+    if let Expr::Cast(c) = e
+        && matches!(
+            c.field.data_type(),
+            arrow::datatypes::DataType::Utf8
+                | arrow::datatypes::DataType::LargeUtf8
+                | arrow::datatypes::DataType::Utf8View
+        )
+    {
+        return Operand::Other;
+    }
     let Ok((_, field)) = e.to_field(schema) else {
         return Operand::Other;
     };

@@ -3191,6 +3191,32 @@ fn rewrite_expr(
                 datafusion::logical_expr::Cast::new(Box::new(rounded), target),
             )))
         }
+        // An array of arrays cast to an array type: Weir's arrays have one dimension, and
+        // Arrow's cast wrote each sub-array as one text element (`{"[a, ]","[, b]"}`).
+        Expr::Cast(c)
+            if is_nested_list(&c.expr.get_type(schema)?)
+                && !is_nested_list(c.field.data_type()) =>
+        {
+            Err(DataFusionError::External(Box::new(
+                crate::error::Error::not_supported("multidimensional arrays are not supported"),
+            )))
+        }
+        // `character(n)` or `varchar` cast to text is `text` (see `AsText`).
+        Expr::Cast(c)
+            if *c.field.data_type() == DataType::Utf8
+                && c.expr.get_type(schema)? == DataType::Utf8
+                && crate::common::schema::PgTextType::of(c.expr.to_field(schema)?.1.metadata())
+                    != crate::common::schema::PgTextType::Text =>
+        {
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(
+                        super::functions::bpchar::AsText::default(),
+                    )),
+                    vec![*c.expr],
+                ),
+            )))
+        }
         // Text cast to an interval or a timestamp reads PostgreSQL's input forms too.
         Expr::Cast(c) => match rounding_int_cast(&c, schema)? {
             Some(rounded) => Ok(Transformed::yes(rounded)),
@@ -3301,6 +3327,12 @@ fn coarse_timestamp_cast(
             | DataType::LargeUtf8
             | DataType::Utf8View
     ))
+}
+
+/// Whether `t` is an array whose elements are arrays (a multidimensional array).
+fn is_nested_list(t: &DataType) -> bool {
+    matches!(t, DataType::List(item) | DataType::LargeList(item)
+        if matches!(item.data_type(), DataType::List(_) | DataType::LargeList(_)))
 }
 
 /// A cast of text (not already rewritten) to an interval or a timestamp type, rewritten to

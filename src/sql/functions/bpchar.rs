@@ -86,6 +86,47 @@ impl ScalarUDFImpl for Bpchar {
     }
 }
 
+/// `pg_as_text(x)`: a `character(n)` or `varchar` value cast to `text`, the value unchanged
+/// (Weir keeps `character(n)` values without their padding, which the cast drops: docs 8.3)
+/// but no longer marked as those types, so it is sent as `text` (OID 25) without padding.
+/// DataFusion drops a cast from text to text and keeps the operand's marking, so
+/// `'ab'::char(5)::text` was sent as `character(5)`, `'ab   '`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct AsText {
+    signature: Signature,
+}
+
+impl AsText {
+    /// The function's name.
+    pub const NAME: &'static str = "pg_as_text";
+}
+
+impl Default for AsText {
+    fn default() -> Self {
+        AsText {
+            signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for AsText {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Ok(args.args[0].clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::blank_padded;
