@@ -6,6 +6,7 @@
 pub mod char_compare;
 pub mod copy;
 pub mod copy_binary;
+pub mod count_row;
 pub mod decorrelate;
 pub mod dialect;
 pub mod dml_with;

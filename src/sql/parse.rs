@@ -119,6 +119,8 @@ impl Parser {
                 Arc::new(ScalarSubqueryRule),
                 // `SELECT x + 1 FROM t GROUP BY x ORDER BY 1`.
                 Arc::new(GroupedOrdinalRule),
+                // `count(b.*)` over the padded side of `a LEFT JOIN b`.
+                Arc::new(crate::sql::count_row::CountRowRule),
                 // `FROM (SELECT count(*) FROM t) s` names its column `count` (last: it names
                 // the other rules' forms as PostgreSQL names what they replaced).
                 Arc::new(DerivedColumnNamesRule),
@@ -3489,9 +3491,10 @@ impl SqlStatementRewriteRule for ArrayTextRule {
                     ..
                 }) = inner.as_ref()
                 && let Some(node) = parse_array_text(text)
-                // One dimension: Weir's arrays of arrays are not sent to clients yet.
-                && node.depth().is_some_and(|d| d <= 1)
             {
+                // More dimensions become an array of arrays, which the cast to the array
+                // type refuses (`0A000`); the compatibility layer's rewrite split such text at
+                // every comma (`'{{a,b}}'::text[]` was `{"{a","b}"}`).
                 **inner = node.to_expr();
             }
             ControlFlow::<()>::Continue(())
