@@ -1411,7 +1411,10 @@ impl Session {
         off_runtime(move |rt| {
             let plan =
                 rt.block_on(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))))?;
-            Ok(crate::sql::semantics::int4_output_literals(plan)?)
+            let plan = crate::sql::semantics::int4_output_literals(plan)?;
+            Ok(crate::sql::semantics::unconstrained_numeric_parameters(
+                plan,
+            )?)
         })
         .await
     }

@@ -3415,6 +3415,60 @@ fn number_text_cast(
     )))
 }
 
+/// The type of PostgreSQL's `numeric` without a type modifier in Weir: DataFusion's
+/// `NUMERIC`, 38 digits with 10 decimals.
+pub const UNCONSTRAINED_NUMERIC: DataType = DataType::Decimal128(NUMERIC_MAX_PRECISION, 10);
+
+/// `plan` with its parameters that DataFusion typed `numeric(p, s)` after the other operand
+/// (`v = $1`, `v + $1` with a `numeric(10,2)` column) typed as an unconstrained `numeric`
+/// ([`UNCONSTRAINED_NUMERIC`]), as PostgreSQL types them: a parameter's type carries no type
+/// modifier, so its value keeps its decimals. Typed as the column, `1.005` was rounded to
+/// `1.01` before it was compared or added (asyncpg and node-postgres, which let the server
+/// type their parameters, matched the row holding `1.01` with `v = $1`). A write still rounds
+/// the value to the column's scale when it stores it; `$1::numeric(10,2)` rounds as cast.
+///
+/// # Errors
+/// DataFusion's, when a node cannot be rebuilt with its new schema.
+pub fn unconstrained_numeric_parameters(
+    plan: LogicalPlan,
+) -> datafusion::common::Result<LogicalPlan> {
+    let constrained = |e: &Expr| {
+        matches!(e, Expr::Placeholder(p) if p.field.as_ref().is_some_and(|f| {
+            matches!(f.data_type(), DataType::Decimal128(..)) && *f.data_type() != UNCONSTRAINED_NUMERIC
+        }))
+    };
+    let mut any = false;
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                any |= constrained(e);
+                Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    if !any {
+        return Ok(plan);
+    }
+    Ok(plan
+        .transform_up_with_subqueries(|node| {
+            let node = node
+                .map_expressions(|e| {
+                    e.transform_up(|e| match e {
+                        Expr::Placeholder(mut p) if constrained(&Expr::Placeholder(p.clone())) => {
+                            p.field = p.field.map(|f| {
+                                Arc::new(f.as_ref().clone().with_data_type(UNCONSTRAINED_NUMERIC))
+                            });
+                            Ok(Transformed::yes(Expr::Placeholder(p)))
+                        }
+                        other => Ok(Transformed::no(other)),
+                    })
+                })?
+                .data;
+            Ok(Transformed::yes(node.recompute_schema()?))
+        })?
+        .data)
+}
+
 /// PostgreSQL types an integer literal that fits in 32 bits as `integer` (`SELECT 1` is
 /// `int4`: docs, 4.1.2.6 "Numeric Constants"); DataFusion as `bigint`. Select-list items
 /// that are such literals (`SELECT 1`, `SELECT -5 AS n`), or integer arithmetic over `integer`

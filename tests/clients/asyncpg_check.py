@@ -212,6 +212,22 @@ async def main():
         await conn.executemany("INSERT INTO apg_many VALUES ($1, $2)", [(1, 1), (2, 2)])
         eq(await conn.fetchval("SELECT count(*) FROM apg_many"), 2, "rows after a good batch")
 
+    async def numeric_param_keeps_decimals():
+        # asyncpg lets the server type its parameters: beside a numeric(10,2) column $1 is
+        # `numeric`, without the column's scale (PostgreSQL types parameters without type
+        # modifiers), so 1.005 is not rounded to 1.01 before it is compared or added; a
+        # write rounds it to the column's scale (1.005 stored as 1.01, half away from zero).
+        await conn.execute("DROP TABLE IF EXISTS apg_num")
+        await conn.execute("CREATE TABLE apg_num (id INT, v NUMERIC(10,2))")
+        await conn.execute("INSERT INTO apg_num VALUES (1, 1.01), (2, 1.00)")
+        eq(await conn.fetch("SELECT id FROM apg_num WHERE v = $1", Decimal("1.005")), [], "v = 1.005")
+        rows = await conn.fetch("SELECT id FROM apg_num WHERE v < $1 ORDER BY id", Decimal("1.005"))
+        eq([r["id"] for r in rows], [2], "v < 1.005")
+        sums = await conn.fetch("SELECT v + $1 AS s FROM apg_num ORDER BY id", Decimal("0.001"))
+        eq([r["s"] for r in sums], [Decimal("1.011"), Decimal("1.001")], "v + 0.001")
+        await conn.execute("INSERT INTO apg_num VALUES ($1, $2)", 3, Decimal("1.005"))
+        eq(await conn.fetchval("SELECT v FROM apg_num WHERE id = 3"), Decimal("1.01"), "stored 1.005")
+
     for name, fn in [
         ("select_int4_literal", select_int4_literal),
         ("create_table", create_table),
@@ -232,6 +248,7 @@ async def main():
         ("plan_changed", plan_changed),
         ("insert_plan_changed", insert_plan_changed),
         ("executemany_atomic", executemany_atomic),
+        ("numeric_param_keeps_decimals", numeric_param_keeps_decimals),
     ]:
         await run(name, fn)
     await conn.close()
