@@ -29,8 +29,8 @@ enum Kind {
     /// A time zone: an IANA name or hours east of UTC (`TimeZone`).
     TimeZone,
     /// `DateStyle`: an output style and a field order, comma-separated, either may be left
-    /// out (PostgreSQL docs, 20.11.2). Weir writes dates in the ISO style and reads them in
-    /// the month-day-year order only, so those are the values it takes.
+    /// out (PostgreSQL docs, 20.11.2). Weir writes dates in the ISO style only, so that is
+    /// the style it takes.
     DateStyle,
 }
 
@@ -735,22 +735,25 @@ fn normalize(s: &Spec, value: &str) -> Result<String> {
         },
         Kind::Text => Ok(v.to_string()),
         Kind::DateStyle => {
-            // `ISO`, `MDY`, `ISO, MDY`, `MDY, ISO` (also `US`, `NonEuropean`, `Default` for
-            // the order); PostgreSQL shows the two together.
-            let ok = v.split(',').all(|part| {
-                matches!(
-                    part.trim().to_ascii_lowercase().as_str(),
-                    "iso" | "mdy" | "us" | "noneuropean" | "default"
-                )
-            });
-            if ok {
-                Ok("ISO, MDY".into())
-            } else {
-                Err(bad(
-                    "allowed values are: ISO, MDY (Weir writes dates in the ISO style and reads the month-day-year order)"
-                        .into(),
-                ))
+            // An output style and a field order (`ISO`, `ISO, DMY`, `YMD`); PostgreSQL shows
+            // the two together. The order only matters for dates written with slashes or
+            // dots (`01/02/2024`), which Weir reads in no order, so each is taken and shown.
+            let mut order = "MDY";
+            for part in v.split(',') {
+                match part.trim().to_ascii_lowercase().as_str() {
+                    "iso" | "default" => {}
+                    "mdy" | "us" | "noneuropean" => order = "MDY",
+                    "dmy" | "european" => order = "DMY",
+                    "ymd" => order = "YMD",
+                    _ => {
+                        return Err(bad(
+                            "allowed values are: ISO with MDY, DMY or YMD (Weir writes dates in the ISO style only)"
+                                .into(),
+                        ));
+                    }
+                }
             }
+            Ok(format!("ISO, {order}"))
         }
         Kind::TimeZone => crate::sql::functions::datetime_input::parse_time_zone(v)
             .map(|z| z.setting)
