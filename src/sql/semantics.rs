@@ -3472,7 +3472,8 @@ pub fn unconstrained_numeric_parameters(
 /// PostgreSQL types an integer literal that fits in 32 bits as `integer` (`SELECT 1` is
 /// `int4`: docs, 4.1.2.6 "Numeric Constants"); DataFusion as `bigint`. Select-list items
 /// that are such literals (`SELECT 1`, `SELECT -5 AS n`), or integer arithmetic over `integer`
-/// columns and such literals (`SELECT a + 1`), and the columns of a `VALUES` list whose rows
+/// columns and such literals (`SELECT a + 1`), or `coalesce`, `greatest`, `least` and `nullif`
+/// of them and NULLs (`SELECT coalesce(a, 0)`), and the columns of a `VALUES` list whose rows
 /// are all such literals (or NULL), are made `integer` here, in the query's output and in its
 /// derived tables, `UNION` branches and subqueries: drivers see PostgreSQL's type
 /// (node-postgres returned a `bigint` as a string), and the values compute as PostgreSQL's
@@ -3596,18 +3597,20 @@ fn int4_projection(
     p: datafusion::logical_expr::Projection,
 ) -> datafusion::common::Result<LogicalPlan> {
     use datafusion::logical_expr::Projection;
+    /// True when `e` is an `integer` column, an integer literal within `integer`'s range, or
+    /// [`int4_arithmetic`] over them.
+    fn leaf_or_arith(e: &Expr, schema: &DFSchema) -> bool {
+        match e {
+            Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).is_ok(),
+            Expr::Literal(ScalarValue::Int32(Some(_)), _) => true,
+            Expr::Column(_) => matches!(e.get_type(schema), Ok(DataType::Int32)),
+            other => int4_arithmetic(other, schema),
+        }
+    }
     /// True when `e` is integer arithmetic PostgreSQL types `integer`: `+ - * / %` and
     /// negation over `integer` columns and integer literals within `integer`'s range (at
     /// least one operator; DataFusion types it `bigint`, the literals being `bigint`).
     fn int4_arithmetic(e: &Expr, schema: &DFSchema) -> bool {
-        fn leaf_or_arith(e: &Expr, schema: &DFSchema) -> bool {
-            match e {
-                Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).is_ok(),
-                Expr::Literal(ScalarValue::Int32(Some(_)), _) => true,
-                Expr::Column(_) => matches!(e.get_type(schema), Ok(DataType::Int32)),
-                other => int4_arithmetic(other, schema),
-            }
-        }
         match e {
             Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
                 matches!(
@@ -3626,6 +3629,26 @@ fn int4_projection(
             _ => false,
         }
     }
+    /// True when `e` is `coalesce`, `greatest`, `least` or `nullif` of `integer` columns,
+    /// integer literals within `integer`'s range, arithmetic over them and NULLs, which
+    /// PostgreSQL types `integer` (its common type of the arguments, docs 10.5); DataFusion
+    /// makes them `bigint` because of the literal (`coalesce(int_col, 0)`).
+    fn int4_call(e: &Expr, schema: &DFSchema) -> bool {
+        let Expr::ScalarFunction(f) = e else {
+            return false;
+        };
+        matches!(f.name(), "coalesce" | "greatest" | "least" | "nullif")
+            && matches!(e.get_type(schema), Ok(DataType::Int64))
+            && f.args
+                .iter()
+                .any(|a| !matches!(a, Expr::Literal(ScalarValue::Null, _)))
+            && f.args.iter().all(|a| {
+                matches!(
+                    a,
+                    Expr::Literal(ScalarValue::Null | ScalarValue::Int64(None), _)
+                ) || leaf_or_arith(a, schema)
+            })
+    }
     let input_schema = Arc::clone(p.input.schema());
     let exprs: Vec<Expr> = p
         .expr
@@ -3638,7 +3661,7 @@ fn int4_projection(
             if let Some(int4) = int4_literal(inner) {
                 return int4.alias(name);
             }
-            if int4_arithmetic(inner, &input_schema) {
+            if int4_arithmetic(inner, &input_schema) || int4_call(inner, &input_schema) {
                 // Computed as PostgreSQL computes it (32-bit, 22003 past it), then shown
                 // as `integer`: the cast back cannot fail.
                 return Expr::Cast(datafusion::logical_expr::Cast::new(
