@@ -3432,16 +3432,17 @@ pub const UNCONSTRAINED_NUMERIC: DataType = DataType::Decimal128(NUMERIC_MAX_PRE
 pub fn unconstrained_numeric_parameters(
     plan: LogicalPlan,
 ) -> datafusion::common::Result<LogicalPlan> {
-    let constrained = |e: &Expr| {
-        matches!(e, Expr::Placeholder(p) if p.field.as_ref().is_some_and(|f| {
-            matches!(f.data_type(), DataType::Decimal128(..)) && *f.data_type() != UNCONSTRAINED_NUMERIC
-        }))
+    let constrained = |p: &datafusion::logical_expr::expr::Placeholder| {
+        p.field.as_ref().is_some_and(|f| {
+            matches!(f.data_type(), DataType::Decimal128(..))
+                && *f.data_type() != UNCONSTRAINED_NUMERIC
+        })
     };
     let mut any = false;
     plan.apply_with_subqueries(|node| {
         node.apply_expressions(|e| {
             e.apply(|e| {
-                any |= constrained(e);
+                any |= matches!(e, Expr::Placeholder(p) if constrained(p));
                 Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
             })
         })
@@ -3454,7 +3455,7 @@ pub fn unconstrained_numeric_parameters(
             let node = node
                 .map_expressions(|e| {
                     e.transform_up(|e| match e {
-                        Expr::Placeholder(mut p) if constrained(&Expr::Placeholder(p.clone())) => {
+                        Expr::Placeholder(mut p) if constrained(&p) => {
                             p.field = p.field.map(|f| {
                                 Arc::new(f.as_ref().clone().with_data_type(UNCONSTRAINED_NUMERIC))
                             });
