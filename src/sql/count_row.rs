@@ -12,19 +12,31 @@
 //! counts. This rewrite, on the statement before DataFusion plans it, replaces `count(t.*)`
 //! in a `SELECT` list or `HAVING` by `count(t.c)` when `t` is the right side of a `LEFT JOIN`
 //! (the left side of a `RIGHT JOIN`) of that `SELECT`'s `FROM` whose `ON` has a top-level
-//! conjunct `t.c = ...` or `... = t.c`, or whose `USING` names `c`. Elsewhere `count(t.*)` is
-//! left as it is: where `t` is never padded it is `count(*)`, as in PostgreSQL; a padded side
-//! without such an equality (a `FULL JOIN`, a condition without an equality on `t`) still
-//! counts its padded rows (see docs/sql.md).
+//! conjunct `t.c = ...` or `... = t.c`, or whose `USING` names `c`.
+//!
+//! Any other relation `t` that an outer join of the `FROM` may pad (either side of a `FULL
+//! JOIN`, everything left of a `RIGHT JOIN`, the right side of a `LEFT JOIN` without such an
+//! equality) is read through a derived table that adds a column [`ROW_MARKER`] holding
+//! `true` to each of its rows, `(SELECT t.*, true AS __weir_row FROM t) AS t`, and
+//! `count(t.*)` becomes `count(t.__weir_row)`: the marker is NULL exactly on the padded rows
+//! (a real row whose columns are all NULL still counts, as in PostgreSQL). A `SELECT` that
+//! also reads `*` or `t.*` as columns keeps `count(t.*)` as it is (the marker would show), as
+//! does a relation that is not a table or derived table; there `count(t.*)` still counts
+//! padded rows, as `count(*)` (see docs/sql.md). Where `t` is never padded, `count(t.*)` is
+//! `count(*)`, as in PostgreSQL.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, ObjectName, Query, Select, SetExpr, Statement, TableFactor, VisitMut, VisitorMut,
-    visit_expressions_mut,
+    JoinOperator, ObjectName, Query, Select, SelectItem, SetExpr, Statement, TableFactor, VisitMut,
+    VisitorMut, visit_expressions, visit_expressions_mut,
 };
 use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
+
+/// The column a padded relation's derived table adds (`true` on each of its rows, NULL on a
+/// padded one); named so that no table's column meets it.
+pub const ROW_MARKER: &str = "__weir_row";
 
 /// The rewrite as one of the parser's statement rules (see the module docs).
 #[derive(Debug)]
@@ -126,20 +138,91 @@ fn padded_key(factor: &TableFactor, constraint: &JoinConstraint) -> Option<(Iden
 }
 
 fn rewrite_select(select: &mut Select) {
+    // Relations an equality of their own join's condition keys, and every relation an
+    // outer join may pad.
     let mut keys: Vec<(Ident, Expr)> = Vec::new();
+    let mut padded: Vec<Ident> = Vec::new();
     for from in &select.from {
         for (i, join) in from.joins.iter().enumerate() {
             match &join.join_operator {
                 JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => {
                     keys.extend(padded_key(&join.relation, c));
+                    padded.extend(factor_name(&join.relation));
                 }
-                // `a RIGHT JOIN b ON ...` pads `a` when it is one relation.
-                JoinOperator::Right(c) | JoinOperator::RightOuter(c) if i == 0 => {
-                    keys.extend(padded_key(&from.relation, c));
+                JoinOperator::Right(c) | JoinOperator::RightOuter(c) => {
+                    // `a RIGHT JOIN b ON ...` pads `a` when it is one relation.
+                    if i == 0 {
+                        keys.extend(padded_key(&from.relation, c));
+                    }
+                    padded.extend(factor_name(&from.relation));
+                    padded.extend(
+                        from.joins[..i]
+                            .iter()
+                            .filter_map(|j| factor_name(&j.relation)),
+                    );
+                }
+                JoinOperator::FullOuter(_) => {
+                    padded.extend(factor_name(&from.relation));
+                    padded.extend(
+                        from.joins[..=i]
+                            .iter()
+                            .filter_map(|j| factor_name(&j.relation)),
+                    );
                 }
                 _ => {}
             }
         }
+    }
+    if padded.is_empty() {
+        return;
+    }
+    // Padded relations without a key are read with a row marker, unless the select list
+    // would show it.
+    let shows = |name: &Ident| {
+        select.projection.iter().any(|item| match item {
+            SelectItem::Wildcard(_) => true,
+            SelectItem::QualifiedWildcard(kind, _) => match kind {
+                datafusion::sql::sqlparser::ast::SelectItemQualifiedWildcardKind::ObjectName(
+                    ObjectName(parts),
+                ) => parts
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .is_none_or(|i| same_ident(i, name)),
+                _ => true,
+            },
+            _ => false,
+        })
+    };
+    let mut marked: Vec<Ident> = Vec::new();
+    let mut find = |e: &Expr| {
+        if let Some(qualifier) = count_row_qualifier(e)
+            && padded.iter().any(|p| same_ident(p, &qualifier))
+            && !keys.iter().any(|(k, _)| same_ident(k, &qualifier))
+            && !marked.iter().any(|m| same_ident(m, &qualifier))
+            && !shows(&qualifier)
+        {
+            marked.push(qualifier);
+        }
+        ControlFlow::<()>::Continue(())
+    };
+    let _ = visit_expressions(&select.projection, &mut find);
+    let _ = visit_expressions(&select.having, &mut find);
+    // Only relations whose derived table could be built get the marker.
+    marked.retain(|name| {
+        select.from.iter_mut().any(|from| {
+            std::iter::once(&mut from.relation)
+                .chain(from.joins.iter_mut().map(|j| &mut j.relation))
+                .any(|factor| {
+                    factor_name(factor).is_some_and(|n| same_ident(&n, name))
+                        && mark_rows(factor, name)
+                })
+        })
+    });
+    for name in &marked {
+        keys.push((
+            name.clone(),
+            Expr::CompoundIdentifier(vec![name.clone(), Ident::new(ROW_MARKER)]),
+        ));
     }
     if keys.is_empty() {
         return;
@@ -158,8 +241,49 @@ fn rewrite_select(select: &mut Select) {
     }
 }
 
-/// The key column for `e` when it is `count(t.*)` (no `DISTINCT`) with `t` among `keys`.
-fn count_row_key(e: &Expr, keys: &[(Ident, Expr)]) -> Option<Expr> {
+/// Replaces `factor` (named `name`) by `(SELECT name.*, true AS __weir_row FROM factor) AS
+/// name`; false, leaving it alone, for a factor that is not a table or a derived table that
+/// is not `LATERAL`.
+fn mark_rows(factor: &mut TableFactor, name: &Ident) -> bool {
+    if !matches!(
+        factor,
+        TableFactor::Table { .. } | TableFactor::Derived { lateral: false, .. }
+    ) {
+        return false;
+    }
+    let sql = format!("SELECT * FROM (SELECT {name}.*, true AS {ROW_MARKER} FROM t) AS {name}");
+    let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+    let Ok(mut statements) = datafusion::sql::sqlparser::parser::Parser::parse_sql(&dialect, &sql)
+    else {
+        return false;
+    };
+    let Some(Statement::Query(mut query)) = statements.pop() else {
+        return false;
+    };
+    let SetExpr::Select(outer) = query.body.as_mut() else {
+        return false;
+    };
+    if outer.from.is_empty() {
+        return false;
+    }
+    let mut derived = outer.from.swap_remove(0).relation;
+    let TableFactor::Derived { subquery, .. } = &mut derived else {
+        return false;
+    };
+    let SetExpr::Select(inner) = subquery.body.as_mut() else {
+        return false;
+    };
+    let Some(from) = inner.from.first_mut() else {
+        return false;
+    };
+    // The parsed `t` goes where `factor` was, `factor` into the derived table's FROM.
+    std::mem::swap(&mut from.relation, factor);
+    *factor = derived;
+    true
+}
+
+/// The qualifier `t` of `e` when it is `count(t.*)` without `DISTINCT`.
+fn count_row_qualifier(e: &Expr) -> Option<Ident> {
     let Expr::Function(f) = e else {
         return None;
     };
@@ -180,9 +304,14 @@ fn count_row_key(e: &Expr, keys: &[(Ident, Expr)]) -> Option<Expr> {
     let [part] = parts.as_slice() else {
         return None;
     };
-    let qualifier = part.as_ident()?;
+    part.as_ident().cloned()
+}
+
+/// The key column for `e` when it is `count(t.*)` (no `DISTINCT`) with `t` among `keys`.
+fn count_row_key(e: &Expr, keys: &[(Ident, Expr)]) -> Option<Expr> {
+    let qualifier = count_row_qualifier(e)?;
     keys.iter()
-        .find(|(name, _)| same_ident(name, qualifier))
+        .find(|(name, _)| same_ident(name, &qualifier))
         .map(|(_, key)| key.clone())
 }
 
