@@ -1158,6 +1158,7 @@ impl Session {
                 Output::TransactionEnd("ROLLBACK".into())
             }
             "savepoint" if w.len() == 2 => {
+                let settings = self.vars.clone();
                 let Some(log) = &mut self.transaction else {
                     return Err(Error::plan(
                         "25P01",
@@ -1171,6 +1172,8 @@ impl Session {
                     hid: log.ddl.hid.len(),
                     index_drops: log.ddl.index_drops.len(),
                     created_indexes: log.ddl.created_indexes.len(),
+                    settings,
+                    settings_without_local: log.settings_without_local.clone(),
                 });
                 Output::Command("SAVEPOINT".into())
             }
@@ -3088,8 +3091,8 @@ impl Session {
         }
     }
 
-    /// `ROLLBACK TO [SAVEPOINT] name`: drops the block's writes after the savepoint, which
-    /// stays (PostgreSQL's rule).
+    /// `ROLLBACK TO [SAVEPOINT] name`: drops the block's writes, DDL and settings changes
+    /// after the savepoint, which stays (PostgreSQL's rule).
     ///
     /// # Errors
     /// `25P01` outside a transaction block; `3B001` when no savepoint has that name.
@@ -3109,6 +3112,8 @@ impl Session {
         let at = log.savepoints[i].clone();
         log.savepoints.truncate(i + 1);
         log.writes.truncate(at.writes);
+        // The `SET`s and `SET LOCAL`s after the savepoint are undone too.
+        log.settings_without_local = at.settings_without_local.clone();
         // The DDL after the savepoint is undone too, as in PostgreSQL.
         let after = super::TransactionDdl {
             created: log
@@ -3138,6 +3143,7 @@ impl Session {
         self.schema.set_pending(net.clone());
         log.net = net;
         self.rollback_ddl(after).await;
+        self.restore_settings(at.settings);
         Ok(())
     }
 

@@ -194,7 +194,8 @@ pub struct TransactionBlock {
 }
 
 /// A savepoint of a transaction block (`SAVEPOINT name`): how far the block's writes and DDL
-/// had gone when it was set, for `ROLLBACK TO` to undo what came after.
+/// had gone when it was set, and the settings then, for `ROLLBACK TO` to undo what came
+/// after.
 #[derive(Debug, Clone)]
 pub struct Savepoint {
     /// Its name.
@@ -209,6 +210,11 @@ pub struct Savepoint {
     pub index_drops: usize,
     /// `ddl.created_indexes.len()` then.
     pub created_indexes: usize,
+    /// The session's settings then: `ROLLBACK TO` restores them (PostgreSQL undoes the
+    /// `SET`s of a subtransaction that rolls back).
+    pub settings: crate::settings::SessionVars,
+    /// The block's `settings_without_local` then.
+    pub settings_without_local: Option<crate::settings::SessionVars>,
 }
 
 /// The DDL of a transaction block, or of an implicit transaction spanning several
