@@ -3473,9 +3473,11 @@ pub fn unconstrained_numeric_parameters(
 /// PostgreSQL types an integer literal that fits in 32 bits as `integer` (`SELECT 1` is
 /// `int4`: docs, 4.1.2.6 "Numeric Constants"); DataFusion as `bigint`. Select-list items
 /// that are such literals (`SELECT 1`, `SELECT -5 AS n`), or integer arithmetic over `integer`
-/// columns and such literals (`SELECT a + 1`), or `coalesce`, `greatest`, `least` and `nullif`
+/// columns, such literals and differences of dates (`SELECT a + 1`, `SELECT d - e`), or
+/// `coalesce`, `greatest`, `least` and `nullif`
 /// of them and NULLs (`SELECT coalesce(a, 0)`), and the columns of a `VALUES` list whose rows
-/// are all such literals (or NULL), are made `integer` here, in the query's output and in its
+/// are all such literals (or NULL), are made `integer` here (and `sum`, `min` and `max` of
+/// such literals or arithmetic read them as `integer`s: `sum(1)` is a `bigint`), in the query's output and in its
 /// derived tables, `UNION` branches and subqueries: drivers see PostgreSQL's type
 /// (node-postgres returned a `bigint` as a string), and the values compute as PostgreSQL's
 /// do (`sum(x) / 2` over `VALUES (1), (2)` sums `integer`s to a `bigint` and divides as
@@ -3508,6 +3510,7 @@ pub fn int4_output_literals(plan: LogicalPlan) -> datafusion::common::Result<Log
             Ok(match p {
                 LogicalPlan::Projection(p) => Transformed::yes(int4_projection(p)?),
                 LogicalPlan::Values(v) => Transformed::yes(int4_values(v)?),
+                LogicalPlan::Aggregate(a) => Transformed::yes(int4_aggregate(a)?),
                 // Typed again from its branches (by the first; type coercion then finds
                 // the type common to all), not kept from when they were `bigint`s.
                 LogicalPlan::Union(u) => Transformed::yes(LogicalPlan::Union(
@@ -3592,64 +3595,117 @@ fn int4_values(v: datafusion::logical_expr::Values) -> datafusion::common::Resul
     }))
 }
 
+/// True when `e` is an `integer` column, an integer literal within `integer`'s range, or
+/// [`int4_arithmetic`] over them.
+fn leaf_or_arith(e: &Expr, schema: &DFSchema) -> bool {
+    match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).is_ok(),
+        Expr::Literal(ScalarValue::Int32(Some(_)), _) => true,
+        Expr::Column(_) => matches!(e.get_type(schema), Ok(DataType::Int32)),
+        other => int4_arithmetic(other, schema) || date_difference(other, schema),
+    }
+}
+/// True when `e` is `date - date`, which PostgreSQL types `integer` (days; `date_mi`),
+/// DataFusion `bigint`.
+fn date_difference(e: &Expr, schema: &DFSchema) -> bool {
+    matches!(e, Expr::BinaryExpr(BinaryExpr { left, op: Operator::Minus, right })
+        if matches!(left.get_type(schema), Ok(DataType::Date32))
+            && matches!(right.get_type(schema), Ok(DataType::Date32))
+            && matches!(e.get_type(schema), Ok(DataType::Int64)))
+}
+/// True when `e` is integer arithmetic PostgreSQL types `integer`: `+ - * / %` and
+/// negation over `integer` columns and integer literals within `integer`'s range (at
+/// least one operator; DataFusion types it `bigint`, the literals being `bigint`).
+fn int4_arithmetic(e: &Expr, schema: &DFSchema) -> bool {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            matches!(
+                op,
+                Operator::Plus
+                    | Operator::Minus
+                    | Operator::Multiply
+                    | Operator::Divide
+                    | Operator::Modulo
+            ) && leaf_or_arith(left, schema)
+                && leaf_or_arith(right, schema)
+        }
+        Expr::Negative(inner) => {
+            !matches!(inner.as_ref(), Expr::Literal(..)) && leaf_or_arith(inner, schema)
+        }
+        _ => false,
+    }
+}
+/// True when `e` is `coalesce`, `greatest`, `least` or `nullif` of `integer` columns,
+/// integer literals within `integer`'s range, arithmetic over them and NULLs, which
+/// PostgreSQL types `integer` (its common type of the arguments, docs 10.5); DataFusion
+/// makes them `bigint` because of the literal (`coalesce(int_col, 0)`).
+fn int4_call(e: &Expr, schema: &DFSchema) -> bool {
+    let Expr::ScalarFunction(f) = e else {
+        return false;
+    };
+    matches!(f.name(), "coalesce" | "greatest" | "least" | "nullif")
+        && matches!(e.get_type(schema), Ok(DataType::Int64))
+        && f.args
+            .iter()
+            .any(|a| !matches!(a, Expr::Literal(ScalarValue::Null, _)))
+        && f.args.iter().all(|a| {
+            matches!(
+                a,
+                Expr::Literal(ScalarValue::Null | ScalarValue::Int64(None), _)
+            ) || leaf_or_arith(a, schema)
+        })
+}
+
+/// An aggregate's `sum`, `min` and `max` of an integer literal within `integer`'s range or of
+/// [`int4_arithmetic`] read an `integer` (`sum(1)` is `bigint` in PostgreSQL, whose `sum` of
+/// an `integer` is a `bigint`; DataFusion's literal made it `sum(bigint)`, a `numeric`). Each
+/// keeps its output column's name.
+fn int4_aggregate(
+    a: datafusion::logical_expr::Aggregate,
+) -> datafusion::common::Result<LogicalPlan> {
+    use datafusion::logical_expr::Aggregate;
+    let input_schema = Arc::clone(a.input.schema());
+    let mut out = Vec::with_capacity(a.aggr_expr.len());
+    for e in a.aggr_expr {
+        let Expr::AggregateFunction(f) = &e else {
+            out.push(e);
+            continue;
+        };
+        let narrow = match f.params.args.as_slice() {
+            [arg] if matches!(f.func.name(), "sum" | "min" | "max") => {
+                int4_literal(arg).or_else(|| {
+                    int4_arithmetic(arg, &input_schema).then(|| {
+                        Expr::Cast(datafusion::logical_expr::Cast::new(
+                            Box::new(arg.clone()),
+                            DataType::Int32,
+                        ))
+                    })
+                })
+            }
+            _ => None,
+        };
+        let Some(arg) = narrow else {
+            out.push(e);
+            continue;
+        };
+        let name = e.schema_name().to_string();
+        let mut f = f.clone();
+        f.params.args = vec![arg];
+        out.push(Expr::AggregateFunction(f).alias(name));
+    }
+    Ok(LogicalPlan::Aggregate(Aggregate::try_new(
+        a.input,
+        a.group_expr,
+        out,
+    )?))
+}
+
 /// A projection's items that are integer literals or `integer` arithmetic as `integer`s (see
 /// [`int4_output_literals`]); its schema recomputed either way (its input may have changed).
 fn int4_projection(
     p: datafusion::logical_expr::Projection,
 ) -> datafusion::common::Result<LogicalPlan> {
     use datafusion::logical_expr::Projection;
-    /// True when `e` is an `integer` column, an integer literal within `integer`'s range, or
-    /// [`int4_arithmetic`] over them.
-    fn leaf_or_arith(e: &Expr, schema: &DFSchema) -> bool {
-        match e {
-            Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).is_ok(),
-            Expr::Literal(ScalarValue::Int32(Some(_)), _) => true,
-            Expr::Column(_) => matches!(e.get_type(schema), Ok(DataType::Int32)),
-            other => int4_arithmetic(other, schema),
-        }
-    }
-    /// True when `e` is integer arithmetic PostgreSQL types `integer`: `+ - * / %` and
-    /// negation over `integer` columns and integer literals within `integer`'s range (at
-    /// least one operator; DataFusion types it `bigint`, the literals being `bigint`).
-    fn int4_arithmetic(e: &Expr, schema: &DFSchema) -> bool {
-        match e {
-            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-                matches!(
-                    op,
-                    Operator::Plus
-                        | Operator::Minus
-                        | Operator::Multiply
-                        | Operator::Divide
-                        | Operator::Modulo
-                ) && leaf_or_arith(left, schema)
-                    && leaf_or_arith(right, schema)
-            }
-            Expr::Negative(inner) => {
-                !matches!(inner.as_ref(), Expr::Literal(..)) && leaf_or_arith(inner, schema)
-            }
-            _ => false,
-        }
-    }
-    /// True when `e` is `coalesce`, `greatest`, `least` or `nullif` of `integer` columns,
-    /// integer literals within `integer`'s range, arithmetic over them and NULLs, which
-    /// PostgreSQL types `integer` (its common type of the arguments, docs 10.5); DataFusion
-    /// makes them `bigint` because of the literal (`coalesce(int_col, 0)`).
-    fn int4_call(e: &Expr, schema: &DFSchema) -> bool {
-        let Expr::ScalarFunction(f) = e else {
-            return false;
-        };
-        matches!(f.name(), "coalesce" | "greatest" | "least" | "nullif")
-            && matches!(e.get_type(schema), Ok(DataType::Int64))
-            && f.args
-                .iter()
-                .any(|a| !matches!(a, Expr::Literal(ScalarValue::Null, _)))
-            && f.args.iter().all(|a| {
-                matches!(
-                    a,
-                    Expr::Literal(ScalarValue::Null | ScalarValue::Int64(None), _)
-                ) || leaf_or_arith(a, schema)
-            })
-    }
     let input_schema = Arc::clone(p.input.schema());
     let exprs: Vec<Expr> = p
         .expr
@@ -3662,7 +3718,10 @@ fn int4_projection(
             if let Some(int4) = int4_literal(inner) {
                 return int4.alias(name);
             }
-            if int4_arithmetic(inner, &input_schema) || int4_call(inner, &input_schema) {
+            if int4_arithmetic(inner, &input_schema)
+                || int4_call(inner, &input_schema)
+                || date_difference(inner, &input_schema)
+            {
                 // Computed as PostgreSQL computes it (32-bit, 22003 past it), then shown
                 // as `integer`: the cast back cannot fail.
                 return Expr::Cast(datafusion::logical_expr::Cast::new(
