@@ -73,6 +73,7 @@ impl AggregateUDFImpl for PgFloatSum {
     ) -> datafusion::common::Result<Box<dyn Accumulator>> {
         Ok(Box::new(FloatSum {
             real: args.return_field.data_type() == &DataType::Float32,
+            avg: false,
             n: 0,
             sum: ExactSum::default(),
         }))
@@ -99,6 +100,8 @@ impl AggregateUDFImpl for PgFloatSum {
 struct FloatSum {
     /// The result is `real`.
     real: bool,
+    /// The result is the average (a `double precision`), not the sum.
+    avg: bool,
     n: i64,
     sum: ExactSum,
 }
@@ -116,6 +119,21 @@ impl FloatSum {
         }
         Ok(())
     }
+}
+
+/// The accumulator of `avg(real)` and `avg(double precision)` (result `double precision`)
+/// over a window frame that slides: the exact sum of the frame's values divided by their
+/// count, as PostgreSQL computes each frame's average afresh (its float `avg` has no inverse
+/// transition: docs, 38.12.1 "Moving-Aggregate Mode"). DataFusion's running sum kept a
+/// residue of the values that left the frame (`1e20, 1, 1` over two rows gave 0 for the
+/// last frame, not 1). Fails with 22003 as [`float_sum_value`] when the sum overflows.
+pub fn float_avg_accumulator() -> Box<dyn Accumulator> {
+    Box::new(FloatSum {
+        real: false,
+        avg: true,
+        n: 0,
+        sum: ExactSum::default(),
+    })
 }
 
 /// The value of a float sum of `n` non-NULL values whose exact sum is `sum`, as PostgreSQL's
@@ -148,8 +166,14 @@ impl Accumulator for FloatSum {
     }
 
     fn evaluate(&mut self) -> datafusion::common::Result<ScalarValue> {
-        float_sum_value(self.n, &self.sum, self.real)
-            .map_err(|e| DataFusionError::External(Box::new(e)))
+        let sum = float_sum_value(self.n, &self.sum, self.real && !self.avg)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Ok(match sum {
+            ScalarValue::Float64(Some(s)) if self.avg => {
+                ScalarValue::Float64(Some(s / self.n as f64))
+            }
+            other => other,
+        })
     }
 
     fn size(&self) -> usize {
@@ -188,6 +212,7 @@ mod tests {
     fn acc(real: bool) -> FloatSum {
         FloatSum {
             real,
+            avg: false,
             n: 0,
             sum: ExactSum::default(),
         }
@@ -229,6 +254,22 @@ mod tests {
             .update_batch(&[Arc::new(Float64Array::from(vec![None::<f64>]))])
             .unwrap();
         assert_eq!(empty.evaluate().unwrap(), ScalarValue::Float64(None));
+    }
+
+    #[test]
+    fn sliding_average_keeps_no_residue() {
+        let mut a = float_avg_accumulator();
+        a.update_batch(&[Arc::new(Float64Array::from(vec![1e20, 1.0]))])
+            .unwrap();
+        a.retract_batch(&[Arc::new(Float64Array::from(vec![1e20]))])
+            .unwrap();
+        a.update_batch(&[Arc::new(Float64Array::from(vec![Some(2.0), None]))])
+            .unwrap();
+        // (1 + 2) / 2 exactly; a running sum would give (0 + 2) / 2.
+        assert_eq!(a.evaluate().unwrap(), ScalarValue::Float64(Some(1.5)));
+        a.retract_batch(&[Arc::new(Float64Array::from(vec![1.0, 2.0]))])
+            .unwrap();
+        assert_eq!(a.evaluate().unwrap(), ScalarValue::Float64(None));
     }
 
     #[test]

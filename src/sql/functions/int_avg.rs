@@ -535,6 +535,25 @@ impl AggregateUDFImpl for PgAvg {
         self.float.inner().create_groups_accumulator(args)
     }
 
+    /// A window frame that slides retracts the rows leaving it; the average of floats does
+    /// so over an exact sum ([`crate::sql::functions::float_sum::float_avg_accumulator`]),
+    /// where DataFusion's running sum kept a residue.
+    fn create_sliding_accumulator(
+        &self,
+        args: AccumulatorArgs<'_>,
+    ) -> datafusion::common::Result<Box<dyn Accumulator>> {
+        let t = args.expr_fields.first().map(|f| f.data_type());
+        if !args.is_distinct
+            && matches!(
+                t,
+                Some(DataType::Float16 | DataType::Float32 | DataType::Float64)
+            )
+        {
+            return Ok(crate::sql::functions::float_sum::float_avg_accumulator());
+        }
+        self.accumulator(args)
+    }
+
     fn reverse_expr(&self) -> datafusion::logical_expr::ReversedUDAF {
         datafusion::logical_expr::ReversedUDAF::Identical
     }
