@@ -50,7 +50,9 @@ pub struct GuardFallible;
 
 /// DataFusion's optimizer rules, `push_down_filter` kept out of aggregates without `GROUP BY`
 /// ([`KeepGlobalAggregateFilters`](crate::sql::push_down_filter::KeepGlobalAggregateFilters)),
-/// with [`GuardFallible`] twice: before common subexpression
+/// `single_distinct_aggregation_to_group_by` keeping the aggregate's column types
+/// ([`TypedSingleDistinct`](crate::sql::single_distinct::TypedSingleDistinct)), with
+/// [`GuardFallible`] twice: before common subexpression
 /// elimination, which would otherwise compute an expression that both a guarded condition
 /// and another expression use (`count(*) FILTER (WHERE b <> 0 AND a / b > 1)` beside
 /// `sum(a / b) FILTER (WHERE b <> 0)`) for every row, in a projection below them; and last,
@@ -63,6 +65,9 @@ pub fn optimizer_rules() -> Vec<std::sync::Arc<dyn OptimizerRule + Send + Sync>>
             *rule = std::sync::Arc::new(
                 crate::sql::push_down_filter::KeepGlobalAggregateFilters::default(),
             );
+        } else if rule.name() == "single_distinct_aggregation_to_group_by" {
+            *rule =
+                std::sync::Arc::new(crate::sql::single_distinct::TypedSingleDistinct::default());
         }
     }
     let at = rules

@@ -24,6 +24,7 @@ pub mod provider;
 pub mod push_down_filter;
 pub mod semantics;
 pub mod set_ops;
+pub mod single_distinct;
 pub mod stream_plan;
 pub mod subplan;
 pub mod system;
