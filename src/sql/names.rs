@@ -388,8 +388,9 @@ pub fn unique_output_names(stmt: &Statement) -> Option<(Statement, Vec<String>)>
 /// BY v`) replaced by that column's position: PostgreSQL resolves a bare ORDER BY name to an
 /// output column first and to an input column only when no output column has the name
 /// (docs, 7.5 "Sorting Rows"; `findTargetlistEntrySQL92`), where DataFusion took the input
-/// column. A list with a wildcard, a name two output columns share (PostgreSQL's `42702`),
-/// `DISTINCT ON` (whose keys resolve alike in PostgreSQL, here to the input columns) and set
+/// column. A name several output columns have for the same expression is the first's
+/// position. A list with a wildcard, a name two output columns have for different
+/// expressions (PostgreSQL's `42702`, [`check_order_by_ambiguity`]), `DISTINCT ON` (whose keys resolve alike in PostgreSQL, here to the input columns) and set
 /// operations (whose ORDER BY sees output columns only) are left as written.
 pub fn order_by_output_names(stmt: &mut Statement) {
     use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
@@ -414,12 +415,13 @@ pub fn order_by_output_names(stmt: &mut Statement) {
             let OrderByKind::Expressions(exprs) = &mut order.kind else {
                 return ControlFlow::Continue(());
             };
+            // (name, expression, aliased)
             let mut names = Vec::with_capacity(select.projection.len());
             for item in &select.projection {
                 match item {
-                    SelectItem::UnnamedExpr(e) => names.push((figure_name(e), Some(e))),
-                    SelectItem::ExprWithAlias { alias, .. } => {
-                        names.push((alias_name(alias), None))
+                    SelectItem::UnnamedExpr(e) => names.push((figure_name(e), e, false)),
+                    SelectItem::ExprWithAlias { alias, expr } => {
+                        names.push((alias_name(alias), expr, true))
                     }
                     _ => return ControlFlow::Continue(()),
                 }
@@ -429,15 +431,20 @@ pub fn order_by_output_names(stmt: &mut Statement) {
                     continue;
                 };
                 let name = alias_name(ident);
-                let mut at = names.iter().enumerate().filter(|(_, (n, _))| *n == name);
-                let (Some((i, (_, expr))), None) = (at.next(), at.next()) else {
+                let mut at = names.iter().enumerate().filter(|(_, (n, ..))| *n == name);
+                let Some((i, (_, expr, aliased))) = at.next() else {
                     continue;
                 };
+                // More columns of the name: the same expression (`SELECT a AS x, a AS x`,
+                // whose first column PostgreSQL sorts by), or ambiguous (refused before).
+                let more = at.next().is_some();
+                if names.iter().any(|(n, e, _)| *n == name && e != expr) {
+                    continue;
+                }
                 // The column itself (`SELECT v ... ORDER BY v`, `SELECT t.v ...`): as written.
-                let itself = matches!(
-                    expr,
-                    Some(Expr::Identifier(_) | Expr::CompoundIdentifier(_))
-                );
+                let itself = !aliased
+                    && !more
+                    && matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
                 if !itself {
                     o.expr =
                         Expr::Value(Value::Number((i + 1).to_string(), false).with_empty_span());
@@ -480,6 +487,62 @@ pub fn name_casts(stmt: &Statement) -> Statement {
     let mut stmt = stmt.clone();
     let _ = VisitMut::visit(&mut stmt, &mut Casts);
     stmt
+}
+
+/// Refuses an `ORDER BY` item that is a bare name two output columns of its `SELECT` have for
+/// different expressions (`SELECT a AS x, b AS x FROM t ORDER BY x`), as PostgreSQL does
+/// (`findTargetlistEntrySQL92`: two matches whose expressions differ); DataFusion refused it
+/// with its internal message about unique projection names. A select list with a wildcard
+/// is left to the plan.
+///
+/// # Errors
+/// `42702` `ORDER BY "x" is ambiguous`.
+pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    use std::ops::ControlFlow;
+    struct Ambiguity;
+    impl Visitor for Ambiguity {
+        type Break = crate::error::Error;
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Self::Break> {
+            let (SetExpr::Select(select), Some(order)) = (query.body.as_ref(), &query.order_by)
+            else {
+                return ControlFlow::Continue(());
+            };
+            let OrderByKind::Expressions(exprs) = &order.kind else {
+                return ControlFlow::Continue(());
+            };
+            let mut items: Vec<(String, &Expr)> = Vec::with_capacity(select.projection.len());
+            for item in &select.projection {
+                match item {
+                    SelectItem::UnnamedExpr(e) => items.push((figure_name(e), e)),
+                    SelectItem::ExprWithAlias { alias, expr } => {
+                        items.push((alias_name(alias), expr))
+                    }
+                    _ => return ControlFlow::Continue(()),
+                }
+            }
+            for o in exprs {
+                let Expr::Identifier(ident) = &o.expr else {
+                    continue;
+                };
+                let name = alias_name(ident);
+                let mut matches = items.iter().filter(|(n, _)| *n == name).map(|(_, e)| e);
+                if let Some(first) = matches.next()
+                    && matches.any(|e| e != first)
+                {
+                    return ControlFlow::Break(crate::error::Error::plan(
+                        "42702",
+                        format!("ORDER BY \"{}\" is ambiguous", ident.value),
+                    ));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    match Visit::visit(stmt, &mut Ambiguity) {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -174,7 +174,8 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 ///
 /// # Errors
 /// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement;
-/// the errors of [`crate::sql::lookup_join::normalize_system_time`],
+/// `42702` for an ambiguous `ORDER BY` name
+/// ([`crate::sql::names::check_order_by_ambiguity`]); the errors of [`crate::sql::lookup_join::normalize_system_time`],
 /// [`crate::sql::windows::rewrite_window_functions`] and
 /// [`crate::sql::named_windows::resolve_named_windows`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
@@ -203,6 +204,7 @@ fn parse_with(sql: &str, view: bool) -> Result<Statement> {
     let mut stmt = crate::sql::dml_with::lift(exactly_one(statements)?)?;
     check_cast_lengths(&stmt)?;
     check_fetch_with_ties(&stmt)?;
+    crate::sql::names::check_order_by_ambiguity(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
     one_row_in(&mut stmt);
@@ -467,19 +469,40 @@ fn check_fetch_with_ties(stmt: &Statement) -> Result<()> {
 
 /// Refuses a cast to `varchar(n)` or `char(n)` whose length PostgreSQL refuses
 /// (`anychar_typmodin`): `22023` `length for type varchar must be at least 1` for 0, and
-/// `... cannot exceed 10485760` above that.
+/// `... cannot exceed 10485760` above that; and a cast of array text to an array type that
+/// PostgreSQL's `array_in` refuses (`'{{1,2},{3}}'::int[]`, `'{1,,2}'::int[]`).
 ///
 /// # Errors
-/// `22023` as above.
+/// `22023` as above; `22P02` `malformed array literal` for the array text.
 fn check_cast_lengths(stmt: &Statement) -> Result<()> {
     use datafusion::sql::sqlparser::ast::CharacterLength;
     struct Lengths;
     impl Visitor for Lengths {
         type Break = Error;
         fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<Error> {
-            let Expr::Cast { data_type, .. } = e else {
+            let Expr::Cast {
+                data_type, expr, ..
+            } = e
+            else {
                 return ControlFlow::Continue(());
             };
+            if let SqlDataType::Array(
+                ArrayElemTypeDef::SquareBracket(..) | ArrayElemTypeDef::AngleBracket(_),
+            ) = data_type
+                && let Expr::Value(ValueWithSpan {
+                    value: Value::SingleQuotedString(text),
+                    ..
+                }) = expr.as_ref()
+                && text.trim_start().starts_with('{')
+                && parse_array_text(text).is_none()
+            {
+                // PostgreSQL's array_in refuses it so (`{{1,2},{3}}`, `{1,,2}`, `{1`);
+                // the compatibility layer's rewrite made a parser error of it.
+                return ControlFlow::Break(Error::data(
+                    "22P02",
+                    format!("malformed array literal: \"{text}\""),
+                ));
+            }
             let (name, length) = match data_type {
                 SqlDataType::Varchar(l) | SqlDataType::CharacterVarying(l) => ("varchar", l),
                 SqlDataType::Char(l) | SqlDataType::Character(l) => ("char", l),
