@@ -1732,7 +1732,8 @@ fn bind_parameters(
         )));
     }
     for i in 0..portal.parameter_len() {
-        check_binary_parameter(portal, i).map_err(|e| pg_error(&e))?;
+        check_parameter(portal, i, inferred.get(i).and_then(Option::as_ref))
+            .map_err(|e| pg_error(&e))?;
     }
     let types: Vec<Option<&DataType>> = inferred.iter().map(|t| t.as_ref()).collect();
     let datetimes = datetime_text_parameters(portal, inferred, zone).map_err(|e| pg_error(&e))?;
@@ -2012,7 +2013,7 @@ fn check_text_parameter(
     Ok(())
 }
 
-/// Checks binary parameter `i` of a fixed-size type before arrow-pg reads it: its length
+/// Checks parameter `i` before arrow-pg reads it: a binary one of a fixed-size type for its length
 /// (a short interval made pgwire panic and drop the connection), and the range of
 /// timestamps, times and intervals, which arrow-pg turned into NULLs (a timestamp past
 /// 2262, Weir's nanosecond range) or wrapped (an interval of 2^63 - 1 µs) silently.
@@ -2021,15 +2022,35 @@ fn check_text_parameter(
 ///
 /// # Errors
 /// `08P01` `insufficient data left in message` for a short value; `22P03` for a long one;
-/// `22008` for a value out of Weir's range.
-fn check_binary_parameter(portal: &Portal<Prepared>, i: usize) -> Result<()> {
-    if portal.parameter_format.format_for(i) != pgwire::api::results::FieldFormat::Binary {
-        return Ok(());
-    }
+/// `22008` for a value out of Weir's range; `22021` for a zero byte in a value given as text
+/// (text format, or a binary `text`, `varchar`, `bpchar` or `name`, declared so or, not
+/// declared, of the text type the statement implies, `inferred`, or of none), which PostgreSQL's
+/// encoding check refuses (a text value cannot hold one).
+fn check_parameter(portal: &Portal<Prepared>, i: usize, inferred: Option<&DataType>) -> Result<()> {
     let Some(Some(bytes)) = portal.parameters.get(i) else {
         return Ok(());
     };
-    let Some(declared) = portal.statement.parameter_types.get(i).cloned().flatten() else {
+    let declared = portal.statement.parameter_types.get(i).cloned().flatten();
+    let binary = portal.parameter_format.format_for(i) == pgwire::api::results::FieldFormat::Binary;
+    let textual = !binary
+        || match &declared {
+            Some(t) => matches!(*t, Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME),
+            // Described to the client as `text` when the statement implies no type.
+            None => matches!(
+                inferred,
+                None | Some(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            ),
+        };
+    if textual && bytes.contains(&0) {
+        return Err(Error::data(
+            "22021",
+            "invalid byte sequence for encoding \"UTF8\": 0x00",
+        ));
+    }
+    if !binary {
+        return Ok(());
+    }
+    let Some(declared) = declared else {
         return Ok(());
     };
     let size = match declared {

@@ -228,6 +228,26 @@ async def main():
         await conn.execute("INSERT INTO apg_num VALUES ($1, $2)", 3, Decimal("1.005"))
         eq(await conn.fetchval("SELECT v FROM apg_num WHERE id = 3"), Decimal("1.01"), "stored 1.005")
 
+    async def zero_byte_param():
+        # A text value cannot hold a zero byte: PostgreSQL refuses one in a parameter with
+        # 22021 (asyncpg sends text in binary form, typed text or unknown), and the
+        # connection and the table's rows stay as they were.
+        await conn.execute("DROP TABLE IF EXISTS apg_zero")
+        await conn.execute("CREATE TABLE apg_zero (id INT, s TEXT)")
+        await conn.execute("INSERT INTO apg_zero VALUES (1, 'a')")
+        for query, args in [
+            ("SELECT $1::text", ("a\x00b",)),
+            ("SELECT length($1)", ("a\x00b",)),
+            ("INSERT INTO apg_zero VALUES ($1, $2)", (2, "x\x00")),
+        ]:
+            try:
+                await conn.fetch(query, *args)
+                raise AssertionError(f"{query} took a zero byte")
+            except asyncpg.exceptions.CharacterNotInRepertoireError:
+                pass
+        eq(await conn.fetchval("SELECT count(*) FROM apg_zero"), 1, "rows after the refusals")
+        eq(await conn.fetchval("SELECT $1::text", "a b"), "a b", "a text after the refusals")
+
     for name, fn in [
         ("select_int4_literal", select_int4_literal),
         ("create_table", create_table),
@@ -249,6 +269,7 @@ async def main():
         ("insert_plan_changed", insert_plan_changed),
         ("executemany_atomic", executemany_atomic),
         ("numeric_param_keeps_decimals", numeric_param_keeps_decimals),
+        ("zero_byte_param", zero_byte_param),
     ]:
         await run(name, fn)
     await conn.close()
