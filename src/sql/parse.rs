@@ -3505,7 +3505,8 @@ impl SqlStatementRewriteRule for ArrayTextRule {
                 expr: inner,
                 data_type:
                     SqlDataType::Array(
-                        ArrayElemTypeDef::SquareBracket(..) | ArrayElemTypeDef::AngleBracket(_),
+                        ArrayElemTypeDef::SquareBracket(element, _)
+                        | ArrayElemTypeDef::AngleBracket(element),
                     ),
                 ..
             } = e
@@ -3518,11 +3519,61 @@ impl SqlStatementRewriteRule for ArrayTextRule {
                 // More dimensions become an array of arrays, which the cast to the array
                 // type refuses (`0A000`); the compatibility layer's rewrite split such text at
                 // every comma (`'{{a,b}}'::text[]` was `{"{a","b}"}`).
-                **inner = node.to_expr();
+                let mut array = node.to_expr();
+                if matches!(element.as_ref(), SqlDataType::Bytea) {
+                    // Each element read as `bytea` input (`\x00` is one zero byte); the
+                    // cast of the whole array took the element's text as its bytes.
+                    let _ = visit_expressions_mut(&mut array, |el| {
+                        if matches!(el, Expr::Value(_)) {
+                            *el = bytea_cast(el);
+                        }
+                        ControlFlow::<()>::Continue(())
+                    });
+                }
+                **inner = array;
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        // `ARRAY['\x01'::bytea, NULL]`: a NULL beside `bytea` elements is a `bytea` NULL
+        // (DataFusion finds no common type of `bytea` and an untyped NULL).
+        let _ = visit_expressions_mut(&mut s, |e| {
+            if let Expr::Array(array) = e
+                && array.elem.iter().any(|el| {
+                    matches!(
+                        el,
+                        Expr::Cast {
+                            data_type: SqlDataType::Bytea,
+                            ..
+                        }
+                    )
+                })
+            {
+                for el in &mut array.elem {
+                    if matches!(
+                        el,
+                        Expr::Value(ValueWithSpan {
+                            value: Value::Null,
+                            ..
+                        })
+                    ) {
+                        *el = bytea_cast(el);
+                    }
+                }
             }
             ControlFlow::<()>::Continue(())
         });
         s
+    }
+}
+
+/// `CAST(e AS bytea)`.
+fn bytea_cast(e: &Expr) -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(e.clone()),
+        data_type: SqlDataType::Bytea,
+        array: false,
+        format: None,
     }
 }
 

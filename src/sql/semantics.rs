@@ -1677,12 +1677,36 @@ impl AnalyzerRule for PgOperandTypes {
                                 .transform_data(|e| {
                                     super::equal_keys::window_order_keys(e, &schema)
                                 })?
-                                .transform_data(|e| super::char_compare::char_operands(e, &schema))
+                                .transform_data(|e| super::char_compare::char_operands(e, &schema))?
+                                .transform_data(|e| bytea_length(e, &schema))
                         })
                     })
                 })
             })?
             .data)
+    }
+}
+
+/// `length`, `char_length` and `character_length` of a `bytea` as its number of bytes
+/// ([`super::functions::text_output::OctetLength`]).
+fn bytea_length(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+    match e {
+        Expr::ScalarFunction(f)
+            if matches!(f.name(), "length" | "char_length" | "character_length")
+                && f.args.len() == 1
+                && matches!(
+                    f.args[0].get_type(schema)?,
+                    DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+                ) =>
+        {
+            let udf = Arc::new(ScalarUDF::new_from_impl(
+                super::functions::text_output::OctetLength::default(),
+            ));
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, f.args),
+            )))
+        }
+        other => Ok(Transformed::no(other)),
     }
 }
 

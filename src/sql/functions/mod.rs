@@ -131,6 +131,9 @@ pub fn register(ctx: &SessionContext) {
         ctx.deregister_udaf("bool_and");
         ctx.register_udaf(bool_and.as_ref().clone().with_aliases(["every"]));
     }
+    // `octet_length` of a `bytea` too (DataFusion's takes text only).
+    ctx.deregister_udf("octet_length");
+    ctx.register_udf(ScalarUDF::new_from_impl(text_output::OctetLength::default()));
     ctx.deregister_udf("date_part");
     ctx.deregister_udf("datepart");
     ctx.register_udf(ScalarUDF::new_from_impl(extract::DatePart::new(

@@ -497,6 +497,63 @@ impl ScalarUDFImpl for ByteaInput {
     }
 }
 
+/// `octet_length(text | bytea)`: the number of bytes (`integer`), PostgreSQL's
+/// `octet_length` of text and of a `bytea`, and its `length` and `char_length` of a `bytea`
+/// (docs, 9.5 "Binary String Functions"; [`crate::sql::semantics`] gives those calls of a
+/// `bytea` to this function). It replaces DataFusion's `octet_length`, which takes text only;
+/// DataFusion's `length` of a `bytea` read the bytes as UTF-8 text and counted characters
+/// (`'\xc3a9'` was 1, `'\xff'` an error).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct OctetLength {
+    signature: Signature,
+}
+
+impl Default for OctetLength {
+    fn default() -> Self {
+        OctetLength {
+            signature: Signature::uniform(
+                1,
+                vec![
+                    DataType::Utf8,
+                    DataType::LargeUtf8,
+                    DataType::Utf8View,
+                    DataType::Binary,
+                    DataType::LargeBinary,
+                    DataType::BinaryView,
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for OctetLength {
+    fn name(&self) -> &str {
+        "octet_length"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int32)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let array = args.args[0].to_array(args.number_rows)?;
+        let array = match array.data_type() {
+            DataType::Utf8View => arrow::compute::cast(&array, &DataType::Utf8)?,
+            DataType::BinaryView => arrow::compute::cast(&array, &DataType::Binary)?,
+            _ => array,
+        };
+        // Bytes, for text as for `bytea` (Arrow's `length` counts a string's bytes).
+        let out = arrow::compute::kernels::length::length(&array)?;
+        let out = arrow::compute::cast(&out, &DataType::Int32)?;
+        shape_result(&args.args, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
