@@ -21,16 +21,19 @@
 //! `count(t.*)` becomes `count(t.__weir_row)`: the marker is NULL exactly on the padded rows
 //! (a real row whose columns are all NULL still counts, as in PostgreSQL). A `SELECT` that
 //! also reads `*` or `t.*` as columns keeps `count(t.*)` as it is (the marker would show), as
-//! does a relation that is not a table or derived table; there `count(t.*)` still counts
-//! padded rows, as `count(*)` (see docs/sql.md). Where `t` is never padded, `count(t.*)` is
+//! does a relation that is not a table or derived table (a `LATERAL` subquery); there
+//! `count(t.*)` still counts padded rows, as `count(*)` (see docs/sql.md). Relations within
+//! parenthesized joins are marked whenever the `FROM` has an outer join anywhere.
+//! `count(DISTINCT t.*)` is refused (`0A000`) by [`check_count_distinct_row`]: DataFusion
+//! counted one value per group. Where `t` is never padded, `count(t.*)` is
 //! `count(*)`, as in PostgreSQL.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, ObjectName, Query, Select, SelectItem, SetExpr, Statement, TableFactor, VisitMut,
-    VisitorMut, visit_expressions, visit_expressions_mut,
+    JoinOperator, ObjectName, Query, Select, SelectItem, SetExpr, Statement, TableFactor,
+    TableWithJoins, VisitMut, VisitorMut, visit_expressions, visit_expressions_mut,
 };
 use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
 
@@ -173,6 +176,23 @@ fn rewrite_select(select: &mut Select) {
             }
         }
     }
+    // The relations of parenthesized joins (`(a LEFT JOIN b ON ...)`, `a LEFT JOIN (b RIGHT
+    // JOIN c ON ...) ON ...`), when the FROM has an outer join anywhere, may be padded: they
+    // are marked (a marker on a relation that is never padded counts what `count(*)` does).
+    if select.from.iter().any(has_outer_join) {
+        for from in &select.from {
+            for factor in
+                std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+            {
+                if let TableFactor::NestedJoin {
+                    table_with_joins, ..
+                } = factor
+                {
+                    nested_names(table_with_joins, &mut padded);
+                }
+            }
+        }
+    }
     if padded.is_empty() {
         return;
     }
@@ -208,16 +228,7 @@ fn rewrite_select(select: &mut Select) {
     let _ = visit_expressions(&select.projection, &mut find);
     let _ = visit_expressions(&select.having, &mut find);
     // Only relations whose derived table could be built get the marker.
-    marked.retain(|name| {
-        select.from.iter_mut().any(|from| {
-            std::iter::once(&mut from.relation)
-                .chain(from.joins.iter_mut().map(|j| &mut j.relation))
-                .any(|factor| {
-                    factor_name(factor).is_some_and(|n| same_ident(&n, name))
-                        && mark_rows(factor, name)
-                })
-        })
-    });
+    marked.retain(|name| select.from.iter_mut().any(|from| mark_in(from, name)));
     for name in &marked {
         keys.push((
             name.clone(),
@@ -239,6 +250,49 @@ fn rewrite_select(select: &mut Select) {
     if let Some(having) = &mut select.having {
         let _ = visit_expressions_mut(having, replace);
     }
+}
+
+/// Whether `from` has an outer join, also within parenthesized joins.
+fn has_outer_join(from: &TableWithJoins) -> bool {
+    from.joins.iter().any(|j| {
+        matches!(
+            j.join_operator,
+            JoinOperator::Left(_)
+                | JoinOperator::LeftOuter(_)
+                | JoinOperator::Right(_)
+                | JoinOperator::RightOuter(_)
+                | JoinOperator::FullOuter(_)
+        )
+    }) || std::iter::once(&from.relation)
+        .chain(from.joins.iter().map(|j| &j.relation))
+        .any(|f| matches!(f, TableFactor::NestedJoin { table_with_joins, .. } if has_outer_join(table_with_joins)))
+}
+
+/// The names of the relations within `from`, parenthesized joins included.
+fn nested_names(from: &TableWithJoins, out: &mut Vec<Ident>) {
+    for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)) {
+        match factor {
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => nested_names(table_with_joins, out),
+            other => out.extend(factor_name(other)),
+        }
+    }
+}
+
+/// Marks the relation `name` of `from` ([`mark_rows`]), looking into parenthesized joins;
+/// false when there is none to mark.
+fn mark_in(from: &mut TableWithJoins, name: &Ident) -> bool {
+    std::iter::once(&mut from.relation)
+        .chain(from.joins.iter_mut().map(|j| &mut j.relation))
+        .any(|factor| match factor {
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => mark_in(table_with_joins, name),
+            other => {
+                factor_name(other).is_some_and(|n| same_ident(&n, name)) && mark_rows(other, name)
+            }
+        })
 }
 
 /// Replaces `factor` (named `name`) by `(SELECT name.*, true AS __weir_row FROM factor) AS
@@ -321,4 +375,40 @@ fn set_count_argument(e: &mut Expr, key: Expr) {
     {
         list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(key))];
     }
+}
+
+/// Refuses `count(DISTINCT t.*)`, which DataFusion read as counting one value per group
+/// (PostgreSQL counts the distinct whole-row values of `t`).
+///
+/// # Errors
+/// `0A000` naming the construct.
+pub fn check_count_distinct_row(stmt: &Statement) -> crate::error::Result<()> {
+    let found = datafusion::sql::sqlparser::ast::visit_expressions(stmt, |e| {
+        if let Expr::Function(f) = e
+            && f.name.0.len() == 1
+            && f.name.0[0]
+                .as_ident()
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("count"))
+            && let FunctionArguments::List(list) = &f.args
+            && list.duplicate_treatment.is_some()
+            && list.args.iter().any(|a| {
+                matches!(
+                    a,
+                    FunctionArg::Unnamed(
+                        FunctionArgExpr::QualifiedWildcard(_) | FunctionArgExpr::Wildcard
+                    )
+                )
+            })
+        {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    if found.is_break() {
+        return Err(crate::error::Error::not_supported(
+            "count(DISTINCT t.*) (the distinct whole-row values of a relation) is not supported; \
+             count the distinct values of its columns instead",
+        ));
+    }
+    Ok(())
 }

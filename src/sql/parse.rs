@@ -175,7 +175,8 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 /// # Errors
 /// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement;
 /// `42702` for an ambiguous `ORDER BY` name
-/// ([`crate::sql::names::check_order_by_ambiguity`]); the errors of [`crate::sql::lookup_join::normalize_system_time`],
+/// ([`crate::sql::names::check_order_by_ambiguity`]); `0A000` for `count(DISTINCT t.*)`
+/// ([`crate::sql::count_row::check_count_distinct_row`]); the errors of [`crate::sql::lookup_join::normalize_system_time`],
 /// [`crate::sql::windows::rewrite_window_functions`] and
 /// [`crate::sql::named_windows::resolve_named_windows`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
@@ -205,6 +206,7 @@ fn parse_with(sql: &str, view: bool) -> Result<Statement> {
     check_cast_lengths(&stmt)?;
     check_fetch_with_ties(&stmt)?;
     crate::sql::names::check_order_by_ambiguity(&stmt)?;
+    crate::sql::count_row::check_count_distinct_row(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
     one_row_in(&mut stmt);
@@ -470,7 +472,8 @@ fn check_fetch_with_ties(stmt: &Statement) -> Result<()> {
 /// Refuses a cast to `varchar(n)` or `char(n)` whose length PostgreSQL refuses
 /// (`anychar_typmodin`): `22023` `length for type varchar must be at least 1` for 0, and
 /// `... cannot exceed 10485760` above that; and a cast of array text to an array type that
-/// PostgreSQL's `array_in` refuses (`'{{1,2},{3}}'::int[]`, `'{1,,2}'::int[]`).
+/// PostgreSQL's `array_in` refuses (`'{{1,2},{3}}'::int[]`, `'{1,,2}'::int[]`, `'1,2'::int[]`
+/// without braces; text with dimensions, `'[1:2]={1,2}'`, is left to the cast).
 ///
 /// # Errors
 /// `22023` as above; `22P02` `malformed array literal` for the array text.
@@ -493,7 +496,7 @@ fn check_cast_lengths(stmt: &Statement) -> Result<()> {
                     value: Value::SingleQuotedString(text),
                     ..
                 }) = expr.as_ref()
-                && text.trim_start().starts_with('{')
+                && !text.trim_start().starts_with('[')
                 && parse_array_text(text).is_none()
             {
                 // PostgreSQL's array_in refuses it so (`{{1,2},{3}}`, `{1,,2}`, `{1`);
