@@ -2025,7 +2025,8 @@ fn check_text_parameter(
 /// `22008` for a value out of Weir's range; `22021` for a zero byte in a value given as text
 /// (text format, or a binary `text`, `varchar`, `bpchar` or `name`, declared so or, not
 /// declared, of the text type the statement implies, `inferred`, or of none), which PostgreSQL's
-/// encoding check refuses (a text value cannot hold one).
+/// encoding check refuses (a text value cannot hold one), and for such a value that is not
+/// UTF-8.
 fn check_parameter(portal: &Portal<Prepared>, i: usize, inferred: Option<&DataType>) -> Result<()> {
     let Some(Some(bytes)) = portal.parameters.get(i) else {
         return Ok(());
@@ -2045,6 +2046,13 @@ fn check_parameter(portal: &Portal<Prepared>, i: usize, inferred: Option<&DataTy
         return Err(Error::data(
             "22021",
             "invalid byte sequence for encoding \"UTF8\": 0x00",
+        ));
+    }
+    if textual && let Err(e) = std::str::from_utf8(bytes) {
+        let bad = bytes.get(e.valid_up_to()).copied().unwrap_or_default();
+        return Err(Error::data(
+            "22021",
+            format!("invalid byte sequence for encoding \"UTF8\": 0x{bad:02x}"),
         ));
     }
     if !binary {
