@@ -2013,8 +2013,8 @@ fn check_text_parameter(
     Ok(())
 }
 
-/// Checks parameter `i` before arrow-pg reads it: a binary one of a fixed-size type for its length
-/// (a short interval made pgwire panic and drop the connection), and the range of
+/// Checks parameter `i` before arrow-pg reads it: a binary one of a fixed-size type for its
+/// length (a short interval made pgwire panic and drop the connection), and the range of
 /// timestamps, times and intervals, which arrow-pg turned into NULLs (a timestamp past
 /// 2262, Weir's nanosecond range) or wrapped (an interval of 2^63 - 1 µs) silently.
 /// Binary forms are PostgreSQL's `*_send` (µs since 2000-01-01 for timestamps; µs, days,
@@ -2024,9 +2024,9 @@ fn check_text_parameter(
 /// `08P01` `insufficient data left in message` for a short value; `22P03` for a long one;
 /// `22008` for a value out of Weir's range; `22021` for a zero byte in a value given as text
 /// (text format, or a binary `text`, `varchar`, `bpchar` or `name`, declared so or, not
-/// declared, of the text type the statement implies, `inferred`, or of none), which PostgreSQL's
-/// encoding check refuses (a text value cannot hold one), and for such a value that is not
-/// UTF-8.
+/// declared, of the text type the statement implies, `inferred`, or of none), which
+/// PostgreSQL's encoding check refuses (a text value cannot hold one), and for such a value
+/// that is not UTF-8.
 fn check_parameter(portal: &Portal<Prepared>, i: usize, inferred: Option<&DataType>) -> Result<()> {
     let Some(Some(bytes)) = portal.parameters.get(i) else {
         return Ok(());

@@ -31,9 +31,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, ObjectName, Query, Select, SelectItem, SetExpr, Statement, TableFactor,
-    TableWithJoins, VisitMut, VisitorMut, visit_expressions, visit_expressions_mut,
+    BinaryOperator, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, JoinConstraint, JoinOperator, ObjectName, Query, Select, SelectItem, SetExpr, Statement,
+    TableFactor, TableWithJoins, VisitMut, VisitorMut, visit_expressions, visit_expressions_mut,
 };
 use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
 
@@ -348,7 +348,8 @@ fn count_row_qualifier(e: &Expr) -> Option<Ident> {
     let FunctionArguments::List(list) = &f.args else {
         return None;
     };
-    if !is_count || list.duplicate_treatment.is_some() || list.args.len() != 1 {
+    let distinct = matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct));
+    if !is_count || distinct || list.args.len() != 1 {
         return None;
     }
     let FunctionArg::Unnamed(FunctionArgExpr::QualifiedWildcard(ObjectName(parts))) = &list.args[0]
@@ -390,7 +391,7 @@ pub fn check_count_distinct_row(stmt: &Statement) -> crate::error::Result<()> {
                 .as_ident()
                 .is_some_and(|i| i.value.eq_ignore_ascii_case("count"))
             && let FunctionArguments::List(list) = &f.args
-            && list.duplicate_treatment.is_some()
+            && matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct))
             && list.args.iter().any(|a| {
                 matches!(
                     a,

@@ -390,8 +390,9 @@ pub fn unique_output_names(stmt: &Statement) -> Option<(Statement, Vec<String>)>
 /// (docs, 7.5 "Sorting Rows"; `findTargetlistEntrySQL92`), where DataFusion took the input
 /// column. A name several output columns have for the same expression is the first's
 /// position. A list with a wildcard, a name two output columns have for different
-/// expressions (PostgreSQL's `42702`, [`check_order_by_ambiguity`]), `DISTINCT ON` (whose keys resolve alike in PostgreSQL, here to the input columns) and set
-/// operations (whose ORDER BY sees output columns only) are left as written.
+/// expressions (PostgreSQL's `42702`, [`check_order_by_ambiguity`]), `DISTINCT ON` (whose
+/// keys resolve alike in PostgreSQL, here to the input columns) and set operations (whose
+/// ORDER BY sees output columns only) are left as written.
 pub fn order_by_output_names(stmt: &mut Statement) {
     use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
     use std::ops::ControlFlow;

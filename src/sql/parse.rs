@@ -176,7 +176,8 @@ fn exactly_one(mut stmts: Vec<Statement>) -> Result<Statement> {
 /// [`Error::Parse`] (`42601`) when the text does not parse or holds more than one statement;
 /// `42702` for an ambiguous `ORDER BY` name
 /// ([`crate::sql::names::check_order_by_ambiguity`]); `0A000` for `count(DISTINCT t.*)`
-/// ([`crate::sql::count_row::check_count_distinct_row`]); the errors of [`crate::sql::lookup_join::normalize_system_time`],
+/// ([`crate::sql::count_row::check_count_distinct_row`]); the errors of
+/// [`crate::sql::lookup_join::normalize_system_time`],
 /// [`crate::sql::windows::rewrite_window_functions`] and
 /// [`crate::sql::named_windows::resolve_named_windows`].
 pub fn parse_one(sql: &str) -> Result<Statement> {
