@@ -125,7 +125,7 @@ impl FloatSum {
 /// over a window frame that slides: the exact sum of the frame's values divided by their
 /// count, as PostgreSQL computes each frame's average afresh (its float `avg` has no inverse
 /// transition: docs, 38.12.1 "Moving-Aggregate Mode"). DataFusion's running sum kept a
-/// residue of the values that left the frame (`1e20, 1, 1` over two rows gave 0 for the
+/// residue of the values that left the frame (`1e20, 1, 1` over two rows gave 0.5 for the
 /// last frame, not 1). Fails with 22003 as [`float_sum_value`] when the sum overflows.
 pub fn float_avg_accumulator() -> Box<dyn Accumulator> {
     Box::new(FloatSum {
