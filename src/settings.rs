@@ -428,6 +428,48 @@ pub fn format_duration_ms(ms: u64) -> String {
     }
 }
 
+/// The settings a StartupMessage's `options` parameter gives: `-c name=value`,
+/// `-cname=value` and `--name=value` (a `-` in the name read as `_`), as PostgreSQL reads
+/// the switches of its command line; words are split at spaces, and a backslash keeps the
+/// character after it (a backslash and a space: a space). Other switches are skipped.
+fn option_switches(options: &str) -> Vec<(String, String)> {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            word.extend(chars.next());
+        } else if c.is_ascii_whitespace() {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+        } else {
+            word.push(c);
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    let mut switches = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let word = &words[i];
+        let setting = if let Some(rest) = word.strip_prefix("--") {
+            Some(rest.to_string())
+        } else if word == "-c" {
+            i += 1;
+            words.get(i).cloned()
+        } else {
+            word.strip_prefix("-c").map(str::to_string)
+        };
+        if let Some((name, value)) = setting.as_deref().and_then(|s| s.split_once('=')) {
+            switches.push((name.replace('-', "_"), value.to_string()));
+        }
+        i += 1;
+    }
+    switches
+}
+
 fn spec(name: &str) -> Option<&'static Spec> {
     SPECS.iter().find(|s| s.name == name)
 }
@@ -609,6 +651,49 @@ impl SessionVars {
                 )
             })
             .collect()
+    }
+
+    /// Applies a connection's startup parameters as the session's defaults, as PostgreSQL
+    /// applies them (protocol docs, 55.7 "StartupMessage"; `postgres --help`'s `-c`): each
+    /// `name = value` pair of the StartupMessage other than `user`, `database`,
+    /// `replication` and `options`, then the `-c name=value` and `--name=value` switches of
+    /// `options` (words split at spaces, `\ ` keeps a space). `RESET` returns to these
+    /// values. A name Weir has no setting for is skipped (PostgreSQL refuses it, but
+    /// drivers send settings of PostgreSQL's Weir does not have), and so is a
+    /// `client_encoding` other than UTF8 (Weir speaks UTF8 only; psql in a C locale asks
+    /// for `SQL_ASCII`).
+    ///
+    /// # Errors
+    /// `22023` for a value a setting refuses (naming what is allowed), `55P02` for a
+    /// read-only setting, as `SET` would.
+    pub fn apply_startup<'a>(
+        &mut self,
+        params: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<()> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut options = Vec::new();
+        for (name, value) in params {
+            match name {
+                "user" | "database" | "replication" => {}
+                "options" => options.extend(option_switches(value)),
+                _ => pairs.push((name.to_string(), value.to_string())),
+            }
+        }
+        pairs.extend(options);
+        for (name, value) in pairs {
+            let Ok(s) = Self::key(&name) else {
+                tracing::debug!(%name, "startup parameter without a setting skipped");
+                continue;
+            };
+            if s.name == "client_encoding" && normalize(s, &value).is_err() {
+                tracing::debug!(%value, "startup client_encoding other than UTF8 skipped");
+                continue;
+            }
+            self.set(&name, &value)?;
+        }
+        let values = std::mem::take(&mut self.values);
+        self.defaults.extend(values);
+        Ok(())
     }
 
     /// Turns the values set so far into server-wide defaults: sessions start from them and
@@ -804,5 +889,38 @@ mod tests {
             v.set("checkpoint.interval", "5ms").unwrap_err().sqlstate(),
             "22023"
         );
+    }
+
+    #[test]
+    fn startup_parameters_become_the_defaults() {
+        let mut v = SessionVars::default();
+        v.apply_startup([
+            ("user", "alice"),
+            ("database", "weir"),
+            ("application_name", "psql"),
+            ("client_encoding", "SQL_ASCII"),
+            ("geqo", "off"),
+            (
+                "options",
+                r"-c statement_timeout=5s --search-path=a\ b -cTimeZone=UTC -x",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(v.get("application_name").unwrap(), "psql");
+        assert_eq!(v.get("client_encoding").unwrap(), "UTF8");
+        assert_eq!(v.get("statement_timeout").unwrap(), "5s");
+        assert_eq!(v.get("search_path").unwrap(), "a b");
+        assert_eq!(v.get("timezone").unwrap(), "UTC");
+        v.set("application_name", "other").unwrap();
+        v.reset("application_name").unwrap();
+        assert_eq!(v.get("application_name").unwrap(), "psql");
+        v.reset_all();
+        assert_eq!(v.get("application_name").unwrap(), "psql");
+
+        let mut v = SessionVars::default();
+        let e = v.apply_startup([("TimeZone", "Nowhere/Else")]).unwrap_err();
+        assert_eq!(e.sqlstate(), "22023");
+        let e = v.apply_startup([("server_version", "9")]).unwrap_err();
+        assert_eq!(e.sqlstate(), "55P02");
     }
 }

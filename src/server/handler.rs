@@ -11,7 +11,7 @@ use pgwire::api::DEFAULT_NAME;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
-use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
+use pgwire::api::auth::{DefaultServerParameterProvider, ServerParameterProvider, StartupHandler};
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
@@ -142,7 +142,7 @@ impl Drop for Conn {
 enum Authentication {
     Trust,
     /// pgwire's SASL handler (per connection: it holds the exchange's state).
-    Scram(Box<SASLAuthStartupHandler<DefaultServerParameterProvider>>),
+    Scram(Box<SASLAuthStartupHandler<ReportedParameters>>),
 }
 
 /// The extended-protocol query parser: plans at Parse time to learn parameter and result types.
@@ -178,7 +178,7 @@ impl Handlers {
                 }));
                 scram.set_iterations(crate::catalog::roles::SCRAM_ITERATIONS as usize);
                 Authentication::Scram(Box::new(
-                    SASLAuthStartupHandler::new(Arc::new(startup_parameters())).with_scram(scram),
+                    SASLAuthStartupHandler::new(Arc::new(ReportedParameters)).with_scram(scram),
                 ))
             }
         };
@@ -256,11 +256,10 @@ impl NoopStartupHandler for Trust {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        use pgwire::api::auth::ServerParameterProvider;
         let sent = DefaultServerParameterProvider::default()
             .server_parameters(client)
             .unwrap_or_default();
-        let ours = startup_parameters()
+        let ours = ReportedParameters
             .server_parameters(client)
             .unwrap_or_default();
         let mut changed: Vec<_> = ours
@@ -276,6 +275,35 @@ impl NoopStartupHandler for Trust {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// The settings reported to the client at startup (ParameterStatus): [`startup_parameters`]
+/// with the [`crate::session::REPORTED`] settings as the connection's startup parameters set
+/// them (`application_name`, `TimeZone`, `options=-c DateStyle=...`), so that a driver is
+/// told the values the session has.
+struct ReportedParameters;
+
+impl ServerParameterProvider for ReportedParameters {
+    fn server_parameters<C>(&self, client: &C) -> Option<std::collections::HashMap<String, String>>
+    where
+        C: ClientInfo,
+    {
+        let mut params = startup_parameters().server_parameters(client)?;
+        let mut vars = crate::settings::SessionVars::default();
+        // A refused value fails the startup before this is asked; defaults otherwise.
+        let _ = vars.apply_startup(
+            client
+                .metadata()
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        );
+        for (reported, name) in crate::session::REPORTED {
+            if let Ok(value) = vars.get(name) {
+                params.insert(reported.to_string(), value);
+            }
+        }
+        Some(params)
     }
 }
 
@@ -342,6 +370,13 @@ impl StartupHandler for Conn {
                 ));
             }
             session.set_user(user);
+            let params = startup
+                .parameters
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str()));
+            if let Err(e) = session.apply_startup(params) {
+                return Err(auth::fatal(e.sqlstate(), e.to_string()));
+            }
         }
         let result = match &self.auth {
             Authentication::Trust => Trust.on_startup(client, message).await,

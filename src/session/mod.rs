@@ -454,6 +454,23 @@ impl Session {
         }
     }
 
+    /// Applies the connection's startup parameters (`application_name`, `TimeZone`, the
+    /// `-c` switches of `options`, ...) as the session's defaults; see
+    /// [`SessionVars::apply_startup`].
+    ///
+    /// # Errors
+    /// `22023` for a value a setting refuses, `55P02` for a read-only setting.
+    pub fn apply_startup<'a>(
+        &mut self,
+        params: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<()> {
+        self.vars.apply_startup(params)?;
+        self.settings_changed();
+        // The startup's ParameterStatus messages report these values.
+        self.reported = reported_values(&self.vars);
+        Ok(())
+    }
+
     /// Names the session's user (from the connection's startup message): what
     /// `session_user` and `current_user` return.
     pub fn set_user(&mut self, user: &str) {

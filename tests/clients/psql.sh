@@ -46,6 +46,22 @@ no_error() {
 
 c_connect() { q -c 'SELECT 40 + 2' >"$WORK/out" && [ "$(cat "$WORK/out")" = 42 ]; }
 
+# The startup message's settings (PGAPPNAME, PGTZ, PGOPTIONS' -c switches) are the session's
+# defaults, which RESET returns to; a value a setting refuses fails the connection (FATAL
+# 22023, as PostgreSQL).
+c_startup_settings() {
+  PGAPPNAME=psql_check PGTZ=Asia/Kolkata PGOPTIONS='-c statement_timeout=5s' \
+    q -c 'SET application_name = other' -c 'RESET application_name' \
+    -c "SELECT current_setting('application_name'), current_setting('TimeZone'), current_setting('statement_timeout')" \
+    >"$WORK/out" && expect '^psql_check\|Asia/Kolkata\|5s$' || return 1
+  if PGTZ=Nowhere/Else q -c 'SELECT 1' >"$WORK/out" 2>"$WORK/e1"; then
+    echo "a connection with PGTZ=Nowhere/Else was let in" >&2
+    return 1
+  fi
+  grep -q 'FATAL:  invalid value for parameter "timezone": "Nowhere/Else"' "$WORK/e1" ||
+    { cat "$WORK/e1" >&2; return 1; }
+}
+
 c_setup() {
   q >"$WORK/out" <<SQL && [ "$(tail -n1 "$WORK/out")" = "ada|2|10" ]
 DROP TABLE IF EXISTS $T CASCADE;
@@ -118,6 +134,7 @@ c_watch() {
 }
 
 check connect c_connect
+check startup_settings c_startup_settings
 check setup c_setup
 check list_databases c_list_databases
 check list_schemas c_list_schemas
