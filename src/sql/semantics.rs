@@ -3619,14 +3619,21 @@ fn int4_values(v: datafusion::logical_expr::Values) -> datafusion::common::Resul
     }))
 }
 
-/// True when `e` is an `integer` column, an integer literal within `integer`'s range, or
-/// [`int4_arithmetic`] over them.
+/// True when `e` is an integer literal within `integer`'s range, an expression of type
+/// `integer` or `smallint` (a column, a cast, `length(x)`), or [`int4_arithmetic`] over
+/// them.
 fn leaf_or_arith(e: &Expr, schema: &DFSchema) -> bool {
     match e {
         Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).is_ok(),
         Expr::Literal(ScalarValue::Int32(Some(_)), _) => true,
-        Expr::Column(_) => matches!(e.get_type(schema), Ok(DataType::Int32)),
-        other => int4_arithmetic(other, schema) || date_difference(other, schema),
+        Expr::Literal(..) => false,
+        other => {
+            matches!(
+                other.get_type(schema),
+                Ok(DataType::Int32 | DataType::Int16)
+            ) || int4_arithmetic(other, schema)
+                || date_difference(other, schema)
+        }
     }
 }
 /// True when `e` is `date - date`, which PostgreSQL types `integer` (days; `date_mi`),
@@ -3638,9 +3645,14 @@ fn date_difference(e: &Expr, schema: &DFSchema) -> bool {
             && matches!(e.get_type(schema), Ok(DataType::Int64)))
 }
 /// True when `e` is integer arithmetic PostgreSQL types `integer`: `+ - * / %` and
-/// negation over `integer` columns and integer literals within `integer`'s range (at
-/// least one operator; DataFusion types it `bigint`, the literals being `bigint`).
+/// negation over `integer` and `smallint` expressions and integer literals within
+/// `integer`'s range (at least one operator; DataFusion types it `bigint`, the literals
+/// being `bigint`). Arithmetic DataFusion types `smallint` (`smallint + smallint`) is
+/// PostgreSQL's `smallint` too, and is not one.
 fn int4_arithmetic(e: &Expr, schema: &DFSchema) -> bool {
+    if matches!(e.get_type(schema), Ok(DataType::Int16)) {
+        return false;
+    }
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             matches!(
@@ -3682,8 +3694,9 @@ fn int4_call(e: &Expr, schema: &DFSchema) -> bool {
 
 /// An aggregate's `sum`, `min` and `max` of an integer literal within `integer`'s range or of
 /// [`int4_arithmetic`] read an `integer` (`sum(1)` is `bigint` in PostgreSQL, whose `sum` of
-/// an `integer` is a `bigint`; DataFusion's literal made it `sum(bigint)`, a `numeric`). Each
-/// keeps its output column's name.
+/// an `integer` is a `bigint`; DataFusion's literal made it `sum(bigint)`, a `numeric`), and
+/// such grouping keys are `integer`s ([`int4_narrowed`]). Each keeps its output column's
+/// name.
 fn int4_aggregate(
     a: datafusion::logical_expr::Aggregate,
 ) -> datafusion::common::Result<LogicalPlan> {
@@ -3697,14 +3710,7 @@ fn int4_aggregate(
         };
         let narrow = match f.params.args.as_slice() {
             [arg] if matches!(f.func.name(), "sum" | "min" | "max") => {
-                int4_literal(arg).or_else(|| {
-                    int4_arithmetic(arg, &input_schema).then(|| {
-                        Expr::Cast(datafusion::logical_expr::Cast::new(
-                            Box::new(arg.clone()),
-                            DataType::Int32,
-                        ))
-                    })
-                })
+                int4_narrowed(arg, &input_schema)
             }
             _ => None,
         };
@@ -3717,11 +3723,34 @@ fn int4_aggregate(
         f.params.args = vec![arg];
         out.push(Expr::AggregateFunction(f).alias(name));
     }
+    // A grouping key PostgreSQL types `integer` (`GROUP BY s + 1`) is one, under its name.
+    let group_expr = a
+        .group_expr
+        .into_iter()
+        .map(|e| match int4_narrowed(&e, &input_schema) {
+            Some(narrow) => narrow.alias(e.schema_name().to_string()),
+            None => e,
+        })
+        .collect();
     Ok(LogicalPlan::Aggregate(Aggregate::try_new(
-        a.input,
-        a.group_expr,
-        out,
+        a.input, group_expr, out,
     )?))
+}
+
+/// `e` as an `integer` when PostgreSQL types it `integer` and DataFusion `bigint`: an
+/// integer literal within `integer`'s range, [`int4_arithmetic`], [`int4_call`] or
+/// [`date_difference`]. Arithmetic is computed as PostgreSQL computes it (32-bit, `22003`
+/// past it), so the cast back cannot fail.
+fn int4_narrowed(e: &Expr, schema: &DFSchema) -> Option<Expr> {
+    if let Some(int4) = int4_literal(e) {
+        return Some(int4);
+    }
+    (int4_arithmetic(e, schema) || int4_call(e, schema) || date_difference(e, schema)).then(|| {
+        Expr::Cast(datafusion::logical_expr::Cast::new(
+            Box::new(e.clone()),
+            DataType::Int32,
+        ))
+    })
 }
 
 /// A projection's items that are integer literals or `integer` arithmetic as `integer`s (see
@@ -3739,22 +3768,31 @@ fn int4_projection(
                 Expr::Alias(a) => (a.expr.as_ref(), a.name.clone()),
                 other => (other, other.schema_name().to_string()),
             };
-            if let Some(int4) = int4_literal(inner) {
+            if let Some(int4) = int4_narrowed(inner, &input_schema) {
                 return int4.alias(name);
             }
-            if int4_arithmetic(inner, &input_schema)
-                || int4_call(inner, &input_schema)
-                || date_difference(inner, &input_schema)
-            {
-                // Computed as PostgreSQL computes it (32-bit, 22003 past it), then shown
-                // as `integer`: the cast back cannot fail.
-                return Expr::Cast(datafusion::logical_expr::Cast::new(
-                    Box::new(inner.clone()),
-                    DataType::Int32,
-                ))
-                .alias(name);
+            if !matches!(inner, Expr::ScalarFunction(_)) {
+                return e.clone();
             }
-            e.clone()
+            // `pg_typeof` of such an expression names PostgreSQL's type: its argument is
+            // narrowed as an output column is.
+            let retyped = inner.clone().transform_up(|x| match &x {
+                Expr::ScalarFunction(f) if f.name() == "pg_typeof" && f.args.len() == 1 => {
+                    match int4_narrowed(&f.args[0], &input_schema) {
+                        Some(arg) => {
+                            let mut f = f.clone();
+                            f.args = vec![arg];
+                            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+                        }
+                        None => Ok(Transformed::no(x)),
+                    }
+                }
+                _ => Ok(Transformed::no(x)),
+            });
+            match retyped {
+                Ok(t) if t.transformed => t.data.alias(name),
+                _ => e.clone(),
+            }
         })
         .collect();
     Ok(LogicalPlan::Projection(Projection::try_new(
