@@ -474,10 +474,11 @@ fn check_fetch_with_ties(stmt: &Statement) -> Result<()> {
 /// (`anychar_typmodin`): `22023` `length for type varchar must be at least 1` for 0, and
 /// `... cannot exceed 10485760` above that; and a cast of array text to an array type that
 /// PostgreSQL's `array_in` refuses (`'{{1,2},{3}}'::int[]`, `'{1,,2}'::int[]`, `'1,2'::int[]`
-/// without braces; text with dimensions, `'[1:2]={1,2}'`, is left to the cast).
+/// without braces, `'{{}}'::int[]`, `'[1:3]={1,2}'::int[]`).
 ///
 /// # Errors
-/// `22023` as above; `22P02` `malformed array literal` for the array text.
+/// `22023` as above; `22P02` `malformed array literal` for the array text; those of
+/// [`undecorated_array_text`] for its dimension decoration.
 fn check_cast_lengths(stmt: &Statement) -> Result<()> {
     use datafusion::sql::sqlparser::ast::CharacterLength;
     struct Lengths;
@@ -497,7 +498,19 @@ fn check_cast_lengths(stmt: &Statement) -> Result<()> {
                     value: Value::SingleQuotedString(text),
                     ..
                 }) = expr.as_ref()
-                && !text.trim_start().starts_with('[')
+                && let Err(e) = undecorated_array_text(text)
+            {
+                // A dimension decoration that does not fit its contents, or lower bounds
+                // other than 1.
+                return ControlFlow::Break(e);
+            }
+            if let SqlDataType::Array(
+                ArrayElemTypeDef::SquareBracket(..) | ArrayElemTypeDef::AngleBracket(_),
+            ) = data_type
+                && let Expr::Value(ValueWithSpan {
+                    value: Value::SingleQuotedString(text),
+                    ..
+                }) = expr.as_ref()
                 && parse_array_text(text).is_none()
             {
                 // PostgreSQL's array_in refuses it so (`{{1,2},{3}}`, `{1,,2}`, `{1`);
@@ -3361,8 +3374,9 @@ impl ArrayText {
                     if *depth.get_or_insert(d) != d {
                         return None;
                     }
+                    // An empty sub-array (`{{}}`) is malformed, as in PostgreSQL.
                     if let ArrayText::Array(sub) = item
-                        && *len.get_or_insert(sub.len()) != sub.len()
+                        && (sub.is_empty() || *len.get_or_insert(sub.len()) != sub.len())
                     {
                         return None;
                     }
@@ -3371,14 +3385,97 @@ impl ArrayText {
             }
         }
     }
+
+    /// The length of each dimension, outermost first (`[2, 1]` for `{{1},{2}}`).
+    fn shape(&self) -> Vec<usize> {
+        let mut shape = Vec::new();
+        let mut node = self;
+        while let ArrayText::Array(items) = node {
+            shape.push(items.len());
+            match items.first() {
+                Some(first) => node = first,
+                None => break,
+            }
+        }
+        shape
+    }
+}
+
+/// The dimension decoration in front of array text (`[1:2]={1,2}`, `[2]={1,2}`, `[1:2][1:1]=
+/// {{1},{2}}`; docs, 8.15.6): each dimension's lower and upper bound (a lower bound of 1
+/// when only the upper is written) and the text after the `=`. `Ok(None)` for text without
+/// one (not starting with `[`).
+///
+/// # Errors
+/// `22P02` `malformed array literal` for a decoration PostgreSQL's `array_in` cannot read,
+/// `2202E` when an upper bound is below its lower bound.
+fn array_dimensions(text: &str) -> Result<Option<(Vec<(i64, i64)>, &str)>> {
+    let malformed = || Error::data("22P02", format!("malformed array literal: \"{text}\""));
+    let mut rest = text.trim_start();
+    if !rest.starts_with('[') {
+        return Ok(None);
+    }
+    let bound = |s: &str| s.trim().parse::<i64>().map_err(|_| malformed());
+    let mut dims = Vec::new();
+    while let Some(after) = rest.strip_prefix('[') {
+        let close = after.find(']').ok_or_else(malformed)?;
+        let inside = &after[..close];
+        let (lower, upper) = match inside.split_once(':') {
+            Some((l, u)) => (bound(l)?, bound(u)?),
+            None => (1, bound(inside)?),
+        };
+        if upper < lower {
+            return Err(Error::data(
+                "2202E",
+                "upper bound cannot be less than lower bound",
+            ));
+        }
+        dims.push((lower, upper));
+        rest = after[close + 1..].trim_start();
+    }
+    let body = rest.strip_prefix('=').ok_or_else(malformed)?;
+    Ok(Some((dims, body)))
+}
+
+/// Checks array text with a dimension decoration ([`array_dimensions`]) against its
+/// contents, and returns the text without it.
+///
+/// # Errors
+/// As [`array_dimensions`]; `22P02` when the contents are malformed or their dimensions
+/// differ from the decoration's (PostgreSQL's "Specified array dimensions do not match array
+/// contents."); `0A000` for a lower bound other than 1 (Weir's arrays start at 1 and keep
+/// no bounds).
+pub fn undecorated_array_text(text: &str) -> Result<&str> {
+    let Some((dims, body)) = array_dimensions(text)? else {
+        return Ok(text);
+    };
+    let malformed = || Error::data("22P02", format!("malformed array literal: \"{text}\""));
+    let node = parse_array_text(body).ok_or_else(malformed)?;
+    let sizes: Vec<usize> = dims
+        .iter()
+        .map(|(l, u)| usize::try_from(u - l + 1).unwrap_or(usize::MAX))
+        .collect();
+    if node.shape() != sizes {
+        return Err(malformed());
+    }
+    if dims.iter().any(|(l, _)| *l != 1) {
+        return Err(Error::not_supported(
+            "arrays with a lower bound other than 1 are not supported",
+        ));
+    }
+    Ok(body)
 }
 
 /// Reads PostgreSQL's array text (docs, 8.15.6 "Array Input and Output Syntax"): `{`
 /// elements separated by `,` `}`, nested for more dimensions; an element double-quoted
 /// (`\` escapes the next character) or bare (white space around it dropped, `\` escaping,
-/// `NULL` in any case a NULL). `None` for text PostgreSQL would refuse or Weir does not read
-/// (dimension decorations such as `[1:2]={...}`), which is left to the cast as written.
+/// `NULL` in any case a NULL), with an optional dimension decoration whose lower bounds are 1
+/// (`[1:2]={1,2}`, [`undecorated_array_text`]). `None` for text PostgreSQL would refuse or
+/// Weir does not read, which is left to the cast as written.
 fn parse_array_text(text: &str) -> Option<ArrayText> {
+    if text.trim_start().starts_with('[') {
+        return parse_array_text(undecorated_array_text(text).ok()?);
+    }
     fn array(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<ArrayText> {
         // The opening brace has been read.
         let mut items = Vec::new();
