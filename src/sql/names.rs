@@ -493,8 +493,9 @@ pub fn name_casts(stmt: &Statement) -> Statement {
 /// Refuses an `ORDER BY` item that is a bare name two output columns of its `SELECT` have for
 /// different expressions (`SELECT a AS x, b AS x FROM t ORDER BY x`), as PostgreSQL does
 /// (`findTargetlistEntrySQL92`: two matches whose expressions differ); DataFusion refused it
-/// with its internal message about unique projection names. A select list with a wildcard
-/// is left to the plan.
+/// with its internal message about unique projection names. In a set operation (`... UNION
+/// ... ORDER BY x`) the names are its leftmost branch's, and any two alike are ambiguous. A
+/// select list with a wildcard is left to the plan.
 ///
 /// # Errors
 /// `42702` `ORDER BY "x" is ambiguous`.
@@ -505,8 +506,19 @@ pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
     impl Visitor for Ambiguity {
         type Break = crate::error::Error;
         fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Self::Break> {
-            let (SetExpr::Select(select), Some(order)) = (query.body.as_ref(), &query.order_by)
-            else {
+            let Some(order) = &query.order_by else {
+                return ControlFlow::Continue(());
+            };
+            // A set operation's output columns are named by its leftmost branch; two of one
+            // name are different columns (PostgreSQL compares the output columns, not the
+            // branch's expressions).
+            let mut body = query.body.as_ref();
+            let mut set_operation = false;
+            while let SetExpr::SetOperation { left, .. } = body {
+                body = left.as_ref();
+                set_operation = true;
+            }
+            let SetExpr::Select(select) = body else {
                 return ControlFlow::Continue(());
             };
             let OrderByKind::Expressions(exprs) = &order.kind else {
@@ -529,7 +541,7 @@ pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
                 let name = alias_name(ident);
                 let mut matches = items.iter().filter(|(n, _)| *n == name).map(|(_, e)| e);
                 if let Some(first) = matches.next()
-                    && matches.any(|e| e != first)
+                    && matches.any(|e| set_operation || e != first)
                 {
                     return ControlFlow::Break(crate::error::Error::plan(
                         "42702",

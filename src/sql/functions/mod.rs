@@ -134,6 +134,7 @@ pub fn register(ctx: &SessionContext) {
     // `octet_length` of a `bytea` too (DataFusion's takes text only).
     ctx.deregister_udf("octet_length");
     ctx.register_udf(ScalarUDF::new_from_impl(text_output::OctetLength::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(text_output::OctetLength::bits()));
     ctx.deregister_udf("date_part");
     ctx.deregister_udf("datepart");
     ctx.register_udf(ScalarUDF::new_from_impl(extract::DatePart::new(

@@ -502,15 +502,29 @@ impl ScalarUDFImpl for ByteaInput {
 /// (docs, 9.5 "Binary String Functions"; [`crate::sql::semantics`] gives those calls of a
 /// `bytea` to this function). It replaces DataFusion's `octet_length`, which takes text only;
 /// DataFusion's `length` of a `bytea` read the bytes as UTF-8 text and counted characters
-/// (`'\xc3a9'` was 1, `'\xff'` an error).
+/// (`'\xc3a9'` was 1, `'\xff'` an error). [`OctetLength::bits`] is `bit_length(text |
+/// bytea)`: 8 times as many (DataFusion's `bit_length` takes text only).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct OctetLength {
     signature: Signature,
+    /// Counts bits (`bit_length`), not bytes.
+    bits: bool,
+}
+
+impl OctetLength {
+    /// `bit_length(text | bytea)`: the number of bits (`integer`), 8 per byte.
+    pub fn bits() -> Self {
+        OctetLength {
+            bits: true,
+            ..OctetLength::default()
+        }
+    }
 }
 
 impl Default for OctetLength {
     fn default() -> Self {
         OctetLength {
+            bits: false,
             signature: Signature::uniform(
                 1,
                 vec![
@@ -529,7 +543,11 @@ impl Default for OctetLength {
 
 impl ScalarUDFImpl for OctetLength {
     fn name(&self) -> &str {
-        "octet_length"
+        if self.bits {
+            "bit_length"
+        } else {
+            "octet_length"
+        }
     }
 
     fn signature(&self) -> &Signature {
@@ -548,7 +566,11 @@ impl ScalarUDFImpl for OctetLength {
             _ => array,
         };
         // Bytes, for text as for `bytea` (Arrow's `length` counts a string's bytes).
-        let out = arrow::compute::kernels::length::length(&array)?;
+        let out = if self.bits {
+            arrow::compute::kernels::length::bit_length(&array)?
+        } else {
+            arrow::compute::kernels::length::length(&array)?
+        };
         let out = arrow::compute::cast(&out, &DataType::Int32)?;
         shape_result(&args.args, out)
     }
