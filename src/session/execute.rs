@@ -1387,6 +1387,7 @@ impl Session {
 
     async fn plan_statement(&self, mut stmt: Statement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
+        crate::sql::using_joins::derive_aliased_joins(&mut stmt);
         // USING and NATURAL joins get PostgreSQL's merged columns: the rewrite needs the
         // columns of the joined relations, planned here one by one.
         let probes = crate::sql::using_joins::probes(&stmt);

@@ -50,6 +50,60 @@ pub fn probes(stmt: &Statement) -> Vec<Query> {
     }
 }
 
+/// Turns each parenthesized join with an alias that holds a USING or NATURAL join
+/// (`(a FULL JOIN b USING (k)) AS j`) into the derived table `(SELECT * FROM a FULL JOIN b
+/// USING (k)) AS j`, whose `*` [`rewrite`] then expands to PostgreSQL's columns: the merged
+/// `k` once, then the others. PostgreSQL's alias names the join's own output columns and
+/// hides the tables inside it (docs, 7.2.1.1); DataFusion kept both sides' `k` under the
+/// alias (`k` and `k:1`, the left one NULL on a FULL join's right-only rows), so a join on
+/// `j.k` or a `*` over `j` went wrong.
+pub fn derive_aliased_joins(stmt: &mut Statement) {
+    struct Derive;
+    impl VisitorMut for Derive {
+        type Break = ();
+        fn post_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            if let TableFactor::NestedJoin {
+                table_with_joins,
+                alias: Some(_),
+            } = factor
+                && has_using_join(table_with_joins)
+                && let Some(derived) = derived_join(factor)
+            {
+                *factor = derived;
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = stmt.visit(&mut Derive);
+}
+
+/// `(SELECT * FROM <join>) AS <alias>` of a parenthesized join with an alias.
+fn derived_join(factor: &TableFactor) -> Option<TableFactor> {
+    let TableFactor::NestedJoin {
+        table_with_joins,
+        alias: Some(alias),
+    } = factor
+    else {
+        return None;
+    };
+    let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+    let mut statements =
+        datafusion::sql::sqlparser::parser::Parser::parse_sql(&dialect, "SELECT * FROM t").ok()?;
+    let Some(Statement::Query(mut query)) = statements.pop() else {
+        return None;
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    select.from = vec![table_with_joins.as_ref().clone()];
+    Some(TableFactor::Derived {
+        lateral: false,
+        subquery: query,
+        alias: Some(alias.clone()),
+        sample: None,
+    })
+}
+
 /// Rewrites the statement's USING and NATURAL joins' column references (module docs).
 /// `columns` holds, for each query of [`probes`] in its order, the names of its output columns,
 /// or `None` when it did not plan (the `SELECT` it belongs to is then left as it was).
