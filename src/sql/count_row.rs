@@ -33,7 +33,8 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
     Ident, JoinConstraint, JoinOperator, ObjectName, Query, Select, SelectItem, SetExpr, Statement,
-    TableFactor, TableWithJoins, VisitMut, VisitorMut, visit_expressions, visit_expressions_mut,
+    TableFactor, TableWithJoins, Value, VisitMut, VisitorMut, visit_expressions,
+    visit_expressions_mut,
 };
 use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
 
@@ -296,9 +297,43 @@ fn mark_in(from: &mut TableWithJoins, name: &Ident) -> bool {
 }
 
 /// Replaces `factor` (named `name`) by `(SELECT name.*, true AS __weir_row FROM factor) AS
-/// name`; false, leaving it alone, for a factor that is not a table or a derived table that
-/// is not `LATERAL`.
+/// name`; a `LATERAL` subquery (which may name the tables before it, so cannot move into
+/// another one) gets the marker as one more item of its own select list (and of its alias's
+/// column list), unless it is an aggregate without `GROUP BY`. False, leaving it alone, for
+/// any other factor.
 fn mark_rows(factor: &mut TableFactor, name: &Ident) -> bool {
+    if let TableFactor::Derived {
+        lateral: true,
+        subquery,
+        alias,
+        ..
+    } = factor
+    {
+        let SetExpr::Select(select) = subquery.body.as_mut() else {
+            return false;
+        };
+        // An aggregate without `GROUP BY` yields one row for every row before it: never
+        // padded, so `count(t.*)` is `count(*)` there.
+        if crate::sql::lateral_aggregates::is_ungrouped_aggregate(select) {
+            return false;
+        }
+        let marker = Ident::new(ROW_MARKER);
+        select.projection.push(SelectItem::ExprWithAlias {
+            expr: Expr::Value(Value::Boolean(true).with_empty_span()),
+            alias: marker.clone(),
+        });
+        if let Some(alias) = alias
+            && !alias.columns.is_empty()
+        {
+            alias
+                .columns
+                .push(datafusion::sql::sqlparser::ast::TableAliasColumnDef {
+                    name: marker,
+                    data_type: None,
+                });
+        }
+        return true;
+    }
     if !matches!(
         factor,
         TableFactor::Table { .. } | TableFactor::Derived { lateral: false, .. }

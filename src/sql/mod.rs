@@ -15,6 +15,7 @@ pub mod event_time;
 pub mod filter_first;
 pub mod functions;
 pub mod guard_fallible;
+pub mod lateral_aggregates;
 pub mod lookup_join;
 pub mod named_windows;
 pub(crate) mod names;

@@ -119,6 +119,8 @@ impl Parser {
                 Arc::new(ScalarSubqueryRule),
                 // `SELECT x + 1 FROM t GROUP BY x ORDER BY 1`.
                 Arc::new(GroupedOrdinalRule),
+                // `LATERAL (SELECT max(v), true AS seen ...)`: `seen` on rows without matches.
+                Arc::new(crate::sql::lateral_aggregates::LateralAggregateRule),
                 // `count(b.*)` over the padded side of `a LEFT JOIN b`.
                 Arc::new(crate::sql::count_row::CountRowRule),
                 // `FROM (SELECT count(*) FROM t) s` names its column `count` (last: it names
