@@ -3403,6 +3403,9 @@ impl ArrayText {
     }
 }
 
+/// A dimension's lower and upper bound in array text (`[1:2]`).
+type Bounds = (i64, i64);
+
 /// The dimension decoration in front of array text (`[1:2]={1,2}`, `[2]={1,2}`, `[1:2][1:1]=
 /// {{1},{2}}`; docs, 8.15.6): each dimension's lower and upper bound (a lower bound of 1
 /// when only the upper is written) and the text after the `=`. `Ok(None)` for text without
@@ -3411,7 +3414,7 @@ impl ArrayText {
 /// # Errors
 /// `22P02` `malformed array literal` for a decoration PostgreSQL's `array_in` cannot read,
 /// `2202E` when an upper bound is below its lower bound.
-fn array_dimensions(text: &str) -> Result<Option<(Vec<(i64, i64)>, &str)>> {
+fn array_dimensions(text: &str) -> Result<Option<(Vec<Bounds>, &str)>> {
     let malformed = || Error::data("22P02", format!("malformed array literal: \"{text}\""));
     let mut rest = text.trim_start();
     if !rest.starts_with('[') {
