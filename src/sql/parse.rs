@@ -500,21 +500,15 @@ fn check_cast_lengths(stmt: &Statement) -> Result<()> {
                     value: Value::SingleQuotedString(text),
                     ..
                 }) = expr.as_ref()
-                && let Err(e) = undecorated_array_text(text)
             {
                 // A dimension decoration that does not fit its contents, or lower bounds
                 // other than 1.
-                return ControlFlow::Break(e);
-            }
-            if let SqlDataType::Array(
-                ArrayElemTypeDef::SquareBracket(..) | ArrayElemTypeDef::AngleBracket(_),
-            ) = data_type
-                && let Expr::Value(ValueWithSpan {
-                    value: Value::SingleQuotedString(text),
-                    ..
-                }) = expr.as_ref()
-                && parse_array_text(text).is_none()
-            {
+                if let Err(e) = undecorated_array_text(text) {
+                    return ControlFlow::Break(e);
+                }
+                if parse_array_text(text).is_some() {
+                    return ControlFlow::Continue(());
+                }
                 // PostgreSQL's array_in refuses it so (`{{1,2},{3}}`, `{1,,2}`, `{1`);
                 // the compatibility layer's rewrite made a parser error of it.
                 return ControlFlow::Break(Error::data(
