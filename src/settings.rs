@@ -428,6 +428,113 @@ pub fn format_duration_ms(ms: u64) -> String {
     }
 }
 
+/// True when `name` names one of PostgreSQL's client encodings (`SQL_ASCII`, `LATIN1`,
+/// `WIN1252`, ...; docs, 24.3.1 "Supported Character Sets", and their aliases), compared as
+/// PostgreSQL's `pg_char_to_encoding` compares them: case and non-alphanumeric characters
+/// ignored.
+fn is_pg_encoding(name: &str) -> bool {
+    const ENCODINGS: &[&str] = &[
+        "sqlascii",
+        "utf8",
+        "unicode",
+        "eucjp",
+        "euccn",
+        "euckr",
+        "euctw",
+        "eucjis2004",
+        "muleinternal",
+        "latin1",
+        "latin2",
+        "latin3",
+        "latin4",
+        "latin5",
+        "latin6",
+        "latin7",
+        "latin8",
+        "latin9",
+        "latin10",
+        "iso88591",
+        "iso88592",
+        "iso88593",
+        "iso88594",
+        "iso88599",
+        "iso885910",
+        "iso885913",
+        "iso885914",
+        "iso885915",
+        "iso885916",
+        "iso88595",
+        "iso88596",
+        "iso88597",
+        "iso88598",
+        "win1250",
+        "win1251",
+        "win1252",
+        "win1253",
+        "win1254",
+        "win1255",
+        "win1256",
+        "win1257",
+        "win1258",
+        "win866",
+        "win874",
+        "win",
+        "alt",
+        "koi8",
+        "koi8r",
+        "koi8u",
+        "sjis",
+        "shiftjis",
+        "shiftjis2004",
+        "big5",
+        "gbk",
+        "uhc",
+        "gb18030",
+        "johab",
+        "tcvn",
+        "tcvn5712",
+        "vscii",
+        "abc",
+        "mskanji",
+        "windows932",
+        "windows936",
+        "windows949",
+        "windows950",
+        "windows1250",
+        "windows1251",
+        "windows1252",
+        "windows1253",
+        "windows1254",
+        "windows1255",
+        "windows1256",
+        "windows1257",
+        "windows1258",
+        "windows866",
+        "windows874",
+        "cp866",
+        "cp874",
+        "cp932",
+        "cp936",
+        "cp949",
+        "cp950",
+        "cp1250",
+        "cp1251",
+        "cp1252",
+        "cp1253",
+        "cp1254",
+        "cp1255",
+        "cp1256",
+        "cp1257",
+        "cp1258",
+    ];
+    let clean: String = name
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    ENCODINGS.contains(&clean.as_str())
+}
+
 /// The settings a StartupMessage's `options` parameter gives: `-c name=value`,
 /// `-cname=value` and `--name=value` (a `-` in the name read as `_`), as PostgreSQL reads
 /// the switches of its command line; words are split at spaces, and a backslash keeps the
@@ -657,21 +764,23 @@ impl SessionVars {
     /// applies them (protocol docs, 55.7 "StartupMessage"; `postgres --help`'s `-c`): each
     /// `name = value` pair of the StartupMessage other than `user`, `database`,
     /// `replication` and `options`, then the `-c name=value` and `--name=value` switches of
-    /// `options` (words split at spaces, `\ ` keeps a space). `RESET` returns to these
-    /// values. A name Weir has no setting for is skipped (PostgreSQL refuses it, but
-    /// drivers send settings of PostgreSQL's Weir does not have), and so is a
-    /// `client_encoding` other than UTF8 (Weir speaks UTF8 only; psql in a C locale asks
-    /// for `SQL_ASCII`).
+    /// `options` (words split at spaces, `\ ` keeps a space; the pairs win over them).
+    /// `RESET` returns to these values. A name Weir has no setting for is skipped
+    /// (PostgreSQL refuses it, but drivers send settings of PostgreSQL's Weir does not
+    /// have), and so is a `client_encoding` of PostgreSQL's other than UTF8 (Weir speaks
+    /// UTF8 only; psql in a C locale asks for `SQL_ASCII`).
     ///
     /// # Errors
-    /// `22023` for a value a setting refuses (naming what is allowed), `55P02` for a
-    /// read-only setting, as `SET` would.
+    /// `22023` for a value a setting refuses (naming what is allowed) or an encoding
+    /// PostgreSQL does not have, `55P02` for a read-only setting, as `SET` would.
     pub fn apply_startup<'a>(
         &mut self,
         params: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<()> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
+        // The switches of `options` first, then the other pairs, which win (PostgreSQL's
+        // `process_startup_options` order).
         let mut options = Vec::new();
+        let mut pairs: Vec<(String, String)> = Vec::new();
         for (name, value) in params {
             match name {
                 "user" | "database" | "replication" => {}
@@ -679,13 +788,18 @@ impl SessionVars {
                 _ => pairs.push((name.to_string(), value.to_string())),
             }
         }
-        pairs.extend(options);
-        for (name, value) in pairs {
+        options.extend(pairs);
+        for (name, value) in options {
             let Ok(s) = Self::key(&name) else {
                 tracing::debug!(%name, "startup parameter without a setting skipped");
                 continue;
             };
             if s.name == "client_encoding" && normalize(s, &value).is_err() {
+                if !is_pg_encoding(&value) {
+                    return Err(Error::setting(format!(
+                        "invalid value for parameter \"client_encoding\": \"{value}\""
+                    )));
+                }
                 tracing::debug!(%value, "startup client_encoding other than UTF8 skipped");
                 continue;
             }
@@ -922,5 +1036,18 @@ mod tests {
         assert_eq!(e.sqlstate(), "22023");
         let e = v.apply_startup([("server_version", "9")]).unwrap_err();
         assert_eq!(e.sqlstate(), "55P02");
+        let e = v.apply_startup([("client_encoding", "bogus")]).unwrap_err();
+        assert_eq!(e.sqlstate(), "22023");
+
+        // The pairs win over the switches of `options`.
+        let mut v = SessionVars::default();
+        v.apply_startup([
+            ("options", "-c TimeZone=Asia/Kolkata -c application_name=a"),
+            ("TimeZone", "UTC"),
+        ])
+        .unwrap();
+        assert_eq!(v.get("timezone").unwrap(), "UTC");
+        assert_eq!(v.get("application_name").unwrap(), "a");
+        v.apply_startup([("client_encoding", "latin-1")]).unwrap();
     }
 }

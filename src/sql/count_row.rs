@@ -299,8 +299,7 @@ fn mark_in(from: &mut TableWithJoins, name: &Ident) -> bool {
 /// Replaces `factor` (named `name`) by `(SELECT name.*, true AS __weir_row FROM factor) AS
 /// name`; a `LATERAL` subquery (which may name the tables before it, so cannot move into
 /// another one) gets the marker as one more item of its own select list (and of its alias's
-/// column list), unless it is an aggregate without `GROUP BY`. False, leaving it alone, for
-/// any other factor.
+/// column list). False, leaving it alone, for any other factor.
 fn mark_rows(factor: &mut TableFactor, name: &Ident) -> bool {
     if let TableFactor::Derived {
         lateral: true,
@@ -312,14 +311,16 @@ fn mark_rows(factor: &mut TableFactor, name: &Ident) -> bool {
         let SetExpr::Select(select) = subquery.body.as_mut() else {
             return false;
         };
-        // An aggregate without `GROUP BY` yields one row for every row before it: never
-        // padded, so `count(t.*)` is `count(*)` there.
+        // An aggregate without `GROUP BY` yields one row for every row before it (padded
+        // still where the join's `ON` fails); its marker reads `count(*)` to be on every
+        // one (see `crate::sql::lateral_aggregates`).
+        let mut expr = Expr::Value(Value::Boolean(true).with_empty_span());
         if crate::sql::lateral_aggregates::is_ungrouped_aggregate(select) {
-            return false;
+            expr = crate::sql::lateral_aggregates::behind_count(expr);
         }
         let marker = Ident::new(ROW_MARKER);
         select.projection.push(SelectItem::ExprWithAlias {
-            expr: Expr::Value(Value::Boolean(true).with_empty_span()),
+            expr,
             alias: marker.clone(),
         });
         if let Some(alias) = alias

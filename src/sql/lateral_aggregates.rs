@@ -96,8 +96,43 @@ pub fn is_ungrouped_aggregate(select: &Select) -> bool {
         })
 }
 
-/// `CASE WHEN count(*) >= 0 THEN e END`.
-fn behind_count(e: Expr) -> Expr {
+/// Refuses a `LATERAL` aggregate subquery without `GROUP BY` that has a `HAVING`
+/// (`LATERAL (SELECT count(*) FROM x WHERE x.k = t.k HAVING count(*) > 1)`): DataFusion's
+/// decorrelation drops the `HAVING`, keeping the rows it removes.
+///
+/// # Errors
+/// `0A000` naming the construct.
+pub fn check_having(stmt: &Statement) -> crate::error::Result<()> {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    struct Having;
+    impl Visitor for Having {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Derived {
+                lateral: true,
+                subquery,
+                ..
+            } = factor
+                && let SetExpr::Select(select) = subquery.body.as_ref()
+                && select.having.is_some()
+                && is_ungrouped_aggregate(select)
+            {
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    if stmt.visit(&mut Having).is_break() {
+        return Err(crate::error::Error::not_supported(
+            "HAVING in a LATERAL subquery that aggregates without GROUP BY is not supported",
+        ));
+    }
+    Ok(())
+}
+
+/// `CASE WHEN count(*) >= 0 THEN e END`: `e` on every row of an aggregate without `GROUP BY`
+/// (see the module docs).
+pub fn behind_count(e: Expr) -> Expr {
     let count = Expr::Function(Function {
         name: ObjectName::from(vec![Ident::new("count")]),
         uses_odbc_syntax: false,

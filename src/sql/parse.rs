@@ -210,6 +210,7 @@ fn parse_with(sql: &str, view: bool) -> Result<Statement> {
     check_fetch_with_ties(&stmt)?;
     crate::sql::names::check_order_by_ambiguity(&stmt)?;
     crate::sql::count_row::check_count_distinct_row(&stmt)?;
+    crate::sql::lateral_aggregates::check_having(&stmt)?;
     crate::sql::windows::rewrite_window_functions(&mut stmt)?;
     crate::sql::named_windows::resolve_named_windows(&mut stmt)?;
     one_row_in(&mut stmt);
@@ -3705,7 +3706,24 @@ mod array_text_tests {
         assert_eq!(parse_array_text("{{1,2},{3}}"), None);
         assert_eq!(parse_array_text("{1,2"), None);
         assert_eq!(parse_array_text("{1,,2}"), None);
-        assert_eq!(parse_array_text("[1:2]={1,2}"), None);
+        // A dimension decoration with lower bounds 1 is read; others are not.
+        assert_eq!(
+            parse_array_text(" [1:2] = {1,2}"),
+            Some(ArrayText::Array(vec![el("1"), el("2")]))
+        );
+        assert_eq!(parse_array_text("[0:1]={1,2}"), None);
+        assert_eq!(parse_array_text("[1:3]={1,2}"), None);
+        assert_eq!(parse_array_text("{{}}"), None);
+        assert_eq!(
+            undecorated_array_text("[1:0]={}").unwrap_err().sqlstate(),
+            "2202E"
+        );
+        assert_eq!(
+            undecorated_array_text("[0:1]={1,2}")
+                .unwrap_err()
+                .sqlstate(),
+            "0A000"
+        );
         assert_eq!(
             parse_array_text(r#"{"a\"b"}"#),
             Some(ArrayText::Array(vec![el("a\"b")]))

@@ -3710,7 +3710,9 @@ fn int4_aggregate(
         };
         let narrow = match f.params.args.as_slice() {
             [arg] if matches!(f.func.name(), "sum" | "min" | "max") => {
-                int4_narrowed(arg, &input_schema)
+                let calls = int4_calls(arg.clone(), &input_schema);
+                int4_narrowed(&calls.data, &input_schema)
+                    .or_else(|| calls.transformed.then_some(calls.data))
             }
             _ => None,
         };
@@ -3735,6 +3737,25 @@ fn int4_aggregate(
     Ok(LogicalPlan::Aggregate(Aggregate::try_new(
         a.input, group_expr, out,
     )?))
+}
+
+/// `e` with each [`int4_call`] inside it (`coalesce(i, 0)`) read as the `integer` it is, so
+/// that arithmetic over it (`coalesce(i, 0) + 1`) computes in 32 bits, `22003` past them, as
+/// PostgreSQL's does (in `bigint` it gave 2147483648 for `i` = 2147483647). The cast cannot
+/// fail: every argument is an `integer` or NULL.
+fn int4_calls(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
+    let original = e.clone();
+    e.transform_up(|x| {
+        Ok(if int4_call(&x, schema) {
+            Transformed::yes(Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(x),
+                DataType::Int32,
+            )))
+        } else {
+            Transformed::no(x)
+        })
+    })
+    .unwrap_or_else(|_| Transformed::no(original))
 }
 
 /// `e` as an `integer` when PostgreSQL types it `integer` and DataFusion `bigint`: an
@@ -3768,11 +3789,18 @@ fn int4_projection(
                 Expr::Alias(a) => (a.expr.as_ref(), a.name.clone()),
                 other => (other, other.schema_name().to_string()),
             };
+            let calls = int4_calls(inner.clone(), &input_schema);
+            let (inner, e) = if calls.transformed {
+                (calls.data.clone(), calls.data.alias(name.clone()))
+            } else {
+                (inner.clone(), e.clone())
+            };
+            let inner = &inner;
             if let Some(int4) = int4_narrowed(inner, &input_schema) {
                 return int4.alias(name);
             }
             if !matches!(inner, Expr::ScalarFunction(_)) {
-                return e.clone();
+                return e;
             }
             // `pg_typeof` of such an expression names PostgreSQL's type: its argument is
             // narrowed as an output column is.
@@ -3791,7 +3819,7 @@ fn int4_projection(
             });
             match retyped {
                 Ok(t) if t.transformed => t.data.alias(name),
-                _ => e.clone(),
+                _ => e,
             }
         })
         .collect();
