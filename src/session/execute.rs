@@ -1385,42 +1385,38 @@ impl Session {
         Ok(Some(out))
     }
 
-    async fn plan_statement(&self, mut stmt: Statement) -> Result<LogicalPlan> {
+    async fn plan_statement(&self, stmt: Statement) -> Result<LogicalPlan> {
+        let state = self.ctx.state();
+        match self.plan_columns_known(stmt.clone()).await {
+            // A column alias list shorter than its relation (`t AS j(a)`) renames the first
+            // columns only: filled up with the others' names, the statement is planned again
+            // from the start (its USING joins see the filled names).
+            Err(e) if crate::sql::alias_lists::is_alias_list_error(&e.to_string()) => {
+                let mut stmt = stmt;
+                let probes = crate::sql::alias_lists::probes(&stmt);
+                let columns = probe_columns(&state, probes).await;
+                if crate::sql::alias_lists::fill(&mut stmt, columns)? {
+                    self.plan_columns_known(stmt).await
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// [`Self::plan_statement`] once the statement's alias lists name every column.
+    async fn plan_columns_known(&self, mut stmt: Statement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         crate::sql::using_joins::derive_aliased_joins(&mut stmt);
         // USING and NATURAL joins get PostgreSQL's merged columns: the rewrite needs the
         // columns of the joined relations, planned here one by one.
         let probes = crate::sql::using_joins::probes(&stmt);
         if !probes.is_empty() {
-            let mut columns = Vec::with_capacity(probes.len());
-            for probe in probes {
-                let state = state.clone();
-                let planned = off_runtime(move |rt| {
-                    rt.block_on(state.statement_to_plan(DfStatement::Statement(Box::new(
-                        Statement::Query(Box::new(probe)),
-                    ))))
-                    .map_err(Error::from)
-                })
-                .await;
-                columns.push(planned.ok().map(|p| {
-                    p.schema()
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().clone())
-                        .collect()
-                }));
-            }
+            let columns = probe_columns(&state, probes).await;
             crate::sql::using_joins::rewrite(&mut stmt, columns);
         }
-        off_runtime(move |rt| {
-            let plan =
-                rt.block_on(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))))?;
-            let plan = crate::sql::semantics::int4_output_literals(plan)?;
-            Ok(crate::sql::semantics::unconstrained_numeric_parameters(
-                plan,
-            )?)
-        })
-        .await
+        plan_final(&state, stmt).await
     }
 
     /// Plans and optimizes a view's query.
@@ -4052,4 +4048,47 @@ fn fill_defaults(
         columns,
         &options,
     )?)
+}
+
+/// The output column names of each probe query, `None` for one that does not plan.
+async fn probe_columns(
+    state: &datafusion::execution::SessionState,
+    probes: Vec<datafusion::sql::sqlparser::ast::Query>,
+) -> Vec<Option<Vec<String>>> {
+    let mut columns = Vec::with_capacity(probes.len());
+    for probe in probes {
+        let state = state.clone();
+        let planned = off_runtime(move |rt| {
+            rt.block_on(state.statement_to_plan(DfStatement::Statement(Box::new(
+                Statement::Query(Box::new(probe)),
+            ))))
+            .map_err(Error::from)
+        })
+        .await;
+        columns.push(planned.ok().map(|p| {
+            p.schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect()
+        }));
+    }
+    columns
+}
+
+/// A statement's logical plan, with PostgreSQL's integer types for its literals and
+/// `numeric` parameters ([`crate::sql::semantics`]).
+async fn plan_final(
+    state: &datafusion::execution::SessionState,
+    stmt: Statement,
+) -> Result<LogicalPlan> {
+    let state = state.clone();
+    off_runtime(move |rt| {
+        let plan = rt.block_on(state.statement_to_plan(DfStatement::Statement(Box::new(stmt))))?;
+        let plan = crate::sql::semantics::int4_output_literals(plan)?;
+        Ok(crate::sql::semantics::unconstrained_numeric_parameters(
+            plan,
+        )?)
+    })
+    .await
 }

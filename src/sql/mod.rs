@@ -3,6 +3,7 @@
 //! DataFusion, the system catalogs, and decorrelation of subqueries. Statement dispatch (what
 //! a session does with a statement) lives in [`crate::session`].
 
+pub mod alias_lists;
 pub mod char_compare;
 pub mod copy;
 pub mod copy_binary;

@@ -324,7 +324,7 @@ fn leaf_factors<'a>(twj: &'a TableWithJoins, out: &mut Vec<&'a TableFactor>) {
 }
 
 /// `[WITH <ctes in scope>] SELECT * FROM <factor>`.
-fn probe(factor: &TableFactor, scopes: &[Vec<Cte>]) -> Query {
+pub(crate) fn probe(factor: &TableFactor, scopes: &[Vec<Cte>]) -> Query {
     let mut query = match crate::sql::parse::parse_one("SELECT * FROM weir_probe") {
         Ok(Statement::Query(q)) => *q,
         _ => unreachable!("a fixed query parses"),
