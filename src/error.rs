@@ -603,6 +603,7 @@ fn strip_df_prefix(s: &str) -> String {
         "Optimizer rule 'simplify_expressions' failed\ncaused by\n",
         "Compute error: ",
         "Resources exhausted: ",
+        "External error: ",
         "Divide by zero error",
     ] {
         if prefix == "Divide by zero error" {

@@ -11,6 +11,7 @@
 
 use std::ops::ControlFlow;
 
+use crate::sql::parse::AGGREGATES;
 use datafusion::sql::sqlparser::ast::{
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
     GroupByExpr, Ident, ObjectName, Select, SelectItem, SetExpr, Statement, TableFactor, Value,
@@ -18,29 +19,11 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
 
-/// The aggregate functions (PostgreSQL's and DataFusion's) whose call, without `OVER`, makes
-/// a `SELECT` an aggregate query.
-const AGGREGATES: &[&str] = &[
-    "count",
-    "sum",
-    "min",
-    "max",
-    "avg",
+/// The aggregate functions beyond PostgreSQL's common ones ([`AGGREGATES`]) whose call, without
+/// `OVER`, also makes a `SELECT` an aggregate query: PostgreSQL's statistics aggregates and
+/// DataFusion's own.
+const MORE_AGGREGATES: &[&str] = &[
     "mean",
-    "array_agg",
-    "string_agg",
-    "bool_and",
-    "bool_or",
-    "every",
-    "bit_and",
-    "bit_or",
-    "bit_xor",
-    "stddev",
-    "stddev_samp",
-    "stddev_pop",
-    "variance",
-    "var_samp",
-    "var_pop",
     "median",
     "corr",
     "covar_samp",
@@ -54,11 +37,6 @@ const AGGREGATES: &[&str] = &[
     "regr_sxx",
     "regr_syy",
     "regr_sxy",
-    "percentile_cont",
-    "percentile_disc",
-    "mode",
-    "json_agg",
-    "jsonb_agg",
     "approx_distinct",
     "approx_median",
 ];
@@ -68,11 +46,12 @@ fn has_aggregate(e: &Expr) -> bool {
     visit_expressions(e, |x| {
         if let Expr::Function(f) = x
             && f.over.is_none()
-            && f.name
-                .0
-                .last()
-                .and_then(|p| p.as_ident())
-                .is_some_and(|i| AGGREGATES.iter().any(|a| i.value.eq_ignore_ascii_case(a)))
+            && f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
+                AGGREGATES
+                    .iter()
+                    .chain(MORE_AGGREGATES)
+                    .any(|a| i.value.eq_ignore_ascii_case(a))
+            })
         {
             return ControlFlow::Break(());
         }

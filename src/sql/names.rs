@@ -400,6 +400,21 @@ pub fn order_by_output_names(stmt: &mut Statement) {
     impl VisitorMut for Names {
         type Break = ();
         fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            // `ORDER BY (1)` is the output column's number as `ORDER BY 1` is (PostgreSQL's
+            // grammar keeps no parentheses); DataFusion sorted by the constant.
+            if let Some(order) = &mut query.order_by
+                && let OrderByKind::Expressions(exprs) = &mut order.kind
+            {
+                for o in exprs.iter_mut() {
+                    let mut e = &o.expr;
+                    while let Expr::Nested(inner) = e {
+                        e = inner;
+                    }
+                    if matches!(e, Expr::Value(v) if matches!(v.value, Value::Number(..))) {
+                        o.expr = e.clone();
+                    }
+                }
+            }
             let SetExpr::Select(select) = query.body.as_ref() else {
                 return ControlFlow::Continue(());
             };
@@ -490,6 +505,19 @@ pub fn name_casts(stmt: &Statement) -> Statement {
     stmt
 }
 
+/// True when `e`, an `ORDER BY` key of a set operation, names one of its output columns: a
+/// name, a qualified name (left to the planner), an output column's number, or one of these in
+/// parentheses. PostgreSQL sorts a set operation's result by its columns only
+/// (`transformSetOperationStmt`: `0A000` for any other expression).
+fn output_column_reference(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => true,
+        Expr::Value(v) => matches!(v.value, Value::Number(..)),
+        Expr::Nested(inner) => output_column_reference(inner),
+        _ => false,
+    }
+}
+
 /// Refuses an `ORDER BY` item that is a bare name two output columns of its `SELECT` have for
 /// different expressions (`SELECT a AS x, b AS x FROM t ORDER BY x`), as PostgreSQL does
 /// (`findTargetlistEntrySQL92`: two matches whose expressions differ); DataFusion refused it
@@ -498,7 +526,8 @@ pub fn name_casts(stmt: &Statement) -> Statement {
 /// select list with a wildcard is left to the plan.
 ///
 /// # Errors
-/// `42702` `ORDER BY "x" is ambiguous`.
+/// `42702` `ORDER BY "x" is ambiguous`; `0A000` for an expression (`a + 1`) as a set
+/// operation's `ORDER BY` key ([`output_column_reference`]).
 pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
     use datafusion::sql::sqlparser::ast::{Visit, Visitor};
     use std::ops::ControlFlow;
@@ -524,6 +553,16 @@ pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
             let OrderByKind::Expressions(exprs) = &order.kind else {
                 return ControlFlow::Continue(());
             };
+            if set_operation
+                && let Some(o) = exprs.iter().find(|o| !output_column_reference(&o.expr))
+            {
+                return ControlFlow::Break(crate::error::Error::NotSupported(format!(
+                    "invalid UNION/INTERSECT/EXCEPT ORDER BY clause: {} is an expression; only \
+                     result column names or numbers can be used (add it to every SELECT, or \
+                     move the set operation into a FROM clause)",
+                    o.expr
+                )));
+            }
             let mut items: Vec<(String, &Expr)> = Vec::with_capacity(select.projection.len());
             for item in &select.projection {
                 match item {

@@ -42,6 +42,10 @@ use crate::error::{Error, Result};
 /// (see [`crate::sql::semantics`]).
 pub const ANY_OP_FUNCTION: &str = "weir_any_op";
 
+/// Name of the scalar function that stands for `x op '<array text>'` until the analyzer knows
+/// `x`'s type ([`crate::sql::semantics`]): `weir_array_text_compare(x, '{1,2}', '=')`.
+pub const ARRAY_TEXT_COMPARE_FUNCTION: &str = "weir_array_text_compare";
+
 /// The statement parser: sqlparser's PostgreSQL dialect plus the rewrites that keep meaning.
 struct Parser {
     rules: Vec<Arc<dyn SqlStatementRewriteRule>>,
@@ -1568,7 +1572,7 @@ struct ArraySubqueryVisitor;
 
 /// PostgreSQL's aggregate functions by name (docs, 9.21), which the first form of
 /// [`ArraySubqueryRule`] must not wrap in another aggregate.
-const AGGREGATES: [&str; 24] = [
+pub(crate) const AGGREGATES: [&str; 24] = [
     "count",
     "sum",
     "avg",
@@ -3663,8 +3667,65 @@ impl SqlStatementRewriteRule for ArrayTextRule {
             }
             ControlFlow::<()>::Continue(())
         });
+        array_text_comparisons(&mut s);
         s
     }
+}
+
+/// `x op '{...}'` (and `'{...}' op x`) for the comparisons and `@>`/`<@`, with text that
+/// looks like an array (`{` or a dimension decoration first) on one side and no literal on
+/// the other, as [`ARRAY_TEXT_COMPARE_FUNCTION`]`(x, '{...}', 'op')`, the operator turned
+/// around when the text was on the left. DataFusion plans `int_array = '{1,2}'` as a
+/// comparison of a list and text, which it refuses while planning; PostgreSQL reads the
+/// untyped literal as the other side's type. The analyzer turns the call back into the
+/// comparison, with the text read as the array when `x` is one and as it was otherwise
+/// (`json_text = '{"a":1}'`). An unnamed SELECT item keeps PostgreSQL's name, `?column?`.
+fn array_text_comparisons(s: &mut Statement) {
+    fn array_text(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::Value(ValueWithSpan {
+                value: Value::SingleQuotedString(t),
+                ..
+            }) if t.trim_start().starts_with(['{', '[']) => Some(t),
+            _ => None,
+        }
+    }
+    fn operator(op: &BinaryOperator, swapped: bool) -> Option<&'static str> {
+        Some(match (op, swapped) {
+            (BinaryOperator::Eq, _) => "=",
+            (BinaryOperator::NotEq, _) => "<>",
+            (BinaryOperator::Lt, false) | (BinaryOperator::Gt, true) => "<",
+            (BinaryOperator::LtEq, false) | (BinaryOperator::GtEq, true) => "<=",
+            (BinaryOperator::Gt, false) | (BinaryOperator::Lt, true) => ">",
+            (BinaryOperator::GtEq, false) | (BinaryOperator::LtEq, true) => ">=",
+            (BinaryOperator::AtArrow, false) | (BinaryOperator::ArrowAt, true) => "@>",
+            (BinaryOperator::ArrowAt, false) | (BinaryOperator::AtArrow, true) => "<@",
+            _ => return None,
+        })
+    }
+    fn call(e: &Expr) -> Option<Expr> {
+        let Expr::BinaryOp { left, op, right } = e else {
+            return None;
+        };
+        let (other, text, swapped) = match (array_text(left), array_text(right)) {
+            (None, Some(t)) if !matches!(left.as_ref(), Expr::Value(_)) => (left, t, false),
+            (Some(t), None) if !matches!(right.as_ref(), Expr::Value(_)) => (right, t, true),
+            _ => return None,
+        };
+        let op = operator(op, swapped)?;
+        let lit = |t: &str| Expr::Value(Value::SingleQuotedString(t.into()).with_empty_span());
+        Some(function_call(
+            ARRAY_TEXT_COMPARE_FUNCTION,
+            vec![other.as_ref().clone(), lit(text), lit(op)],
+        ))
+    }
+    alias_unnamed_items(s, |e| call(e).map(|_| crate::sql::names::figure_name(e)));
+    let _ = visit_expressions_mut(s, |e| {
+        if let Some(c) = call(e) {
+            *e = c;
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `CAST(e AS bytea)`.

@@ -93,6 +93,7 @@ pub fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalCmpKey::new()));
     super::equal_keys::register(ctx);
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(ArrayTextCompare::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(OneRow::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ArrayOrEmpty::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(CastNamed::new()));
@@ -1469,6 +1470,46 @@ impl ScalarUDFImpl for ArrayOrEmpty {
     }
 }
 
+/// `weir_array_text_compare(x, text, op)`: `x op text` where the text looks like an array
+/// ([`crate::sql::parse::ARRAY_TEXT_COMPARE_FUNCTION`]), a `boolean`. [`PgOperandTypes`] turns
+/// every call back into the comparison before type coercion ([`array_text_operands`]); the
+/// call itself is never evaluated.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ArrayTextCompare {
+    signature: Signature,
+}
+
+impl ArrayTextCompare {
+    fn new() -> Self {
+        ArrayTextCompare {
+            signature: Signature::any(3, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ArrayTextCompare {
+    fn name(&self) -> &str {
+        crate::sql::parse::ARRAY_TEXT_COMPARE_FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(
+        &self,
+        _args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        Err(DataFusionError::Internal(
+            "an array text comparison is planned as a comparison".into(),
+        ))
+    }
+}
+
 /// `weir_any_op(x, array, op)`: `x op ANY(array)` by PostgreSQL's rule (docs 9.24.3): NULL for
 /// a NULL array; true if some element compares true; else NULL if `x` or some element is
 /// NULL; else false (so an empty array gives false).
@@ -1671,7 +1712,8 @@ impl AnalyzerRule for PgOperandTypes {
                     keeping_names(&preserver, e, |e| {
                         let e = explicit_bigint_casts(e, &schema)?.data;
                         e.transform_up(|e| {
-                            date_interval_arith(e, &schema)?
+                            array_text_operands(e, &schema)?
+                                .transform_data(|e| date_interval_arith(e, &schema))?
                                 .transform_data(|e| unknown_literals(e, &schema))?
                                 .transform_data(|e| float_meets_numeric(e, &schema))?
                                 .transform_data(|e| {
@@ -1687,9 +1729,126 @@ impl AnalyzerRule for PgOperandTypes {
     }
 }
 
+/// An untyped literal that looks like an array compared with an expression (`arr = '{1,2}'`,
+/// `'{a}' <> arr`, `arr @> '{1}'`; the parser made each a call of [`ArrayTextCompare`]) as
+/// the comparison again: with the text read as the other side's array type when that is an
+/// array, as PostgreSQL reads an unknown literal beside an array (`array_in`, docs 8.15.2),
+/// each element of the one-dimensional text read as the element type; else with the text as
+/// it was (`json_text = '{"a":1}'`).
+///
+/// # Errors
+/// `22P02` when an element is not valid input for the element type, or the text is not a
+/// one-dimensional array (`malformed array literal`).
+fn array_text_operands(
+    e: Expr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    let Expr::ScalarFunction(f) = &e else {
+        return Ok(Transformed::no(e));
+    };
+    let (Some(x), Some(Expr::Literal(ScalarValue::Utf8(Some(literal)), _)), Some(op)) =
+        (f.args.first(), f.args.get(1), f.args.get(2))
+    else {
+        return Ok(Transformed::no(e));
+    };
+    if f.name() != crate::sql::parse::ARRAY_TEXT_COMPARE_FUNCTION {
+        return Ok(Transformed::no(e));
+    }
+    let op = match op {
+        Expr::Literal(ScalarValue::Utf8(Some(op)), _) => match op.as_str() {
+            "=" => Operator::Eq,
+            "<>" => Operator::NotEq,
+            "<" => Operator::Lt,
+            "<=" => Operator::LtEq,
+            ">" => Operator::Gt,
+            ">=" => Operator::GtEq,
+            "@>" => Operator::AtArrow,
+            "<@" => Operator::ArrowAt,
+            _ => return Ok(Transformed::no(e)),
+        },
+        _ => return Ok(Transformed::no(e)),
+    };
+    let element_type = match x.get_type(schema)? {
+        DataType::List(f) | DataType::LargeList(f) => Some(f.data_type().clone()),
+        _ => None,
+    };
+    let Some(element_type) = element_type else {
+        return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+            Box::new(x.clone()),
+            op,
+            Box::new(f.args[1].clone()),
+        ))));
+    };
+    let malformed = || {
+        ours(Error::data(
+            "22P02",
+            format!("malformed array literal: \"{literal}\""),
+        ))
+    };
+    let elements = crate::sql::parse::array_text_elements(literal).ok_or_else(malformed)?;
+    // A `numeric` element is read with all its digits (`{1.49}` beside a `numeric(2,1)` is
+    // not 1.5), as an unknown literal beside a number is.
+    let element_type = unknown_read_as(&element_type);
+    let values = elements
+        .into_iter()
+        .map(|el| {
+            ScalarValue::Utf8(el.clone())
+                .cast_to(&element_type)
+                .map_err(|_| {
+                    ours(Error::data(
+                        "22P02",
+                        format!(
+                            "invalid input syntax for type {}: \"{}\"",
+                            crate::sql::copy::pg_type_name(&element_type),
+                            el.unwrap_or_default()
+                        ),
+                    ))
+                })
+        })
+        .collect::<datafusion::common::Result<Vec<_>>>()?;
+    let array = Expr::Literal(
+        ScalarValue::List(ScalarValue::new_list_nullable(&values, &element_type)),
+        None,
+    );
+    // `@>` and `<@` of arrays are `array_has_all`, as DataFusion's planner makes them.
+    let has_all = datafusion::functions_nested::expr_fn::array_has_all;
+    Ok(Transformed::yes(match op {
+        Operator::AtArrow => has_all(x.clone(), array),
+        Operator::ArrowAt => has_all(array, x.clone()),
+        op => Expr::BinaryExpr(BinaryExpr::new(Box::new(x.clone()), op, Box::new(array))),
+    }))
+}
+
 /// `length`, `char_length` and `character_length` of a `bytea` as its number of bytes
 /// ([`super::functions::text_output::OctetLength`]).
+///
+/// # Errors
+/// `42883` for these functions of a number, `boolean`, date/time value or array, which
+/// PostgreSQL does not have (`bit_length(123)`; DataFusion read the value as its text).
 fn bytea_length(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+    if let Expr::ScalarFunction(f) = &e
+        && matches!(
+            f.name(),
+            "length" | "char_length" | "character_length" | "octet_length" | "bit_length"
+        )
+        && let [arg] = f.args.as_slice()
+    {
+        let t = arg.get_type(schema)?;
+        let array = list_element_type(&t).is_some();
+        if t.is_numeric() || t.is_temporal() || t == DataType::Boolean || array {
+            let name = match (arg, list_element_type(&t)) {
+                (Expr::Literal(ScalarValue::Int64(Some(v)), _), _) if i32::try_from(*v).is_ok() => {
+                    "integer".to_string()
+                }
+                (_, Some(element)) => format!("{}[]", crate::sql::copy::pg_type_name(element)),
+                _ => crate::sql::copy::pg_type_name(&t),
+            };
+            return Err(ours(Error::plan(
+                "42883",
+                format!("function {}({name}) does not exist", f.name()),
+            )));
+        }
+    }
     match e {
         Expr::ScalarFunction(f)
             if matches!(f.name(), "length" | "char_length" | "character_length")
@@ -3535,6 +3694,24 @@ pub fn int4_output_literals(plan: LogicalPlan) -> datafusion::common::Result<Log
                 LogicalPlan::Projection(p) => Transformed::yes(int4_projection(p)?),
                 LogicalPlan::Values(v) => Transformed::yes(int4_values(v)?),
                 LogicalPlan::Aggregate(a) => Transformed::yes(int4_aggregate(a)?),
+                LogicalPlan::Filter(f) => {
+                    let input_schema = Arc::clone(f.input.schema());
+                    let predicate = int4_within(f.predicate, &input_schema).data;
+                    Transformed::yes(LogicalPlan::Filter(
+                        datafusion::logical_expr::Filter::try_new(predicate, f.input)?,
+                    ))
+                }
+                LogicalPlan::Sort(mut sort) => {
+                    let input_schema = Arc::clone(sort.input.schema());
+                    for key in &mut sort.expr {
+                        let e = std::mem::replace(
+                            &mut key.expr,
+                            Expr::Literal(ScalarValue::Null, None),
+                        );
+                        key.expr = int4_within(e, &input_schema).data;
+                    }
+                    Transformed::yes(LogicalPlan::Sort(sort))
+                }
                 // Typed again from its branches (by the first; type coercion then finds
                 // the type common to all), not kept from when they were `bigint`s.
                 LogicalPlan::Union(u) => Transformed::yes(LogicalPlan::Union(
@@ -3671,25 +3848,57 @@ fn int4_arithmetic(e: &Expr, schema: &DFSchema) -> bool {
         _ => false,
     }
 }
-/// True when `e` is `coalesce`, `greatest`, `least` or `nullif` of `integer` columns,
-/// integer literals within `integer`'s range, arithmetic over them and NULLs, which
-/// PostgreSQL types `integer` (its common type of the arguments, docs 10.5); DataFusion
-/// makes them `bigint` because of the literal (`coalesce(int_col, 0)`).
-fn int4_call(e: &Expr, schema: &DFSchema) -> bool {
-    let Expr::ScalarFunction(f) = e else {
-        return false;
+/// PostgreSQL's type of `e` when it is `coalesce`, `greatest`, `least`, `nullif` or a `CASE`
+/// whose results are `integer` or `smallint` expressions, integer literals within `integer`'s
+/// range, arithmetic over them and NULLs, and DataFusion types it `bigint` because of a
+/// literal (`coalesce(int_col, 0)`, `CASE WHEN c THEN 1 ELSE 2 END`): `integer`, their common
+/// type (docs 10.5), except `nullif` of a `smallint`, which is the type of its first argument
+/// (docs 9.18.3: `smallint = integer` needs no promotion). `None` otherwise.
+fn int4_call_type(e: &Expr, schema: &DFSchema) -> Option<DataType> {
+    // A `CASE` is typed by its first result until type coercion (`CASE ... THEN s ELSE 1
+    // END` reads `smallint` here, `bigint` after it).
+    if !matches!(e, Expr::Case(_)) && !matches!(e.get_type(schema), Ok(DataType::Int64)) {
+        return None;
+    }
+    let int4_or_null = |a: &Expr| {
+        matches!(
+            a,
+            Expr::Literal(ScalarValue::Null | ScalarValue::Int64(None), _)
+        ) || leaf_or_arith(a, schema)
     };
-    matches!(f.name(), "coalesce" | "greatest" | "least" | "nullif")
-        && matches!(e.get_type(schema), Ok(DataType::Int64))
-        && f.args
-            .iter()
-            .any(|a| !matches!(a, Expr::Literal(ScalarValue::Null, _)))
-        && f.args.iter().all(|a| {
-            matches!(
-                a,
-                Expr::Literal(ScalarValue::Null | ScalarValue::Int64(None), _)
-            ) || leaf_or_arith(a, schema)
-        })
+    let not_null = |a: &Expr| !matches!(a, Expr::Literal(ScalarValue::Null, _));
+    match e {
+        Expr::ScalarFunction(f)
+            if matches!(f.name(), "coalesce" | "greatest" | "least" | "nullif")
+                && f.args.iter().any(not_null)
+                && f.args.iter().all(int4_or_null) =>
+        {
+            let first_small = f.name() == "nullif"
+                && f.args
+                    .first()
+                    .is_some_and(|a| matches!(operand_type(a, schema), Ok(DataType::Int16)));
+            Some(if first_small {
+                DataType::Int16
+            } else {
+                DataType::Int32
+            })
+        }
+        Expr::Case(c) => {
+            let results: Vec<&Expr> = c
+                .when_then_expr
+                .iter()
+                .map(|(_, then)| then.as_ref())
+                .chain(c.else_expr.as_deref())
+                .collect();
+            // Only when a result is a `bigint` to DataFusion (a literal, arithmetic beside
+            // one): with `smallint` and `integer` results alone its type is PostgreSQL's.
+            let widened = results
+                .iter()
+                .any(|r| matches!(operand_type(r, schema), Ok(DataType::Int64)));
+            (widened && results.iter().all(|r| int4_or_null(r))).then_some(DataType::Int32)
+        }
+        _ => None,
+    }
 }
 
 /// An aggregate's `sum`, `min` and `max` of an integer literal within `integer`'s range or of
@@ -3709,18 +3918,41 @@ fn int4_aggregate(
             continue;
         };
         let narrow = match f.params.args.as_slice() {
-            [arg] if matches!(f.func.name(), "sum" | "min" | "max") => {
+            [arg] if matches!(f.func.name(), "sum" | "min" | "max" | "array_agg") => {
                 let calls = int4_calls(arg.clone(), &input_schema);
                 int4_narrowed(&calls.data, &input_schema)
                     .or_else(|| calls.transformed.then_some(calls.data))
             }
             _ => None,
         };
+        let name = e.schema_name().to_string();
         let Some(arg) = narrow else {
-            out.push(e);
+            // `GROUPING(e)` names a grouping key as written.
+            if f.func.name() == "grouping" {
+                out.push(e);
+                continue;
+            }
+            // Other aggregates' arguments (`count(DISTINCT coalesce(i, 0) + 1)`) compute
+            // their `integer` parts as `integer`s.
+            let mut f = f.clone();
+            let mut changed = false;
+            f.params.args = f
+                .params
+                .args
+                .into_iter()
+                .map(|a| {
+                    let w = int4_within(a, &input_schema);
+                    changed |= w.transformed;
+                    w.data
+                })
+                .collect();
+            out.push(if changed {
+                Expr::AggregateFunction(f).alias(name)
+            } else {
+                e
+            });
             continue;
         };
-        let name = e.schema_name().to_string();
         let mut f = f.clone();
         f.params.args = vec![arg];
         out.push(Expr::AggregateFunction(f).alias(name));
@@ -3729,9 +3961,19 @@ fn int4_aggregate(
     let group_expr = a
         .group_expr
         .into_iter()
-        .map(|e| match int4_narrowed(&e, &input_schema) {
-            Some(narrow) => narrow.alias(e.schema_name().to_string()),
-            None => e,
+        .map(|e| {
+            let name = e.schema_name().to_string();
+            let calls = int4_calls(e.clone(), &input_schema);
+            match int4_narrowed(&calls.data, &input_schema) {
+                Some(narrow) => narrow.alias(name),
+                // A grouping set's keys keep their names (the output's columns are named by
+                // them).
+                None if matches!(e, Expr::GroupingSet(_)) => e,
+                None => {
+                    let w = int4_within(e.clone(), &input_schema);
+                    if w.transformed { w.data.alias(name) } else { e }
+                }
+            }
         })
         .collect();
     Ok(LogicalPlan::Aggregate(Aggregate::try_new(
@@ -3739,39 +3981,65 @@ fn int4_aggregate(
     )?))
 }
 
-/// `e` with each [`int4_call`] inside it (`coalesce(i, 0)`) read as the `integer` it is, so
+/// `e` with each call of [`int4_call_type`] inside it (`coalesce(i, 0)`) read as the `integer` it is, so
 /// that arithmetic over it (`coalesce(i, 0) + 1`) computes in 32 bits, `22003` past them, as
 /// PostgreSQL's does (in `bigint` it gave 2147483648 for `i` = 2147483647). The cast cannot
 /// fail: every argument is an `integer` or NULL.
 fn int4_calls(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
     let original = e.clone();
     e.transform_up(|x| {
-        Ok(if int4_call(&x, schema) {
-            Transformed::yes(Expr::Cast(datafusion::logical_expr::Cast::new(
+        Ok(match int4_call_type(&x, schema) {
+            Some(t) => Transformed::yes(Expr::Cast(datafusion::logical_expr::Cast::new(
                 Box::new(x),
-                DataType::Int32,
-            )))
-        } else {
-            Transformed::no(x)
+                t,
+            ))),
+            None => Transformed::no(x),
         })
     })
     .unwrap_or_else(|_| Transformed::no(original))
 }
 
 /// `e` as an `integer` when PostgreSQL types it `integer` and DataFusion `bigint`: an
-/// integer literal within `integer`'s range, [`int4_arithmetic`], [`int4_call`] or
+/// integer literal within `integer`'s range, [`int4_arithmetic`], [`int4_call_type`] or
 /// [`date_difference`]. Arithmetic is computed as PostgreSQL computes it (32-bit, `22003`
 /// past it), so the cast back cannot fail.
 fn int4_narrowed(e: &Expr, schema: &DFSchema) -> Option<Expr> {
     if let Some(int4) = int4_literal(e) {
         return Some(int4);
     }
-    (int4_arithmetic(e, schema) || int4_call(e, schema) || date_difference(e, schema)).then(|| {
-        Expr::Cast(datafusion::logical_expr::Cast::new(
-            Box::new(e.clone()),
-            DataType::Int32,
-        ))
-    })
+    let t = if int4_arithmetic(e, schema) || date_difference(e, schema) {
+        DataType::Int32
+    } else {
+        int4_call_type(e, schema)?
+    };
+    Some(Expr::Cast(datafusion::logical_expr::Cast::new(
+        Box::new(e.clone()),
+        t,
+    )))
+}
+
+/// `e` with each largest part PostgreSQL types `integer` and DataFusion `bigint` (integer
+/// arithmetic over `integer` expressions and literals, and the calls of [`int4_call_type`])
+/// computed as that type, so that it is `22003` past 32 bits where PostgreSQL's is: in a
+/// `WHERE`, `ORDER BY` or grouping key, or inside another call (`abs(coalesce(i, 0) + 1)`),
+/// as in an output column. A comparison around it widens it again as PostgreSQL's does.
+fn int4_within(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let calls = int4_calls(e, schema);
+    let changed = calls.transformed;
+    let original = calls.data.clone();
+    match calls.data.transform_down(|x| {
+        let arithmetic = matches!(&x, Expr::BinaryExpr(_) | Expr::Negative(_));
+        Ok(match int4_narrowed(&x, schema) {
+            Some(narrow) if arithmetic && int4_arithmetic(&x, schema) => {
+                Transformed::new(narrow, true, TreeNodeRecursion::Jump)
+            }
+            _ => Transformed::no(x),
+        })
+    }) {
+        Ok(t) => Transformed::new_transformed(t.data, t.transformed || changed),
+        Err(_) => Transformed::new_transformed(original, changed),
+    }
 }
 
 /// A projection's items that are integer literals or `integer` arithmetic as `integer`s (see
@@ -3799,8 +4067,16 @@ fn int4_projection(
             if let Some(int4) = int4_narrowed(inner, &input_schema) {
                 return int4.alias(name);
             }
+            let within = |e: Expr| {
+                let w = int4_within(inner.clone(), &input_schema);
+                if w.transformed {
+                    w.data.alias(name.clone())
+                } else {
+                    e
+                }
+            };
             if !matches!(inner, Expr::ScalarFunction(_)) {
-                return e;
+                return within(e);
             }
             // `pg_typeof` of such an expression names PostgreSQL's type: its argument is
             // narrowed as an output column is.
@@ -3819,7 +4095,7 @@ fn int4_projection(
             });
             match retyped {
                 Ok(t) if t.transformed => t.data.alias(name),
-                _ => e,
+                _ => within(e),
             }
         })
         .collect();
