@@ -307,6 +307,13 @@ impl Session {
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             crate::sql::system::ViewDefinition::new(&engine),
         ));
+        // In place of the library's, which left `Abc` and keywords unquoted.
+        ctx.deregister_udf("quote_ident");
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            crate::sql::functions::text_format::TextFormat::new(
+                crate::sql::functions::text_format::Kind::QuoteIdent,
+            ),
+        ));
         // In place of the library's, which gives '' for every constraint.
         ctx.deregister_udf("pg_get_constraintdef");
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(

@@ -518,6 +518,23 @@ fn output_column_reference(e: &Expr) -> bool {
     }
 }
 
+/// The integer an `ORDER BY` key is when it is an integer constant (`2`, `(2)`, `-1`): a
+/// column's position.
+fn constant_position(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        Expr::Nested(inner) => constant_position(inner),
+        Expr::UnaryOp {
+            op: datafusion::sql::sqlparser::ast::UnaryOperator::Minus,
+            expr,
+        } => constant_position(expr).map(|p| -p),
+        _ => None,
+    }
+}
+
 /// Refuses an `ORDER BY` item that is a bare name two output columns of its `SELECT` have for
 /// different expressions (`SELECT a AS x, b AS x FROM t ORDER BY x`), as PostgreSQL does
 /// (`findTargetlistEntrySQL92`: two matches whose expressions differ); DataFusion refused it
@@ -527,7 +544,8 @@ fn output_column_reference(e: &Expr) -> bool {
 ///
 /// # Errors
 /// `42702` `ORDER BY "x" is ambiguous`; `0A000` for an expression (`a + 1`) as a set
-/// operation's `ORDER BY` key ([`output_column_reference`]).
+/// operation's `ORDER BY` key ([`output_column_reference`]); `42703` for a name that is not
+/// one of a set operation's output columns; `42P10` for a position below 1.
 pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
     use datafusion::sql::sqlparser::ast::{Visit, Visitor};
     use std::ops::ControlFlow;
@@ -541,6 +559,20 @@ pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
             // A set operation's output columns are named by its leftmost branch; two of one
             // name are different columns (PostgreSQL compares the output columns, not the
             // branch's expressions).
+            // `ORDER BY 0` and `ORDER BY -1` name no column (`42P10`, as for a position past
+            // the last column).
+            if let OrderByKind::Expressions(exprs) = &order.kind {
+                for o in exprs {
+                    if let Some(position) = constant_position(&o.expr)
+                        && position < 1
+                    {
+                        return ControlFlow::Break(crate::error::Error::plan(
+                            "42P10",
+                            format!("ORDER BY position {position} is not in select list"),
+                        ));
+                    }
+                }
+            }
             let mut body = query.body.as_ref();
             let mut set_operation = false;
             while let SetExpr::SetOperation { left, .. } = body {
@@ -579,6 +611,13 @@ pub fn check_order_by_ambiguity(stmt: &Statement) -> crate::error::Result<()> {
                 };
                 let name = alias_name(ident);
                 let mut matches = items.iter().filter(|(n, _)| *n == name).map(|(_, e)| e);
+                // A set operation's ORDER BY sees its output columns only.
+                if set_operation && !items.iter().any(|(n, _)| *n == name) {
+                    return ControlFlow::Break(crate::error::Error::plan(
+                        "42703",
+                        format!("column \"{}\" does not exist", ident.value),
+                    ));
+                }
                 if let Some(first) = matches.next()
                     && matches.any(|e| set_operation || e != first)
                 {

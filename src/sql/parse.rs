@@ -119,6 +119,8 @@ impl Parser {
                 Arc::new(FieldSelectionRule),
                 // `generate_subscripts(a, d)`, `_pg_expandarray(a)` in a SELECT list.
                 Arc::new(SetReturningCallRule),
+                // `(SELECT 6)`, `(SELECT t.x + 1)`: the expression itself.
+                Arc::new(ConstantSubqueryRule),
                 // A query's scalar subquery without an aggregate, correlated or not.
                 Arc::new(ScalarSubqueryRule),
                 // `SELECT x + 1 FROM t GROUP BY x ORDER BY 1`.
@@ -3668,11 +3670,13 @@ impl SqlStatementRewriteRule for ArrayTextRule {
             ControlFlow::<()>::Continue(())
         });
         array_text_comparisons(&mut s);
+        array_containment(&mut s);
         s
     }
 }
 
-/// `x op '{...}'` (and `'{...}' op x`) for the comparisons and `@>`/`<@`, with text that
+/// `x op '{...}'` (and `'{...}' op x`) for the comparisons, `IS [NOT] DISTINCT FROM` and
+/// `@>`/`<@`, with text that
 /// looks like an array (`{` or a dimension decoration first) on one side and no literal on
 /// the other, as [`ARRAY_TEXT_COMPARE_FUNCTION`]`(x, '{...}', 'op')`, the operator turned
 /// around when the text was on the left. DataFusion plans `int_array = '{1,2}'` as a
@@ -3681,14 +3685,24 @@ impl SqlStatementRewriteRule for ArrayTextRule {
 /// comparison, with the text read as the array when `x` is one and as it was otherwise
 /// (`json_text = '{"a":1}'`). An unnamed SELECT item keeps PostgreSQL's name, `?column?`.
 fn array_text_comparisons(s: &mut Statement) {
+    // Any spelling of a string constant: `'...'`, `E'...'`, `U&'...'`, `$$...$$` (the
+    // parser has read its escapes).
     fn array_text(e: &Expr) -> Option<&str> {
-        match e {
+        let t = match e {
             Expr::Value(ValueWithSpan {
-                value: Value::SingleQuotedString(t),
+                value:
+                    Value::SingleQuotedString(t)
+                    | Value::EscapedStringLiteral(t)
+                    | Value::UnicodeStringLiteral(t),
                 ..
-            }) if t.trim_start().starts_with(['{', '[']) => Some(t),
-            _ => None,
-        }
+            }) => t.as_str(),
+            Expr::Value(ValueWithSpan {
+                value: Value::DollarQuotedString(d),
+                ..
+            }) => d.value.as_str(),
+            _ => return None,
+        };
+        t.trim_start().starts_with(['{', '[']).then_some(t)
     }
     fn operator(op: &BinaryOperator, swapped: bool) -> Option<&'static str> {
         Some(match (op, swapped) {
@@ -3704,19 +3718,56 @@ fn array_text_comparisons(s: &mut Statement) {
         })
     }
     fn call(e: &Expr) -> Option<Expr> {
-        let Expr::BinaryOp { left, op, right } = e else {
-            return None;
+        let (left, op, right) = match e {
+            Expr::BinaryOp { left, op, right } => (left, Some(op), right),
+            Expr::IsDistinctFrom(left, right) => (left, None, right),
+            Expr::IsNotDistinctFrom(left, right) => (left, None, right),
+            _ => return None,
         };
         let (other, text, swapped) = match (array_text(left), array_text(right)) {
             (None, Some(t)) if !matches!(left.as_ref(), Expr::Value(_)) => (left, t, false),
             (Some(t), None) if !matches!(right.as_ref(), Expr::Value(_)) => (right, t, true),
             _ => return None,
         };
-        let op = operator(op, swapped)?;
+        let op = match (op, e) {
+            (Some(op), _) => operator(op, swapped)?,
+            (None, Expr::IsDistinctFrom(..)) => "IS DISTINCT FROM",
+            (None, _) => "IS NOT DISTINCT FROM",
+        };
         let lit = |t: &str| Expr::Value(Value::SingleQuotedString(t.into()).with_empty_span());
         Some(function_call(
             ARRAY_TEXT_COMPARE_FUNCTION,
             vec![other.as_ref().clone(), lit(text), lit(op)],
+        ))
+    }
+    alias_unnamed_items(s, |e| call(e).map(|_| crate::sql::names::figure_name(e)));
+    let _ = visit_expressions_mut(s, |e| {
+        if let Some(c) = call(e) {
+            *e = c;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// `a @> b` as `arraycontains(a, b)` and `a <@ b` as `arraycontains(b, a)`, PostgreSQL's
+/// containment ([`crate::sql::functions::array_cmp::ArrayContains`]), which takes arrays of
+/// any dimensions on either side; DataFusion planned the operators as `array_has_all`, which
+/// matches NULL elements and refuses arrays of different dimensions while planning. Weir has
+/// no other type with these operators. An unnamed SELECT item keeps PostgreSQL's name,
+/// `?column?`.
+fn array_containment(s: &mut Statement) {
+    fn call(e: &Expr) -> Option<Expr> {
+        let Expr::BinaryOp { left, op, right } = e else {
+            return None;
+        };
+        let (a, b) = match op {
+            BinaryOperator::AtArrow => (left, right),
+            BinaryOperator::ArrowAt => (right, left),
+            _ => return None,
+        };
+        Some(function_call(
+            crate::sql::functions::array_cmp::ARRAY_CONTAINS_FUNCTION,
+            vec![a.as_ref().clone(), b.as_ref().clone()],
         ))
     }
     alias_unnamed_items(s, |e| call(e).map(|_| crate::sql::names::figure_name(e)));
@@ -4239,6 +4290,93 @@ impl SqlStatementRewriteRule for ScalarSubqueryRule {
                 },
             );
         }
+        s
+    }
+}
+
+/// A scalar subquery that is a SELECT of one expression without `FROM`, `WHERE` or any
+/// other clause (`(SELECT 6)`, `(SELECT t.x + 1)`) as that expression: its one row's value
+/// (PostgreSQL docs, 4.2.11). A materialized view plans no scalar subquery that is not an
+/// aggregate, and these are the common ones. An expression with a function call or a
+/// subquery is left alone (`(SELECT random())` is computed once per statement, not per row).
+/// An unnamed SELECT item keeps PostgreSQL's name (`?column?`, or the subquery item's
+/// alias).
+#[derive(Debug)]
+struct ConstantSubqueryRule;
+
+impl SqlStatementRewriteRule for ConstantSubqueryRule {
+    fn rewrite(&self, mut s: Statement) -> Statement {
+        fn inlined(e: &Expr) -> Option<Expr> {
+            let Expr::Subquery(q) = e else {
+                return None;
+            };
+            if q.with.is_some()
+                || q.limit_clause.is_some()
+                || q.fetch.is_some()
+                || q.order_by.is_some()
+            {
+                return None;
+            }
+            let SetExpr::Select(select) = q.body.as_ref() else {
+                return None;
+            };
+            let plain = select.from.is_empty()
+                && select.selection.is_none()
+                && select.distinct.is_none()
+                && select.having.is_none()
+                && select.qualify.is_none()
+                && select.named_window.is_empty()
+                && matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+            let item = match select.projection.as_slice() {
+                [SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }] => e,
+                _ => return None,
+            };
+            let calls = datafusion::sql::sqlparser::ast::visit_expressions(item, |x| {
+                if matches!(
+                    x,
+                    Expr::Function(_)
+                        | Expr::Subquery(_)
+                        | Expr::Exists { .. }
+                        | Expr::InSubquery { .. }
+                ) {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            });
+            if !(plain && calls.is_continue()) {
+                return None;
+            }
+            // A whole number stays a value, not a column's position (`GROUP BY (SELECT 1)`
+            // groups by the constant): cast to its type, as the literal has.
+            let item = match item {
+                Expr::Value(ValueWithSpan {
+                    value: Value::Number(n, _),
+                    ..
+                }) if n.parse::<i64>().is_ok() => Expr::Cast {
+                    kind: CastKind::Cast,
+                    expr: Box::new(item.clone()),
+                    data_type: if n.parse::<i32>().is_ok() {
+                        SqlDataType::Integer(None)
+                    } else {
+                        SqlDataType::BigInt(None)
+                    },
+                    array: false,
+                    format: None,
+                },
+                other => other.clone(),
+            };
+            Some(Expr::Nested(Box::new(item)))
+        }
+        alias_unnamed_items(&mut s, |e| {
+            inlined(e).map(|_| crate::sql::names::figure_name(e))
+        });
+        let _ = visit_expressions_mut(&mut s, |e| {
+            if let Some(x) = inlined(e) {
+                *e = x;
+            }
+            ControlFlow::<()>::Continue(())
+        });
         s
     }
 }

@@ -94,6 +94,9 @@ pub fn register(ctx: &SessionContext) {
     super::equal_keys::register(ctx);
     ctx.register_udf(ScalarUDF::new_from_impl(AnyOp::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ArrayTextCompare::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(
+        crate::sql::functions::array_cmp::ArrayContains::default(),
+    ));
     ctx.register_udf(ScalarUDF::new_from_impl(OneRow::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ArrayOrEmpty::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(CastNamed::new()));
@@ -1538,7 +1541,7 @@ fn list_element_type(t: &DataType) -> Option<&DataType> {
 /// `values` in a form whose Arrow comparisons are PostgreSQL's: floats with `-0` as `0` and
 /// one NaN (above every number, as Arrow's total order has it), intervals as their
 /// [`interval_cmp_value`] (a month is 30 days, a day 24 hours); other types unchanged.
-fn comparable(values: &ArrayRef) -> ArrayRef {
+pub(crate) fn comparable(values: &ArrayRef) -> ArrayRef {
     use arrow::array::{Float32Array, Float64Array};
     use arrow::datatypes::{Float32Type, Float64Type, IntervalMonthDayNanoType};
     let float = crate::sql::equal_keys::float_key64;
@@ -1713,6 +1716,10 @@ impl AnalyzerRule for PgOperandTypes {
                         let e = explicit_bigint_casts(e, &schema)?.data;
                         e.transform_up(|e| {
                             array_text_operands(e, &schema)?
+                                .transform_data(|e| array_operators(e, &schema))?
+                                .transform_data(regex_dot_matches_newline)?
+                                .transform_data(padded_lengths)?
+                                .transform_data(|e| int4_to_hex(e, &schema))?
                                 .transform_data(|e| date_interval_arith(e, &schema))?
                                 .transform_data(|e| unknown_literals(e, &schema))?
                                 .transform_data(|e| float_meets_numeric(e, &schema))?
@@ -1764,11 +1771,20 @@ fn array_text_operands(
             ">=" => Operator::GtEq,
             "@>" => Operator::AtArrow,
             "<@" => Operator::ArrowAt,
+            "IS DISTINCT FROM" => Operator::IsDistinctFrom,
+            "IS NOT DISTINCT FROM" => Operator::IsNotDistinctFrom,
             _ => return Ok(Transformed::no(e)),
         },
         _ => return Ok(Transformed::no(e)),
     };
     let element_type = match x.get_type(schema)? {
+        // Containment ignores dimensions (`array[[1,2],[3,4]] @> '{4}'`): the text is read
+        // as an array of the innermost elements.
+        t @ (DataType::List(_) | DataType::LargeList(_))
+            if matches!(op, Operator::AtArrow | Operator::ArrowAt) =>
+        {
+            Some(super::functions::array_cmp::leaf(&t).clone())
+        }
         DataType::List(f) | DataType::LargeList(f) => Some(f.data_type().clone()),
         _ => None,
     };
@@ -1810,13 +1826,164 @@ fn array_text_operands(
         ScalarValue::List(ScalarValue::new_list_nullable(&values, &element_type)),
         None,
     );
-    // `@>` and `<@` of arrays are `array_has_all`, as DataFusion's planner makes them.
-    let has_all = datafusion::functions_nested::expr_fn::array_has_all;
+    let has_all = |a: Expr, b: Expr| {
+        Expr::ScalarFunction(ScalarFunction::new_udf(
+            Arc::new(ScalarUDF::new_from_impl(
+                super::functions::array_cmp::ArrayContains::default(),
+            )),
+            vec![a, b],
+        ))
+    };
     Ok(Transformed::yes(match op {
         Operator::AtArrow => has_all(x.clone(), array),
         Operator::ArrowAt => has_all(array, x.clone()),
         op => Expr::BinaryExpr(BinaryExpr::new(Box::new(x.clone()), op, Box::new(array))),
     }))
+}
+
+/// `<`, `<=`, `>`, `>=` of arrays as [`ArrayOrder`](super::functions::array_cmp::ArrayOrder):
+/// PostgreSQL's rule for NULL elements (`@>` and `<@` the parser wrote as calls of
+/// [`ArrayContains`](super::functions::array_cmp::ArrayContains)); `=`, `<>` and `IS [NOT]
+/// DISTINCT FROM` too for arrays of floats and intervals, whose elements DataFusion compared
+/// by their bits. Other arrays' equalities stay DataFusion's, which agree (two NULL elements
+/// are equal) and stay equi-join keys.
+fn array_operators(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+    use super::functions::array_cmp::ArrayOrder;
+    let array = |e: &Expr| {
+        matches!(
+            e.get_type(schema),
+            Ok(DataType::List(_) | DataType::LargeList(_))
+        )
+    };
+    // Equality of arrays whose elements DataFusion compares by their bits (`-0` and `0`,
+    // `1 day` and `24 hours`).
+    let numeric_equality = |e: &Expr| match e.get_type(schema) {
+        Ok(t @ (DataType::List(_) | DataType::LargeList(_))) => matches!(
+            super::functions::array_cmp::leaf(&t),
+            DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Interval(_)
+        ),
+        _ => false,
+    };
+    let ordering = |op: Operator| {
+        matches!(
+            op,
+            Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+        )
+    };
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if ((ordering(op) && (array(&left) || array(&right)))
+                || (!ordering(op) && (numeric_equality(&left) || numeric_equality(&right))))
+                && ArrayOrder::new(op).is_some() =>
+        {
+            let udf = ArrayOrder::new(op).expect("invariant: an ordering operator");
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(udf)),
+                    vec![*left, *right],
+                ),
+            )))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// `x ~ p`, `x ~* p`, `x !~ p`, `x !~* p` with `(?s)` before the pattern, so that `.` matches
+/// a newline, as it does in PostgreSQL's regular expressions (docs 9.7.3.5: newline-sensitive
+/// matching is an option, off by default); the `regex` crate's `.` does not. A constant
+/// pattern's word-boundary escapes are read as PostgreSQL's
+/// ([`pg_pattern`](super::functions::regex::pg_pattern)). NULL stays NULL.
+fn regex_dot_matches_newline(e: Expr) -> datafusion::common::Result<Transformed<Expr>> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(
+                op,
+                Operator::RegexMatch
+                    | Operator::RegexIMatch
+                    | Operator::RegexNotMatch
+                    | Operator::RegexNotIMatch
+            ) =>
+        {
+            let right = match *right {
+                Expr::Literal(ScalarValue::Utf8(Some(p)), m) => Expr::Literal(
+                    ScalarValue::Utf8(Some(format!(
+                        "(?s){}",
+                        super::functions::regex::pg_pattern(&p)
+                    ))),
+                    m,
+                ),
+                Expr::Literal(v, m) if v.is_null() => Expr::Literal(v, m),
+                other => Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(Expr::Literal(ScalarValue::Utf8(Some("(?s)".into())), None)),
+                    Operator::StringConcat,
+                    Box::new(other),
+                )),
+            };
+            Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                left,
+                op,
+                Box::new(right),
+            ))))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// `lpad(s, n [, fill])` and `rpad(...)` with a negative length read as 0 (an empty
+/// string, as PostgreSQL gives); DataFusion's panicked on a negative length that is not a
+/// constant (a constant is left alone: DataFusion's gives the empty string for it). A NULL
+/// length stays NULL.
+fn padded_lengths(e: Expr) -> datafusion::common::Result<Transformed<Expr>> {
+    match e {
+        Expr::ScalarFunction(mut f)
+            if matches!(f.name(), "lpad" | "rpad")
+                && f.args.len() >= 2
+                && !matches!(&f.args[1], Expr::Literal(..) | Expr::Case(_)) =>
+        {
+            let n = f.args[1].clone();
+            let negative = Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(n.clone()),
+                Operator::Lt,
+                Box::new(Expr::Literal(ScalarValue::Int64(Some(0)), None)),
+            ));
+            f.args[1] = Expr::Case(datafusion::logical_expr::expr::Case::new(
+                None,
+                vec![(
+                    Box::new(negative),
+                    Box::new(Expr::Literal(ScalarValue::Int64(Some(0)), None)),
+                )],
+                Some(Box::new(n)),
+            ));
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// `to_hex` of an `integer` or `smallint` (a column, a cast, an integer literal within
+/// `integer`'s range) as the hexadecimal of its 32 bits (`to_hex(-1)` is `ffffffff`,
+/// PostgreSQL's `to_hex(integer)`); DataFusion's took the 64 bits of a `bigint`.
+fn int4_to_hex(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+    match e {
+        Expr::ScalarFunction(mut f)
+            if f.name() == "to_hex"
+                && f.args.len() == 1
+                && (int4_literal(&f.args[0]).is_some()
+                    || matches!(
+                        f.args[0].get_type(schema),
+                        Ok(DataType::Int32 | DataType::Int16 | DataType::Int8)
+                    )) =>
+        {
+            let x = f.args[0].clone().cast_to(&DataType::Int64, schema)?;
+            f.args[0] = Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(x),
+                Operator::BitwiseAnd,
+                Box::new(Expr::Literal(ScalarValue::Int64(Some(0xFFFF_FFFF)), None)),
+            ));
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
+        other => Ok(Transformed::no(other)),
+    }
 }
 
 /// `length`, `char_length` and `character_length` of a `bytea` as its number of bytes
@@ -2266,7 +2433,32 @@ fn unknown_read_as(t: &DataType) -> DataType {
 /// (`CASE WHEN c THEN 1 ELSE '2' END` is a number, where DataFusion made it text). An
 /// arithmetic operand is typed while planning (see [`IntervalTimesNumber`]).
 fn unknown_literals(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
-    result_operands(e, |v| unknown_as_others(v, schema))
+    match e {
+        // A comparison of an untyped literal with a `numeric` reads the literal with all its
+        // digits (`n = '1.49'` with `n` 1.5 is false), where DataFusion cast it to `n`'s
+        // scale, rounding it.
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if super::equal_keys::is_comparison(op)
+                && (untyped_literal(&left) || untyped_literal(&right))
+                && is_decimal_type(&left.get_type(schema).ok())
+                    != is_decimal_type(&right.get_type(schema).ok()) =>
+        {
+            let full = DataType::Decimal128(NUMERIC_MAX_PRECISION, 10);
+            let read = |e: Box<Expr>| -> datafusion::common::Result<Box<Expr>> {
+                Ok(if untyped_literal(&e) {
+                    Box::new(e.cast_to(&full, schema)?)
+                } else {
+                    e
+                })
+            };
+            Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                read(left)?,
+                op,
+                read(right)?,
+            ))))
+        }
+        e => result_operands(e, |v| unknown_as_others(v, schema)),
+    }
 }
 
 /// Whether `left op right` is arithmetic or a comparison of a `real` and an integer, which
@@ -3853,13 +4045,9 @@ fn int4_arithmetic(e: &Expr, schema: &DFSchema) -> bool {
 /// range, arithmetic over them and NULLs, and DataFusion types it `bigint` because of a
 /// literal (`coalesce(int_col, 0)`, `CASE WHEN c THEN 1 ELSE 2 END`): `integer`, their common
 /// type (docs 10.5), except `nullif` of a `smallint`, which is the type of its first argument
-/// (docs 9.18.3: `smallint = integer` needs no promotion). `None` otherwise.
+/// (docs 9.18.3: `smallint = integer` needs no promotion); `integer[]` for an `ARRAY[...]` of
+/// such elements. `None` otherwise.
 fn int4_call_type(e: &Expr, schema: &DFSchema) -> Option<DataType> {
-    // A `CASE` is typed by its first result until type coercion (`CASE ... THEN s ELSE 1
-    // END` reads `smallint` here, `bigint` after it).
-    if !matches!(e, Expr::Case(_)) && !matches!(e.get_type(schema), Ok(DataType::Int64)) {
-        return None;
-    }
     let int4_or_null = |a: &Expr| {
         matches!(
             a,
@@ -3867,6 +4055,27 @@ fn int4_call_type(e: &Expr, schema: &DFSchema) -> Option<DataType> {
         ) || leaf_or_arith(a, schema)
     };
     let not_null = |a: &Expr| !matches!(a, Expr::Literal(ScalarValue::Null, _));
+    // `ARRAY[1, 2]` and `ARRAY[i, i + 1]` are `integer[]` (the common type of the elements,
+    // docs 4.2.12), where DataFusion's literals made them `bigint[]`.
+    if let Expr::ScalarFunction(f) = e
+        && f.name() == "make_array"
+    {
+        let bigints = matches!(e.get_type(schema),
+            Ok(DataType::List(el)) if el.data_type() == &DataType::Int64);
+        return (bigints && f.args.iter().any(not_null) && f.args.iter().all(int4_or_null)).then(
+            || {
+                DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
+                    DataType::Int32,
+                    true,
+                )))
+            },
+        );
+    }
+    // A `CASE` is typed by its first result until type coercion (`CASE ... THEN s ELSE 1
+    // END` reads `smallint` here, `bigint` after it).
+    if !matches!(e, Expr::Case(_)) && !matches!(e.get_type(schema), Ok(DataType::Int64)) {
+        return None;
+    }
     match e {
         Expr::ScalarFunction(f)
             if matches!(f.name(), "coalesce" | "greatest" | "least" | "nullif")
@@ -3970,8 +4179,12 @@ fn int4_aggregate(
                 // them).
                 None if matches!(e, Expr::GroupingSet(_)) => e,
                 None => {
-                    let w = int4_within(e.clone(), &input_schema);
-                    if w.transformed { w.data.alias(name) } else { e }
+                    let w = int4_arithmetic_parts(calls.data, &input_schema);
+                    if w.transformed || calls.transformed {
+                        w.data.alias(name)
+                    } else {
+                        e
+                    }
                 }
             }
         })
@@ -4024,22 +4237,31 @@ fn int4_narrowed(e: &Expr, schema: &DFSchema) -> Option<Expr> {
 /// `WHERE`, `ORDER BY` or grouping key, or inside another call (`abs(coalesce(i, 0) + 1)`),
 /// as in an output column. A comparison around it widens it again as PostgreSQL's does.
 fn int4_within(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
-    use datafusion::common::tree_node::TreeNodeRecursion;
     let calls = int4_calls(e, schema);
     let changed = calls.transformed;
-    let original = calls.data.clone();
-    match calls.data.transform_down(|x| {
-        let arithmetic = matches!(&x, Expr::BinaryExpr(_) | Expr::Negative(_));
-        Ok(match int4_narrowed(&x, schema) {
-            Some(narrow) if arithmetic && int4_arithmetic(&x, schema) => {
-                Transformed::new(narrow, true, TreeNodeRecursion::Jump)
-            }
-            _ => Transformed::no(x),
+    let parts = int4_arithmetic_parts(calls.data, schema);
+    Transformed::new_transformed(parts.data, parts.transformed || changed)
+}
+
+/// `e` with each largest [`int4_arithmetic`] part cast to `integer` (the second step of
+/// [`int4_within`], for an expression whose calls were read already).
+fn int4_arithmetic_parts(e: Expr, schema: &DFSchema) -> Transformed<Expr> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    e.transform_down(|x| {
+        Ok(if int4_arithmetic(&x, schema) {
+            Transformed::new(
+                Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(x),
+                    DataType::Int32,
+                )),
+                true,
+                TreeNodeRecursion::Jump,
+            )
+        } else {
+            Transformed::no(x)
         })
-    }) {
-        Ok(t) => Transformed::new_transformed(t.data, t.transformed || changed),
-        Err(_) => Transformed::new_transformed(original, changed),
-    }
+    })
+    .expect("invariant: the rewrite returns no error")
 }
 
 /// A projection's items that are integer literals or `integer` arithmetic as `integer`s (see
@@ -4068,7 +4290,7 @@ fn int4_projection(
                 return int4.alias(name);
             }
             let within = |e: Expr| {
-                let w = int4_within(inner.clone(), &input_schema);
+                let w = int4_arithmetic_parts(inner.clone(), &input_schema);
                 if w.transformed {
                     w.data.alias(name.clone())
                 } else {

@@ -1312,7 +1312,9 @@ impl PgGetIndexDef {
         })?;
         let name = |attnum: i32| -> Option<String> {
             let c = usize::try_from(attnum - 1).ok()?;
-            Some(quote_ident(index.column_names.get(c)?))
+            Some(crate::sql::functions::text_format::quote_ident(
+                index.column_names.get(c)?,
+            ))
         };
         if self.constraint {
             let columns = index.keys.iter().map(|k| name(*k));
@@ -1336,15 +1338,15 @@ fn index_definition(index: &IndexRow) -> Option<String> {
         .zip(&index.descending)
         .map(|(k, d)| {
             let c = usize::try_from(*k - 1).ok()?;
-            let n = quote_ident(index.column_names.get(c)?);
+            let n = crate::sql::functions::text_format::quote_ident(index.column_names.get(c)?);
             Some(if *d { format!("{n} DESC") } else { n })
         })
         .collect::<Option<Vec<String>>>()?;
     Some(format!(
         "CREATE {}INDEX {} ON public.{} USING btree ({})",
         if index.unique { "UNIQUE " } else { "" },
-        quote_ident(&index.name),
-        quote_ident(&index.relation),
+        crate::sql::functions::text_format::quote_ident(&index.name),
+        crate::sql::functions::text_format::quote_ident(&index.relation),
         columns.join(", ")
     ))
 }
@@ -1535,23 +1537,6 @@ impl datafusion::logical_expr::ScalarUDFImpl for ViewDefinition {
         Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(
             out,
         )))
-    }
-}
-
-/// An identifier as PostgreSQL's `quote_ident` prints it: bare when it is lower-case
-/// letters, digits and underscores not starting with a digit, else double-quoted.
-fn quote_ident(name: &str) -> String {
-    let bare = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if bare {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
     }
 }
 

@@ -15,6 +15,7 @@
 //! [`register`] installs them in a DataFusion context, replacing the built-ins.
 
 pub mod age;
+pub mod array_cmp;
 pub mod at_time_zone;
 pub mod bpchar;
 pub mod checked;
@@ -106,6 +107,8 @@ pub fn register(ctx: &SessionContext) {
             inner.as_ref().clone(),
         )));
     }
+    ctx.deregister_udf("regexp_replace");
+    ctx.register_udf(ScalarUDF::new_from_impl(regex::RegexpReplace::default()));
     ctx.deregister_udf("regexp_match");
     ctx.register_udf(ScalarUDF::new_from_impl(regex::RegexpMatch::default()));
     // PostgreSQL's array_remove and array_replace act on every matching element,

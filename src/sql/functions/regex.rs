@@ -92,7 +92,7 @@ pub(crate) fn compile(pattern: &str, flags: &str, function: &str) -> Result<Rege
     let pattern = if literal {
         regex::escape(pattern)
     } else {
-        pattern.to_string()
+        pg_pattern(pattern)
     };
     Regex::new(&format!("{prefix}{pattern}")).map_err(|e| {
         let detail = e
@@ -106,6 +106,53 @@ pub(crate) fn compile(pattern: &str, flags: &str, function: &str) -> Result<Rege
             format!("invalid regular expression: {detail}"),
         ))
     })
+}
+
+/// `pattern` with PostgreSQL's word-boundary and end-of-string escapes in the `regex`
+/// crate's spelling (docs 9.7.3.3, tables 9.21 and 9.22): `[[:<:]]` and `\m` the start of a
+/// word (`\b{start}`), `[[:>:]]` and `\M` its end (`\b{end}`), `\y` a word boundary
+/// (`\b`), `\Y` none (`\B`), `\Z` the end of the string (`\z`). In the `regex` crate's
+/// syntax `[[:<:]]` was a character class and the others were refused. Other text is kept
+/// (an escaped backslash, `\\m`, stays two characters).
+pub(crate) fn pg_pattern(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("[[:<:]]") {
+            out.push_str(r"\b{start}");
+            rest = after;
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix("[[:>:]]") {
+            out.push_str(r"\b{end}");
+            rest = after;
+            continue;
+        }
+        if c == '\\' {
+            let next = rest[1..].chars().next();
+            let replaced = match next {
+                Some('m') => Some(r"\b{start}"),
+                Some('M') => Some(r"\b{end}"),
+                Some('y') => Some(r"\b"),
+                Some('Y') => Some(r"\B"),
+                Some('Z') => Some(r"\z"),
+                _ => None,
+            };
+            match (replaced, next) {
+                (Some(r), _) => out.push_str(r),
+                (None, Some(n)) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                (None, None) => out.push('\\'),
+            }
+            rest = &rest[1 + next.map_or(0, char::len_utf8)..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 impl ScalarUDFImpl for RegexpMatch {
@@ -286,9 +333,187 @@ impl ScalarUDFImpl for PgSubstring {
     }
 }
 
+/// `regexp_replace(string, pattern, replacement [, flags])` as PostgreSQL computes it (docs,
+/// 9.7.3; `textregexreplace`): the first match (every match with the `g` flag) replaced,
+/// `.` matching a newline unless the `n` flag is given, as [`compile`] reads the flags. In the
+/// replacement `\1` to `\9` stand for the parenthesized subexpressions (empty when one took
+/// no part), `\&` for the whole match and `\\` for one backslash; any other character,
+/// `$` and other backslashes included, stands for itself. With `g`, an empty match right
+/// after another match is replaced too (`regexp_replace('aaa', 'a*', 'X', 'g')` is `XX`),
+/// as PostgreSQL's search resumes where the last match ended. DataFusion's function read the
+/// replacement in the `regex` crate's syntax (`$1` a group, `\&` literal) and kept `.` from
+/// newlines. NULL when any argument is NULL.
+///
+/// # Errors
+/// `2201B` for a pattern that does not compile; `22023` for an unknown flag.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct RegexpReplace {
+    signature: Signature,
+}
+
+impl Default for RegexpReplace {
+    fn default() -> Self {
+        let text = || DataType::Utf8;
+        RegexpReplace {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![text(), text(), text()]),
+                    TypeSignature::Exact(vec![text(), text(), text(), text()]),
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+/// `text` with the matches of `re` replaced by `replacement` read in PostgreSQL's syntax
+/// (see [`RegexpReplace`]); every match when `global`.
+fn replace_matches(re: &Regex, text: &str, replacement: &str, global: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut search = 0;
+    while search <= text.len() {
+        let Some(caps) = re.captures_at(text, search) else {
+            break;
+        };
+        let Some(whole) = caps.get(0) else {
+            break;
+        };
+        out.push_str(&text[copied..whole.start()]);
+        let mut chars = replacement.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            match chars.peek().copied() {
+                Some(d @ '1'..='9') => {
+                    chars.next();
+                    let group = d as usize - '0' as usize;
+                    if let Some(m) = caps.get(group) {
+                        out.push_str(m.as_str());
+                    }
+                }
+                Some('&') => {
+                    chars.next();
+                    out.push_str(whole.as_str());
+                }
+                Some('\\') => {
+                    chars.next();
+                    out.push('\\');
+                }
+                _ => out.push('\\'),
+            }
+        }
+        copied = whole.end();
+        if !global {
+            break;
+        }
+        search = whole.end();
+        if whole.is_empty() {
+            // Step over one character so the search moves on.
+            match text[search..].chars().next() {
+                Some(c) => search += c.len_utf8(),
+                None => break,
+            }
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+impl ScalarUDFImpl for RegexpReplace {
+    fn name(&self) -> &str {
+        "regexp_replace"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let (rows, arrays) = text_arrays(&args)?;
+        let text = arrays[0].as_string::<i32>();
+        let patterns = arrays[1].as_string::<i32>();
+        let replacements = arrays[2].as_string::<i32>();
+        let flags = arrays.get(3).map(|f| f.as_string::<i32>());
+        let mut out = StringBuilder::new();
+        // Patterns repeat: compile each distinct pattern and flags once.
+        let mut last: Option<(String, String, Regex, bool)> = None;
+        for i in 0..rows {
+            let flag = match flags {
+                Some(f) if f.is_null(i) => None,
+                Some(f) => Some(f.value(i)),
+                None => Some(""),
+            };
+            let (Some(flag), false, false, false) = (
+                flag,
+                text.is_null(i),
+                patterns.is_null(i),
+                replacements.is_null(i),
+            ) else {
+                out.append_null();
+                continue;
+            };
+            let pattern = patterns.value(i);
+            if !matches!(&last, Some((p, f, ..)) if p == pattern && f == flag) {
+                let global = flag.contains('g');
+                let others: String = flag.chars().filter(|c| *c != 'g').collect();
+                let re = compile(pattern, &others, "regexp_replace")?;
+                last = Some((pattern.to_string(), flag.to_string(), re, global));
+            }
+            let Some((_, _, re, global)) = &last else {
+                return Err(DataFusionError::Internal("regex not compiled".into()));
+            };
+            out.append_value(replace_matches(
+                re,
+                text.value(i),
+                replacements.value(i),
+                *global,
+            ));
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        crate::sql::semantics::shape_result(&args.args, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::compile;
+
+    /// Expected values from PostgreSQL 15.
+    #[test]
+    fn replacements_read_as_postgresql_reads_them() {
+        let r = |text: &str, pattern: &str, replacement: &str, flags: &str| {
+            let global = flags.contains('g');
+            let others: String = flags.chars().filter(|c| *c != 'g').collect();
+            let re = compile(pattern, &others, "regexp_replace").unwrap();
+            super::replace_matches(&re, text, replacement, global)
+        };
+        assert_eq!(r("abc", "b", r"\&\&", ""), "abbc");
+        assert_eq!(r("abc", "b", r"\\", ""), r"a\c");
+        assert_eq!(r("abc", "b", "$1", ""), "a$1c");
+        assert_eq!(r("abc", "b", r"\0", ""), r"a\0c");
+        assert_eq!(r("abc", "(b)(x)?", r"[\2\1]", ""), "a[b]c");
+        assert_eq!(r("aaa", "a*", "X", "g"), "XX");
+        assert_eq!(r("baaac", "a*", "X", "g"), "XbXXcX");
+        assert_eq!(r("a\nb", "a.b", "X", ""), "X");
+        assert_eq!(r("a\nb", ".", "X", "g"), "XXX");
+        assert_eq!(r("a\nb", ".", "X", "gn"), "X\nX");
+        assert_eq!(r("AbA", "a", "x", "gi"), "xbx");
+        assert_eq!(r("héllo", "", "-", "g"), "-h-é-l-l-o-");
+        // Word boundaries in PostgreSQL's spellings.
+        assert_eq!(r("foo bar", "[[:<:]]b", "X", ""), "foo Xar");
+        assert_eq!(r("foo bar", r"o\M", "X", "g"), "foX bar");
+        assert_eq!(r("foo bar", r"\mb", "X", ""), "foo Xar");
+        assert_eq!(r("a b", r"\y", "|", "g"), "|a| |b|");
+        assert_eq!(r("ab", r"b\Z", "X", ""), "aX");
+        assert_eq!(super::pg_pattern(r"\\m"), r"\\m");
+    }
 
     fn groups(text: &str, pattern: &str, flags: &str) -> Option<Vec<Option<String>>> {
         let re = compile(pattern, flags, "regexp_match").unwrap();

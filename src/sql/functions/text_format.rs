@@ -46,17 +46,175 @@ pub fn quote_literal(s: &str) -> String {
     out
 }
 
-/// `s` as an SQL identifier (PostgreSQL's `quote_ident`): as it is when it is a lowercase
-/// name of letters, digits, `_` and `$` not starting with a digit or `$`; else in double
-/// quotes, quotes doubled. (Keywords are not recognised: `format('%I', 'select')` gives
-/// `select` where PostgreSQL gives `"select"`.)
+/// PostgreSQL 15's keywords that are not unreserved (reserved, `type_func_name` and
+/// `col_name` keywords, from the keyword table in its docs, appendix C): an identifier
+/// spelled as one of them must be quoted.
+const QUOTED_KEYWORDS: &[&str] = &[
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "authorization",
+    "between",
+    "bigint",
+    "binary",
+    "bit",
+    "boolean",
+    "both",
+    "case",
+    "cast",
+    "char",
+    "character",
+    "check",
+    "coalesce",
+    "collate",
+    "collation",
+    "column",
+    "concurrently",
+    "constraint",
+    "create",
+    "cross",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_schema",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "dec",
+    "decimal",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "exists",
+    "extract",
+    "false",
+    "fetch",
+    "float",
+    "for",
+    "foreign",
+    "freeze",
+    "from",
+    "full",
+    "grant",
+    "greatest",
+    "group",
+    "grouping",
+    "having",
+    "ilike",
+    "in",
+    "initially",
+    "inner",
+    "inout",
+    "int",
+    "integer",
+    "intersect",
+    "interval",
+    "into",
+    "is",
+    "isnull",
+    "join",
+    "lateral",
+    "leading",
+    "least",
+    "left",
+    "like",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "national",
+    "natural",
+    "nchar",
+    "none",
+    "normalize",
+    "not",
+    "notnull",
+    "null",
+    "nullif",
+    "numeric",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "out",
+    "outer",
+    "overlaps",
+    "overlay",
+    "placing",
+    "position",
+    "precision",
+    "primary",
+    "real",
+    "references",
+    "returning",
+    "right",
+    "row",
+    "select",
+    "session_user",
+    "setof",
+    "similar",
+    "smallint",
+    "some",
+    "substring",
+    "symmetric",
+    "table",
+    "tablesample",
+    "then",
+    "time",
+    "timestamp",
+    "to",
+    "trailing",
+    "treat",
+    "trim",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "values",
+    "varchar",
+    "variadic",
+    "verbose",
+    "when",
+    "where",
+    "window",
+    "with",
+    "xmlattributes",
+    "xmlconcat",
+    "xmlelement",
+    "xmlexists",
+    "xmlforest",
+    "xmlnamespaces",
+    "xmlparse",
+    "xmlpi",
+    "xmlroot",
+    "xmlserialize",
+    "xmltable",
+];
+
+/// `s` as an SQL identifier (PostgreSQL's `quote_ident`, `quote_identifier` in its
+/// `ruleutils.c`): as it is when it is lowercase ASCII letters, digits and `_`, not starting
+/// with a digit, and no keyword that must be quoted ([`QUOTED_KEYWORDS`]); else in double
+/// quotes, quotes doubled (`Abc`, `a$`, `é`, `select` and the empty name are quoted).
 pub fn quote_ident(s: &str) -> String {
-    let plain = !s.is_empty()
+    let plain = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && s.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$');
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !QUOTED_KEYWORDS.contains(&s);
     if plain {
         return s.to_string();
     }
@@ -81,6 +239,8 @@ pub enum Kind {
     QuoteNullable,
     /// `format(formatstr, args...)`.
     Format,
+    /// `quote_ident(x)`: NULL for NULL.
+    QuoteIdent,
 }
 
 /// `quote_literal`, `quote_nullable` or `format` (see the module docs), of text (`Utf8`)
@@ -200,6 +360,7 @@ impl ScalarUDFImpl for TextFormat {
             Kind::QuoteLiteral => "quote_literal",
             Kind::QuoteNullable => "quote_nullable",
             Kind::Format => "format",
+            Kind::QuoteIdent => "quote_ident",
         }
     }
 
@@ -235,6 +396,7 @@ impl ScalarUDFImpl for TextFormat {
             };
             match self.kind {
                 Kind::QuoteLiteral => out.append_option(value(0).map(quote_literal)),
+                Kind::QuoteIdent => out.append_option(value(0).map(quote_ident)),
                 Kind::QuoteNullable => {
                     out.append_value(value(0).map_or_else(|| "NULL".to_string(), quote_literal))
                 }
@@ -452,6 +614,24 @@ mod tests {
         assert!(format_one("%s %s", &[Some("a")]).is_err());
         assert!(format_one("%d", &[Some("a")]).is_err());
         assert!(format_one("%I", &[None]).is_err());
+        // PostgreSQL 15: quote_ident of these is "a$", "Abc", "int", "user", name, "", a_1.
+        let q: Vec<String> = ["a$", "Abc", "int", "user", "name", "", "a_1"]
+            .iter()
+            .map(|s| quote_ident(s))
+            .collect();
+        let quoted = |s: &str| format!("\"{s}\"");
+        assert_eq!(
+            q,
+            [
+                quoted("a$"),
+                quoted("Abc"),
+                quoted("int"),
+                quoted("user"),
+                "name".into(),
+                quoted(""),
+                "a_1".into()
+            ]
+        );
     }
 
     #[test]

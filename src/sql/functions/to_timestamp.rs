@@ -52,6 +52,43 @@ enum Target {
     Timestamp,
 }
 
+/// Refuses a NaN or infinite `to_timestamp(double precision)` argument, which DataFusion
+/// turned into a date near the ends of its range (or 1970 for NaN). PostgreSQL gives
+/// `infinity` for the infinities, which Weir's timestamps cannot hold.
+///
+/// # Errors
+/// `22008`: `timestamp cannot be NaN` (PostgreSQL's words), `timestamp out of range:
+/// "Infinity"`.
+fn finite_seconds(seconds: &ColumnarValue, rows: usize) -> Result<()> {
+    use arrow::datatypes::{Float32Type, Float64Type};
+    let values = seconds.to_array(rows)?;
+    let bad = match values.data_type() {
+        DataType::Float64 => values
+            .as_primitive::<Float64Type>()
+            .iter()
+            .flatten()
+            .find(|v| !v.is_finite()),
+        DataType::Float32 => values
+            .as_primitive::<Float32Type>()
+            .iter()
+            .flatten()
+            .map(f64::from)
+            .find(|v| !v.is_finite()),
+        _ => None,
+    };
+    match bad {
+        Some(v) if v.is_nan() => Err(ours(Error::data("22008", "timestamp cannot be NaN"))),
+        Some(v) => Err(ours(Error::data(
+            "22008",
+            format!(
+                "timestamp out of range: \"{}\"",
+                if v > 0.0 { "Infinity" } else { "-Infinity" }
+            ),
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `to_date` / `to_timestamp` (see the module docs). A call that is not `(text, text)` (the
 /// one-argument `to_timestamp(double precision)` of epoch seconds, DataFusion's other forms)
 /// is DataFusion's function, which this one wraps. NULL in, NULL out.
@@ -150,6 +187,9 @@ impl ScalarUDFImpl for PgToDateTime {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let pg_form = args.args.len() == 2 && args.args.iter().all(|a| textual(&a.data_type()));
         if !pg_form {
+            if let [seconds] = args.args.as_slice() {
+                finite_seconds(seconds, args.number_rows)?;
+            }
             return self.inner.invoke_with_args(args);
         }
         let zone: Option<Tz> = self.zone.as_deref().map(str::parse).transpose()?;
