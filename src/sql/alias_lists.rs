@@ -48,21 +48,22 @@ pub fn probes(stmt: &Statement) -> Vec<Query> {
 /// `42P10` `table "j" has 1 columns available but 2 columns specified` for a list longer than
 /// its relation's columns.
 pub fn fill(stmt: &mut Statement, columns: Vec<Option<Vec<String>>>) -> Result<bool> {
-    let before = stmt.clone();
     let mut walker = Walker {
         scopes: Vec::new(),
-        mode: Mode::Fill(columns.into_iter(), None),
+        mode: Mode::Fill(columns.into_iter(), None, false),
     };
     let _ = stmt.visit(&mut walker);
     match walker.mode {
-        Mode::Fill(_, Some(e)) => Err(e),
-        _ => Ok(*stmt != before),
+        Mode::Fill(_, Some(e), _) => Err(e),
+        Mode::Fill(_, None, filled) => Ok(filled),
+        Mode::Collect(_) => Ok(false),
     }
 }
 
 enum Mode {
     Collect(Vec<Query>),
-    Fill(std::vec::IntoIter<Option<Vec<String>>>, Option<Error>),
+    /// The relations' columns in walk order, the first refusal, and whether a list grew.
+    Fill(std::vec::IntoIter<Option<Vec<String>>>, Option<Error>, bool),
 }
 
 /// Walks every query, outermost first, keeping the CTEs in scope.
@@ -219,7 +220,7 @@ impl Walker {
     /// Fills `alias`'s list with the next probe's remaining column names (in [`fill`]);
     /// `what` names the relation in the error (`table`, `WITH query`).
     fn fill_alias(&mut self, alias: &mut TableAlias, what: &str) -> ControlFlow<()> {
-        let Mode::Fill(columns, error) = &mut self.mode else {
+        let Mode::Fill(columns, error, filled) = &mut self.mode else {
             return ControlFlow::Continue(());
         };
         let Some(Some(names)) = columns.next() else {
@@ -238,6 +239,7 @@ impl Walker {
             return ControlFlow::Break(());
         }
         let given = alias.columns.len();
+        *filled |= given < names.len();
         alias
             .columns
             .extend(names[given..].iter().map(|n| TableAliasColumnDef {

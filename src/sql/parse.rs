@@ -3676,9 +3676,8 @@ impl SqlStatementRewriteRule for ArrayTextRule {
 }
 
 /// `x op '{...}'` (and `'{...}' op x`) for the comparisons, `IS [NOT] DISTINCT FROM` and
-/// `@>`/`<@`, with text that
-/// looks like an array (`{` or a dimension decoration first) on one side and no literal on
-/// the other, as [`ARRAY_TEXT_COMPARE_FUNCTION`]`(x, '{...}', 'op')`, the operator turned
+/// `@>`/`<@`, with text that looks like an array (`{` or a dimension decoration first) on one
+/// side and no literal on the other, as [`ARRAY_TEXT_COMPARE_FUNCTION`]`(x, '{...}', 'op')`, the operator turned
 /// around when the text was on the left. DataFusion plans `int_array = '{1,2}'` as a
 /// comparison of a list and text, which it refuses while planning; PostgreSQL reads the
 /// untyped literal as the other side's type. The analyzer turns the call back into the

@@ -39,7 +39,7 @@ use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     AggregateUDF, BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator,
-    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, SortExpr, TypeSignature, Volatility,
     WindowFunctionDefinition,
 };
 use datafusion::optimizer::AnalyzerRule;
@@ -1872,17 +1872,22 @@ fn array_operators(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
     };
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right })
-            if ((ordering(op) && (array(&left) || array(&right)))
-                || (!ordering(op) && (numeric_equality(&left) || numeric_equality(&right))))
-                && ArrayOrder::new(op).is_some() =>
+            if (ordering(op) && (array(&left) || array(&right)))
+                || (!ordering(op) && (numeric_equality(&left) || numeric_equality(&right))) =>
         {
-            let udf = ArrayOrder::new(op).expect("invariant: an ordering operator");
-            Ok(Transformed::yes(Expr::ScalarFunction(
-                ScalarFunction::new_udf(
-                    Arc::new(ScalarUDF::new_from_impl(udf)),
-                    vec![*left, *right],
-                ),
-            )))
+            match ArrayOrder::new(op) {
+                Some(udf) => Ok(Transformed::yes(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(
+                        Arc::new(ScalarUDF::new_from_impl(udf)),
+                        vec![*left, *right],
+                    ),
+                ))),
+                None => Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+                    left,
+                    op,
+                    right,
+                }))),
+            }
         }
         other => Ok(Transformed::no(other)),
     }
@@ -2877,6 +2882,8 @@ fn rewrite_plan(
             DFSchema::try_from_qualified_schema(ts.table_name.clone(), &ts.source.schema())?;
         schema.merge(&source);
     }
+    let placed = array_null_placement(plan, &schema)?;
+    let (plan, placed) = (placed.data, placed.transformed);
     let preserver = NamePreserver::new(&plan);
     let transformed = plan.map_expressions(|e| {
         keeping_names(&preserver, e, |e| {
@@ -2891,8 +2898,50 @@ fn rewrite_plan(
     if transformed.transformed {
         transformed.map_data(|p| p.recompute_schema())
     } else {
-        Ok(transformed)
+        Ok(Transformed::new_transformed(transformed.data, placed))
     }
+}
+
+/// `ORDER BY arr ASC NULLS FIRST` and `ORDER BY arr DESC NULLS LAST` of an array as
+/// `ORDER BY arr IS NULL <placement>, arr <direction>` with the direction's default NULL
+/// placement. Arrow orders a list's elements with the key's own options, so the NULL
+/// placement also moved NULL elements (`{1,NULL}` before `{1,2}` under `DESC NULLS LAST`);
+/// PostgreSQL places only NULL arrays so and orders elements by `array_cmp`, NULL after
+/// every value (the default placement of each direction gives that).
+fn array_null_placement(
+    plan: LogicalPlan,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<LogicalPlan>> {
+    let LogicalPlan::Sort(sort) = plan else {
+        return Ok(Transformed::no(plan));
+    };
+    let moved = |s: &SortExpr| {
+        s.asc == s.nulls_first
+            && matches!(
+                s.expr.get_type(schema),
+                Ok(DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..))
+            )
+    };
+    if !sort.expr.iter().any(moved) {
+        return Ok(Transformed::no(LogicalPlan::Sort(sort)));
+    }
+    let expr = sort
+        .expr
+        .into_iter()
+        .flat_map(|s| {
+            if moved(&s) {
+                vec![
+                    SortExpr::new(s.expr.clone().is_null(), !s.nulls_first, false),
+                    SortExpr::new(s.expr, s.asc, !s.asc),
+                ]
+            } else {
+                vec![s]
+            }
+        })
+        .collect();
+    Ok(Transformed::yes(LogicalPlan::Sort(
+        datafusion::logical_expr::Sort { expr, ..sort },
+    )))
 }
 
 fn is_interval(t: &DataType) -> bool {

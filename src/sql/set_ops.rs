@@ -121,8 +121,9 @@ fn rewrite(join: Join, id: usize) -> datafusion::common::Result<LogicalPlan> {
 /// `double precision`, or `real` when no branch is `double precision`). DataFusion chose
 /// `numeric`, which merged floats that differ only past its decimals (`0.30000000000000004`
 /// and `0.3` became one row of a `UNION`) and failed on `NaN` and infinities (a view over such
-/// a union failed). Runs before DataFusion's type coercion, which then unifies the branches
-/// as their columns now say.
+/// a union failed). A branch's untyped string literal (`SELECT 1 UNION SELECT '2'`) takes the
+/// other branches' type, where DataFusion made the column `text`. Runs before DataFusion's
+/// type coercion, which then unifies the branches as their columns now say.
 #[derive(Debug, Default)]
 pub struct PgSetOperationTypes;
 
@@ -243,12 +244,46 @@ fn join_types(join: Join) -> datafusion::common::Result<Transformed<LogicalPlan>
         .zip(right.fields())
         .map(|(l, r)| float_over_numeric([l.data_type(), r.data_type()].into_iter()))
         .collect();
-    if targets.iter().all(Option::is_none) {
+    // An untyped literal on one side takes the other side's type.
+    let literal_targets = |side: &LogicalPlan, other: &DFSchema| -> Vec<Option<DataType>> {
+        (0..targets.len())
+            .map(|j| {
+                let typed = other.field(j).data_type();
+                (is_unknown_literal(side, j) && !is_string(typed) && *typed != DataType::Null)
+                    .then(|| typed.clone())
+            })
+            .collect()
+    };
+    let left_literals = literal_targets(&join.left, &right);
+    let right_literals = literal_targets(&join.right, &left);
+    let (left_literals, right_literals) = if left_literals
+        .iter()
+        .zip(&right_literals)
+        .any(|(l, r)| l.is_some() && r.is_some())
+    {
+        // Both sides untyped in a column: text, as they are.
+        (vec![None; targets.len()], vec![None; targets.len()])
+    } else {
+        (left_literals, right_literals)
+    };
+    if targets.iter().all(Option::is_none)
+        && left_literals
+            .iter()
+            .chain(&right_literals)
+            .all(Option::is_none)
+    {
         return Ok(Transformed::no(LogicalPlan::Join(join)));
     }
+    let with = |literals: &[Option<DataType>]| -> Vec<Option<DataType>> {
+        targets
+            .iter()
+            .zip(literals)
+            .map(|(t, l)| l.clone().or_else(|| t.clone()))
+            .collect()
+    };
     let rebuilt = Join {
-        left: cast_columns(join.left.clone(), &targets)?,
-        right: cast_columns(join.right.clone(), &targets)?,
+        left: cast_columns(join.left.clone(), &with(&left_literals))?,
+        right: cast_columns(join.right.clone(), &with(&right_literals))?,
         ..join
     };
     Ok(Transformed::yes(
@@ -272,15 +307,80 @@ fn union_types(
             float_over_numeric(types.iter())
         })
         .collect();
-    if targets.iter().all(Option::is_none) {
+    // Per branch, the type each of its untyped literal columns takes.
+    let unknown: Vec<Vec<Option<DataType>>> = (0..width)
+        .map(|j| {
+            let columns: Vec<(bool, DataType)> = union
+                .inputs
+                .iter()
+                .map(|i| {
+                    (
+                        is_unknown_literal(i, j),
+                        i.schema().field(j).data_type().clone(),
+                    )
+                })
+                .collect();
+            let target = resolved_type(columns.iter().filter(|(u, _)| !u).map(|(_, t)| t));
+            columns
+                .iter()
+                .map(|(u, _)| if *u { target.clone() } else { None })
+                .collect()
+        })
+        .collect();
+    if targets.iter().all(Option::is_none) && unknown.iter().flatten().all(Option::is_none) {
         return Ok(Transformed::no(LogicalPlan::Union(union)));
     }
     let inputs = union
         .inputs
         .into_iter()
-        .map(|input| cast_columns(input, &targets))
+        .enumerate()
+        .map(|(b, input)| {
+            let targets: Vec<Option<DataType>> = targets
+                .iter()
+                .zip(&unknown)
+                .map(|(t, u)| u[b].clone().or_else(|| t.clone()))
+                .collect();
+            cast_columns(input, &targets)
+        })
         .collect::<datafusion::common::Result<Vec<_>>>()?;
     Ok(Transformed::yes(union_of(inputs)?))
+}
+
+/// Whether column `j` of a set operation's branch is an untyped string literal (`'2'`, not
+/// `'2'::text`), which PostgreSQL resolves as the type of the other branches' column (docs
+/// 10.5, "UNION, CASE, and Related Constructs": unknown inputs are ignored when the type is
+/// chosen, then converted to it; text only when every input is unknown).
+fn is_unknown_literal(branch: &LogicalPlan, j: usize) -> bool {
+    match branch {
+        LogicalPlan::Projection(p) => p.expr.get(j).is_some_and(|e| {
+            matches!(
+                e.clone().unalias(),
+                Expr::Literal(
+                    datafusion::common::ScalarValue::Utf8(Some(_))
+                        | datafusion::common::ScalarValue::Utf8View(Some(_)),
+                    _
+                )
+            )
+        }),
+        LogicalPlan::SubqueryAlias(a) => is_unknown_literal(&a.input, j),
+        LogicalPlan::Distinct(Distinct::All(input)) => is_unknown_literal(input, j),
+        _ => false,
+    }
+}
+
+fn is_string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
+}
+
+/// The type the typed branches of a column resolve to (DataFusion's comparison coercion of
+/// them, which its union coercion also uses); `None` when no branch is typed or the typed
+/// branches are text (the literal needs no cast).
+fn resolved_type<'a>(mut types: impl Iterator<Item = &'a DataType>) -> Option<DataType> {
+    let first = types.next()?.clone();
+    let t = types.try_fold(first, |acc, t| {
+        datafusion::logical_expr::type_coercion::binary::comparison_coercion(&acc, t)
+    })?;
+    (!is_string(&t) && t != DataType::Null).then_some(t)
 }
 
 /// A union of `inputs` whose schema is the first input's names and types, each column

@@ -106,46 +106,39 @@ impl ScalarUDFImpl for ArrayOrder {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (a, b) = (&arrays[0], &arrays[1]);
-        let (la, oa) = leaves(a)?;
-        let (lb, ob) = leaves(b)?;
-        let cmp = LeafCmp::new(&la, &lb)?;
-        let out: BooleanArray = (0..a.len())
-            .map(|i| {
-                let distinct = matches!(
-                    self.op,
-                    Operator::IsDistinctFrom | Operator::IsNotDistinctFrom
-                );
-                match (a.is_null(i), b.is_null(i)) {
-                    (false, false) => {}
-                    (x, y) if distinct => {
-                        return Some((x != y) == (self.op == Operator::IsDistinctFrom));
-                    }
-                    _ => return None,
+        let distinct = matches!(
+            self.op,
+            Operator::IsDistinctFrom | Operator::IsNotDistinctFrom
+        );
+        each_row(&args, |row| {
+            match (row.a_null, row.b_null) {
+                (false, false) => {}
+                (x, y) if distinct => {
+                    return Some((x != y) == (self.op == Operator::IsDistinctFrom));
                 }
-                let (ra, rb) = (oa[i]..oa[i + 1], ob[i]..ob[i + 1]);
-                let order = ra
-                    .clone()
-                    .zip(rb.clone())
-                    .map(|(x, y)| cmp.compare(x, y))
-                    .find(|o| o.is_ne())
-                    .unwrap_or_else(|| {
-                        ra.len()
-                            .cmp(&rb.len())
-                            .then_with(|| dims(a.as_ref(), i).cmp(&dims(b.as_ref(), i)))
-                    });
-                Some(match self.op {
-                    Operator::Lt => order.is_lt(),
-                    Operator::LtEq => order.is_le(),
-                    Operator::Gt => order.is_gt(),
-                    Operator::GtEq => order.is_ge(),
-                    Operator::Eq | Operator::IsNotDistinctFrom => order.is_eq(),
-                    _ => order.is_ne(),
-                })
+                _ => return None,
+            }
+            let order = row
+                .ra
+                .clone()
+                .zip(row.rb.clone())
+                .map(|(x, y)| row.cmp.compare(x, y))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| {
+                    row.ra
+                        .len()
+                        .cmp(&row.rb.len())
+                        .then_with(|| row.dims_a().cmp(&row.dims_b()))
+                });
+            Some(match self.op {
+                Operator::Lt => order.is_lt(),
+                Operator::LtEq => order.is_le(),
+                Operator::Gt => order.is_gt(),
+                Operator::GtEq => order.is_ge(),
+                Operator::Eq | Operator::IsNotDistinctFrom => order.is_eq(),
+                _ => order.is_ne(),
             })
-            .collect();
-        shape_result(&args.args, Arc::new(out))
+        })
     }
 }
 
@@ -192,24 +185,74 @@ impl ScalarUDFImpl for ArrayContains {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (a, b) = (&arrays[0], &arrays[1]);
-        let (la, oa) = leaves(a)?;
-        let (lb, ob) = leaves(b)?;
-        let cmp = LeafCmp::new(&la, &lb)?;
-        let out: BooleanArray = (0..a.len())
-            .map(|i| {
-                if a.is_null(i) || b.is_null(i) {
-                    return None;
-                }
-                Some((ob[i]..ob[i + 1]).all(|y| {
-                    !lb.is_null(y)
-                        && (oa[i]..oa[i + 1]).any(|x| !la.is_null(x) && cmp.compare(x, y).is_eq())
-                }))
-            })
-            .collect();
-        shape_result(&args.args, Arc::new(out))
+        each_row(&args, |row| {
+            if row.a_null || row.b_null {
+                return None;
+            }
+            Some(row.rb.clone().all(|y| {
+                !row.cmp.b.is_null(y)
+                    && row
+                        .ra
+                        .clone()
+                        .any(|x| !row.cmp.a.is_null(x) && row.cmp.compare(x, y).is_eq())
+            }))
+        })
     }
+}
+
+/// One row of a call over two array columns, as [`each_row`] hands it over: whether each
+/// side is NULL, where the row's elements are in each side's leaves, and a comparator of
+/// those leaves.
+struct Row<'a> {
+    i: usize,
+    a: &'a ArrayRef,
+    b: &'a ArrayRef,
+    a_null: bool,
+    b_null: bool,
+    ra: std::ops::Range<usize>,
+    rb: std::ops::Range<usize>,
+    cmp: &'a LeafCmp<'a>,
+}
+
+impl Row<'_> {
+    fn dims_a(&self) -> Vec<usize> {
+        dims(self.a.as_ref(), self.i)
+    }
+
+    fn dims_b(&self) -> Vec<usize> {
+        dims(self.b.as_ref(), self.i)
+    }
+}
+
+/// `f` of each row of a call's two array arguments (columns or scalars), as a `boolean`
+/// column, or a scalar when both arguments are.
+///
+/// # Errors
+/// When the leaves of the two sides cannot be compared (types the planner did not coerce).
+fn each_row(
+    args: &ScalarFunctionArgs,
+    f: impl Fn(Row<'_>) -> Option<bool>,
+) -> Result<ColumnarValue> {
+    let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+    let (a, b) = (&arrays[0], &arrays[1]);
+    let (la, oa) = leaves(a)?;
+    let (lb, ob) = leaves(b)?;
+    let cmp = LeafCmp::new(&la, &lb)?;
+    let out: BooleanArray = (0..a.len())
+        .map(|i| {
+            f(Row {
+                i,
+                a,
+                b,
+                a_null: a.is_null(i),
+                b_null: b.is_null(i),
+                ra: oa[i]..oa[i + 1],
+                rb: ob[i]..ob[i + 1],
+                cmp: &cmp,
+            })
+        })
+        .collect();
+    shape_result(&args.args, Arc::new(out))
 }
 
 /// Compares elements of two leaf arrays as PostgreSQL orders array elements: NULL after

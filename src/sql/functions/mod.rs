@@ -21,6 +21,7 @@ pub mod bpchar;
 pub mod checked;
 pub mod date_bin;
 pub mod datetime_input;
+pub mod encoding;
 pub mod extract;
 pub mod float_sum;
 pub mod int_avg;
@@ -166,6 +167,10 @@ pub fn register(ctx: &SessionContext) {
         ctx.register_udf(ScalarUDF::new_from_impl(text_format::CaseMap::new(upper)));
     }
     ctx.register_udf(ScalarUDF::new_from_impl(age::Age::new()));
+    for (name, decode) in [("encode", false), ("decode", true)] {
+        ctx.deregister_udf(name);
+        ctx.register_udf(ScalarUDF::new_from_impl(encoding::Encoding::new(decode)));
+    }
     ctx.deregister_udaf("percentile_cont");
     ctx.deregister_udaf("quantile_cont");
     for kind in [
